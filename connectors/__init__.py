@@ -1,0 +1,1 @@
+"""shardflow.connectors: built-in datasources and datasinks. Uses shardflow.sdk only."""

@@ -1,0 +1,1 @@
+"""shardflow.engine: the Dataset and what runs it (plans, optimizer, executor, backends)."""

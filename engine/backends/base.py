@@ -1,0 +1,76 @@
+"""The interface between the streaming executor and the place tasks run.
+
+A backend runs a task (a fused transform over a list of inputs) and reports, through the
+task's event queue, each block it produced, its end, or its failure. Before producing each
+block the backend asks the task's gate for room in the memory budget; a gate that answers
+False means the task was cancelled and must stop.
+"""
+
+from __future__ import annotations
+
+import queue
+from dataclasses import dataclass
+from typing import Any, List, Protocol
+
+from shardflow.engine.transforms import FusedTransform
+from shardflow.sdk.datasink import TaskContext
+
+THREAD = "thread"
+PROCESS = "process"
+
+
+class Gate(Protocol):
+    def acquire(self) -> bool:
+        """Wait for room for one more block; False means stop (cancelled)."""
+
+    def produced(self, nbytes: int) -> None:
+        """Account a block of ``nbytes`` produced after a successful acquire."""
+
+    def unused(self) -> None:
+        """Return the room of an acquire that produced no block."""
+
+
+@dataclass
+class TaskSpec:
+    """One task to run: ``transform(inputs, ctx)`` yields the task's output blocks."""
+
+    task_id: int
+    op_name: str
+    transform: FusedTransform
+    inputs: List[Any]
+    ctx: TaskContext
+    kind: str
+    events: "queue.Queue"
+    gate: Gate
+
+
+class Backend:
+    """Where tasks run and where blocks live. Implemented by LocalBackend and RayBackend."""
+
+    name = "backend"
+
+    def num_slots(self, kind: str) -> int:
+        """How many tasks of ``kind`` may run at once."""
+        raise NotImplementedError
+
+    def launch(self, spec: TaskSpec) -> None:
+        """Start a task; its events arrive on ``spec.events``."""
+        raise NotImplementedError
+
+    def cancel(self, task_id: int) -> None:
+        """Best-effort stop of a running task (its gate also answers False)."""
+
+    def put(self, block: Any) -> Any:
+        """Store a block, returning a reference."""
+        raise NotImplementedError
+
+    def get(self, ref: Any) -> Any:
+        """The block behind a reference."""
+        raise NotImplementedError
+
+    def prepare_source_item(self, item: Any) -> Any:
+        """Turn an in-memory source block into something a task can take."""
+        return item
+
+    def can_run_kind(self, kind: str) -> bool:
+        return True

@@ -1,0 +1,191 @@
+"""The local backend: tasks run in this process's threads, or in worker processes.
+
+Arrow, NumPy and Pillow release the GIL, so threads use every core for them. Pure-Python
+row functions hold the GIL; those tasks run in a pool of long-lived worker processes
+(started on first use) that receive the pickled transform and its inputs.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import queue
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, List, Optional
+
+import cloudpickle
+
+from shardflow.engine.backends.base import PROCESS, THREAD, Backend, TaskSpec
+from shardflow.engine.backends.process_worker import receive, send
+from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR, drive_task
+from shardflow.engine.errors import TaskFailure, WorkerCrashedError
+from shardflow.sdk.block import BlockMetadata
+
+logger = logging.getLogger(__name__)
+
+
+class LocalBackend(Backend):
+    """Runs tasks in threads of this process, or in local worker processes."""
+
+    name = "local"
+
+    def __init__(self, num_cpus: int):
+        self._num_cpus = num_cpus
+        self._threads = ThreadPoolExecutor(max_workers=num_cpus, thread_name_prefix="shardflow")
+        self._process_drivers = ThreadPoolExecutor(
+            max_workers=num_cpus, thread_name_prefix="shardflow-proc"
+        )
+
+    def num_slots(self, kind: str) -> int:
+        return self._num_cpus
+
+    def launch(self, spec: TaskSpec) -> None:
+        if spec.kind == PROCESS:
+            self._process_drivers.submit(_run_in_process, spec)
+        else:
+            self._threads.submit(_run_in_thread, spec)
+
+    def put(self, block: Any) -> Any:
+        return block
+
+    def get(self, ref: Any) -> Any:
+        return ref
+
+
+def _run_in_thread(spec: TaskSpec) -> None:
+    try:
+        blocks = spec.transform(spec.inputs, spec.ctx)
+    except BaseException as exc:
+        spec.events.put((ERROR, spec.task_id, TaskFailure(spec.op_name, exc), None))
+        return
+    drive_task(spec, blocks, store=lambda block: block)
+
+
+def _run_in_process(spec: TaskSpec) -> None:
+    pool = WorkerProcessPool.instance()
+    worker = pool.checkout()
+    healthy = False
+    try:
+        healthy = worker.run(spec)
+    finally:
+        pool.checkin(worker, healthy)
+
+
+class WorkerProcess:
+    """One long-lived Python worker process and the protocol to drive it."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        env.setdefault("SHARDFLOW_DISABLE_PROGRESS_BARS", "1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "shardflow.engine.backends.process_worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+
+    def _crash(self, spec: TaskSpec) -> WorkerCrashedError:
+        code = self.proc.poll()
+        return WorkerCrashedError(
+            f"{spec.op_name}: the worker process (pid {self.proc.pid}) died"
+            f"{'' if code is None else f' with exit code {code}'} while running a task; "
+            "a user function may have crashed the interpreter or run out of memory."
+        )
+
+    def run(self, spec: TaskSpec) -> bool:
+        """Run one task to its end, posting events. Returns whether the worker is reusable."""
+        try:
+            payload = cloudpickle.dumps((spec.transform, spec.inputs, spec.ctx, spec.op_name))
+        except Exception as exc:
+            spec.events.put((ERROR, spec.task_id, TaskFailure(spec.op_name, exc), None))
+            return True
+        try:
+            send(self.proc.stdin, ("run", payload))
+            reply = receive(self.proc.stdout)
+            if reply[0] == "error":
+                spec.events.put((ERROR, spec.task_id, reply[1], None))
+                return True
+            while True:
+                if not spec.gate.acquire():
+                    send(self.proc.stdin, ("close",))
+                    receive(self.proc.stdout)
+                    break
+                send(self.proc.stdin, ("next",))
+                reply = receive(self.proc.stdout)
+                if reply[0] == "done":
+                    spec.gate.unused()
+                    break
+                if reply[0] == "error":
+                    spec.gate.unused()
+                    spec.events.put((ERROR, spec.task_id, reply[1], None))
+                    return True
+                block = reply[1]
+                spec.gate.produced(block.nbytes)
+                spec.events.put((BLOCK, spec.task_id, block, BlockMetadata.of(block)))
+            spec.events.put((DONE, spec.task_id, None, None))
+            return True
+        except (EOFError, BrokenPipeError, OSError):
+            spec.gate.unused()
+            error = self._crash(spec)
+            spec.events.put((ERROR, spec.task_id, TaskFailure(spec.op_name, error), None))
+            return False
+
+    def stop(self) -> None:
+        try:
+            send(self.proc.stdin, ("exit",))
+            self.proc.stdin.close()
+            self.proc.wait(timeout=2)
+        except Exception:
+            self.proc.kill()
+
+
+class WorkerProcessPool:
+    """Process-wide pool of worker processes, created on first use and stopped at exit."""
+
+    _instance: Optional["WorkerProcessPool"] = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._idle: "queue.LifoQueue[WorkerProcess]" = queue.LifoQueue()
+        self._all: List[WorkerProcess] = []
+        self._guard = threading.Lock()
+
+    @classmethod
+    def instance(cls) -> "WorkerProcessPool":
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = WorkerProcessPool()
+                atexit.register(cls._instance.stop)
+            return cls._instance
+
+    def checkout(self) -> WorkerProcess:
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            worker = WorkerProcess()
+            with self._guard:
+                self._all.append(worker)
+            return worker
+
+    def checkin(self, worker: WorkerProcess, healthy: bool) -> None:
+        if healthy and worker.proc.poll() is None:
+            self._idle.put(worker)
+            return
+        worker.proc.kill()
+        with self._guard:
+            if worker in self._all:
+                self._all.remove(worker)
+
+    def stop(self) -> None:
+        with self._guard:
+            workers, self._all = list(self._all), []
+        for worker in workers:
+            worker.stop()
+
+
+__all__ = ["LocalBackend", "THREAD", "PROCESS", "DONE"]

@@ -1,0 +1,121 @@
+"""The Ray backend: tasks are Ray streaming-generator tasks; blocks live in the object store.
+
+Ray is imported only when this backend is created (by ``shardflow.init(backend="ray")``).
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Dict, Optional
+
+from shardflow.engine.backends.base import Backend, TaskSpec
+from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR
+from shardflow.engine.errors import TaskFailure, WorkerCrashedError
+from shardflow.sdk.block import BlockMetadata
+
+_remote_task = None
+
+
+def _run_transform(transform, ctx, *inputs):
+    """Body of the Ray task: yields each block, then its (rows, bytes)."""
+    for block in transform(list(inputs), ctx):
+        yield block
+        yield (block.num_rows, block.nbytes)
+
+
+def ensure_ray(address: Optional[str] = None, **init_kwargs: Any) -> None:
+    """Start or join Ray. A Ray started here listens on 127.0.0.1 only."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if address is None:
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    init_kwargs.setdefault("log_to_driver", True)
+    init_kwargs.setdefault("include_dashboard", False)
+    ray.init(address=address, **init_kwargs)
+
+
+class RayBackend(Backend):
+    """Runs every task as a Ray task; references are ObjectRefs."""
+
+    name = "ray"
+
+    def __init__(self) -> None:
+        import ray
+
+        global _remote_task
+        ensure_ray()
+        self._ray = ray
+        if _remote_task is None:
+            _remote_task = ray.remote(_run_transform)
+        self._cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self._drivers = ThreadPoolExecutor(max_workers=64, thread_name_prefix="shardflow-ray")
+        self._generators: Dict[int, Any] = {}
+
+    def num_slots(self, kind: str) -> int:
+        return self._cpus
+
+    def launch(self, spec: TaskSpec) -> None:
+        generator = _remote_task.options(
+            num_returns="streaming",
+            name=spec.op_name,
+            _generator_backpressure_num_objects=4,
+            max_retries=0,
+        ).remote(spec.transform, spec.ctx, *spec.inputs)
+        self._generators[spec.task_id] = generator
+        self._drivers.submit(self._drive, spec, generator)
+
+    def _drive(self, spec: TaskSpec, generator: Any) -> None:
+        ray = self._ray
+        try:
+            while True:
+                if not spec.gate.acquire():
+                    ray.cancel(generator)
+                    break
+                try:
+                    block_ref = next(generator)
+                except StopIteration:
+                    spec.gate.unused()
+                    break
+                rows, nbytes = ray.get(next(generator))
+                spec.gate.produced(nbytes)
+                spec.events.put((BLOCK, spec.task_id, block_ref, BlockMetadata(rows, nbytes)))
+            spec.events.put((DONE, spec.task_id, None, None))
+        except BaseException as exc:
+            spec.gate.unused()
+            spec.events.put((ERROR, spec.task_id, TaskFailure(spec.op_name, _unwrap(exc)), None))
+        finally:
+            self._generators.pop(spec.task_id, None)
+
+    def cancel(self, task_id: int) -> None:
+        generator = self._generators.get(task_id)
+        if generator is not None:
+            try:
+                self._ray.cancel(generator)
+            except Exception:
+                pass
+
+    def put(self, block: Any) -> Any:
+        return self._ray.put(block)
+
+    def get(self, ref: Any) -> Any:
+        return self._ray.get(ref)
+
+    def prepare_source_item(self, item: Any) -> Any:
+        import pyarrow as pa
+
+        return self._ray.put(item) if isinstance(item, pa.Table) else item
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """The user's exception inside a RayTaskError, or a crash error for a dead worker."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException):
+        return cause
+    name = type(exc).__name__
+    if "WorkerCrashed" in name or "ActorDied" in name or "ObjectLost" in name:
+        return WorkerCrashedError(str(exc))
+    return exc

@@ -1,0 +1,296 @@
+"""The consuming half of Dataset: execution, iteration, take, count, schema, aggregates."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import pyarrow as pa
+
+from shardflow.engine.context import DataContext
+from shardflow.engine.executor import StreamingExecutor
+from shardflow.engine.iteration import (
+    iter_batches_from_blocks,
+    iter_rows_from_blocks,
+    validate_batch_size,
+)
+from shardflow.engine.logical import BlocksSource, LimitOp, LogicalPlan, MapOp, ReadSource
+from shardflow.engine.optimizer import optimize
+from shardflow.engine.planner import plan_physical, plan_read_tasks
+from shardflow.engine.runtime import current_backend
+from shardflow.engine.transforms import PartialAggregateStage, combine_partials
+from shardflow.sdk.block import Block, block_to_batch, block_to_rows, concat_blocks, validate_batch_format
+
+
+class ConsumptionMixin:
+    """Methods that run the plan. Mixed into Dataset."""
+
+    _plan: LogicalPlan
+
+    # -- execution ----------------------------------------------------------------------
+
+    def _execute(self, plan: Optional[LogicalPlan] = None) -> Iterator[Tuple[Any, Any]]:
+        """Stream (reference, metadata) pairs of the output blocks."""
+        context = DataContext.get_current()
+        backend = current_backend(context)
+        physical = plan_physical(optimize(plan or self._plan), backend.name, context)
+        executor = StreamingExecutor(physical, backend, context)
+        self._last_stats = executor.stats
+        for ref, meta in executor:
+            yield ref, meta
+
+    def _iter_blocks(self, plan: Optional[LogicalPlan] = None) -> Iterator[Block]:
+        backend = current_backend()
+        for ref, _ in self._execute(plan):
+            yield backend.get(ref)
+
+    def _execute_blocks(self, plan: Optional[LogicalPlan] = None) -> List[Block]:
+        return list(self._iter_blocks(plan))
+
+    # -- iteration ----------------------------------------------------------------------
+
+    def iter_rows(self) -> Iterator[Dict[str, Any]]:
+        """Iterate over rows as dicts.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> [row["id"] for row in sf.range(3).iter_rows()]
+            [0, 1, 2]
+        """
+        return iter_rows_from_blocks(self._iter_blocks())
+
+    def iter_batches(
+        self,
+        *,
+        prefetch_batches: int = 1,
+        batch_size: Optional[int] = 256,
+        batch_format: Optional[str] = "default",
+        drop_last: bool = False,
+    ) -> Iterator[Any]:
+        """Iterate over batches of ``batch_size`` rows.
+
+        Args:
+            prefetch_batches: Batches prepared ahead of the consumer in a background thread.
+            batch_size: Rows per batch (the last may be smaller); None yields whole blocks.
+            batch_format: ``"numpy"`` (also ``"default"``), ``"pandas"`` or ``"pyarrow"``.
+            drop_last: Drop a last batch smaller than ``batch_size``.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> [len(b["id"]) for b in sf.range(10).iter_batches(batch_size=4)]
+            [4, 4, 2]
+        """
+        batch_size = validate_batch_size(batch_size)
+        batch_format = validate_batch_format(batch_format)
+        if isinstance(prefetch_batches, bool) or not isinstance(prefetch_batches, int) or prefetch_batches < 0:
+            raise ValueError(f"prefetch_batches must be an int >= 0, got {prefetch_batches!r}.")
+        return iter_batches_from_blocks(
+            self._iter_blocks(), batch_size=batch_size, batch_format=batch_format,
+            drop_last=drop_last, prefetch_batches=prefetch_batches,
+        )
+
+    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        return self.iter_rows()
+
+    # -- small results ------------------------------------------------------------------
+
+    def take(self, limit: int = 20) -> List[Dict[str, Any]]:
+        """The first ``limit`` rows as dicts.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> sf.range(100).take(2)
+            [{'id': 0}, {'id': 1}]
+        """
+        return list(iter_rows_from_blocks(self._iter_blocks(self.limit(limit)._plan)))
+
+    def take_all(self, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        """All rows as dicts; raises ValueError when there are more than ``limit``."""
+        plan = self._plan if limit is None else self.limit(limit + 1)._plan
+        rows = list(iter_rows_from_blocks(self._iter_blocks(plan)))
+        if limit is not None and len(rows) > limit:
+            raise ValueError(f"The dataset has more than {limit} rows; raise the limit or use take().")
+        return rows
+
+    def take_batch(self, batch_size: int = 20, *, batch_format: Optional[str] = "default") -> Any:
+        """The first ``batch_size`` rows as one batch.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> sf.range(10).take_batch(3)["id"].tolist()
+            [0, 1, 2]
+        """
+        batch_size = validate_batch_size(batch_size, allow_none=False)
+        batch_format = validate_batch_format(batch_format)
+        block = concat_blocks(self._execute_blocks(self.limit(batch_size)._plan))
+        return block_to_batch(block, batch_format)
+
+    def show(self, limit: int = 20) -> None:
+        """Print the first ``limit`` rows."""
+        for row in self.take(limit):
+            print(row)
+
+    # -- metadata -----------------------------------------------------------------------
+
+    def count(self) -> int:
+        """Number of rows; read from metadata when known, without reading the data.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> sf.range(1234).count()
+            1234
+        """
+        known = self._known_num_rows()
+        if known is not None:
+            return known
+        return self._aggregate([("count", "count", None)])["count"] or 0
+
+    def _known_num_rows(self) -> Optional[int]:
+        source = self._plan.source
+        limit = None
+        for op in self._plan.ops:
+            if isinstance(op, LimitOp):
+                limit = op.limit if limit is None else min(limit, op.limit)
+            elif not (isinstance(op, MapOp) and op.row_preserving):
+                return None
+        if isinstance(source, BlocksSource):
+            total = sum(b.num_rows for b in source.blocks) if source.metadata is None else sum(m.num_rows for m in source.metadata)
+        elif isinstance(source, ReadSource):
+            tasks = plan_read_tasks(source, DataContext.get_current())
+            rows = [t.metadata.num_rows for t in tasks]
+            if any(r is None for r in rows) or any(t.per_task_row_limit is not None for t in tasks):
+                return None
+            total = sum(rows)
+        else:
+            return None
+        return total if limit is None else min(total, limit)
+
+    def _cheap_schema(self) -> Optional[pa.Schema]:
+        """The schema when known without running anything, else None."""
+        if self._plan.ops:
+            return None
+        source = self._plan.source
+        if isinstance(source, BlocksSource) and source.metadata is None:
+            nonempty = [b for b in source.blocks if b.num_columns]
+            return nonempty[0].schema if nonempty else None
+        return None
+
+    def schema(self) -> Optional[pa.Schema]:
+        """The Arrow schema of the output; runs the plan up to its first block if needed.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> sf.range(3).schema().names
+            ['id']
+        """
+        schema = self._cheap_schema()
+        if schema is not None:
+            return schema
+        if isinstance(self._plan.source, ReadSource) and not self._plan.ops:
+            tasks = plan_read_tasks(self._plan.source, DataContext.get_current())
+            if tasks and tasks[0].schema is not None:
+                return tasks[0].schema
+        for block in self._iter_blocks():
+            if block.num_columns:
+                return block.schema
+        return None
+
+    def columns(self) -> Optional[List[str]]:
+        """Column names, or None for an empty dataset."""
+        schema = self.schema()
+        return None if schema is None else list(schema.names)
+
+    # -- whole results ------------------------------------------------------------------
+
+    def materialize(self) -> "Any":
+        """Run the plan and keep the blocks in memory (the object store on Ray).
+
+        Returns:
+            A Dataset over the materialized blocks; consuming it does not re-run the plan.
+        """
+        from shardflow.engine.dataset import Dataset
+
+        refs, metas = [], []
+        for ref, meta in self._execute():
+            refs.append(ref)
+            metas.append(meta)
+        ds = Dataset(LogicalPlan(BlocksSource(tuple(refs), "Materialized", tuple(metas))))
+        ds._last_stats = self._last_stats
+        return ds
+
+    def to_pandas(self, limit: Optional[int] = None) -> "Any":
+        """All rows as one pandas DataFrame; ValueError when there are more than ``limit``."""
+        plan = self._plan if limit is None else self.limit(limit + 1)._plan
+        block = concat_blocks(self._execute_blocks(plan))
+        if limit is not None and block.num_rows > limit:
+            raise ValueError(f"The dataset has more than {limit} rows; raise the limit.")
+        return block_to_batch(block, "pandas")
+
+    def to_arrow_refs(self) -> List[Any]:
+        """References to the output blocks: ObjectRefs on Ray, the tables themselves locally."""
+        return [ref for ref, _ in self._execute()]
+
+    def to_arrow(self) -> pa.Table:
+        """All rows as one pyarrow Table."""
+        return concat_blocks(self._execute_blocks())
+
+    def stats(self) -> str:
+        """Per-operator statistics of the last execution of this dataset."""
+        if self._last_stats is None:
+            return "This dataset has not been executed yet."
+        return self._last_stats.to_string()
+
+    # -- aggregates ---------------------------------------------------------------------
+
+    def _aggregate(self, aggs: List[tuple]) -> Dict[str, Any]:
+        stage = PartialAggregateStage("Aggregate", aggs)
+        blocks = self._execute_blocks(self._plan.with_op(MapOp(stage)))
+        return combine_partials(blocks, aggs)
+
+    def sum(self, on: str) -> Any:
+        """Sum of column ``on``; None for an empty dataset.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> sf.range(5).sum("id")
+            10
+        """
+        return self._aggregate([("sum", "sum", on)])["sum"]
+
+    def min(self, on: str) -> Any:
+        """Minimum of column ``on``; None for an empty dataset."""
+        return self._aggregate([("min", "min", on)])["min"]
+
+    def max(self, on: str) -> Any:
+        """Maximum of column ``on``; None for an empty dataset."""
+        return self._aggregate([("max", "max", on)])["max"]
+
+    def mean(self, on: str) -> Optional[float]:
+        """Mean of the non-null values of column ``on``; None when there are none."""
+        result = self._aggregate([("sum", "sum", on), ("n", "count", on)])
+        return None if not result["n"] else result["sum"] / result["n"]
+
+    def std(self, on: str, ddof: int = 1) -> Optional[float]:
+        """Standard deviation of column ``on`` (``ddof`` as in numpy)."""
+        result = self._aggregate([("s", "sum", on), ("ss", "sumsq", on), ("n", "count", on)])
+        n = result["n"] or 0
+        if n - ddof <= 0:
+            return None
+        mean = result["s"] / n
+        return max(0.0, (result["ss"] - n * mean * mean) / (n - ddof)) ** 0.5
+
+    # -- display ------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        rows = self._repr_rows()
+        schema = self._cheap_schema()
+        fields = "?" if schema is None else "{" + ", ".join(f"{f.name}: {f.type}" for f in schema) + "}"
+        out = f"Dataset(num_rows={'?' if rows is None else rows}, schema={fields})"
+        for op in self._plan.ops:
+            out = f"{op.name}\n+- " + out.replace("\n", "\n   ")
+        return out
+
+    def _repr_rows(self) -> Optional[int]:
+        source = self._plan.source
+        if isinstance(source, BlocksSource) and not self._plan.ops:
+            return self._known_num_rows()
+        return None

@@ -1,0 +1,108 @@
+"""DataContext: the settings one execution runs under."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Optional
+
+import psutil
+
+_ENV_DISABLE_BARS = "SHARDFLOW_DISABLE_PROGRESS_BARS"
+
+
+def _default_memory_budget() -> int:
+    return int(psutil.virtual_memory().total * 0.25)
+
+
+def _bars_enabled_by_env() -> bool:
+    return os.environ.get(_ENV_DISABLE_BARS, "").strip().lower() not in ("1", "true", "yes")
+
+
+@dataclass
+class RetryPolicy:
+    """How transient storage errors are retried.
+
+    Args:
+        max_attempts: Attempts per operation, including the first.
+        initial_backoff_s: Wait before the first retry; doubles each time.
+        max_backoff_s: Upper bound of one wait.
+    """
+
+    max_attempts: int = 5
+    initial_backoff_s: float = 0.2
+    max_backoff_s: float = 10.0
+
+
+@dataclass
+class DataContext:
+    """Settings of the current process's executions, in the manner of Ray Data's DataContext.
+
+    Get the current one with ``DataContext.get_current()`` and change its fields; the change
+    applies to datasets executed afterwards.
+
+    Args:
+        memory_budget_bytes: Upper bound on bytes of blocks in flight (produced and not yet
+            consumed) during an execution. Defaults to a quarter of the machine's RAM.
+        target_max_block_size: Reads and transforms aim for blocks at most this large.
+        preserve_order: Emit blocks in the order of their inputs (deterministic results).
+        enable_progress_bars: Show per-operator progress bars on a terminal. The environment
+            variable ``SHARDFLOW_DISABLE_PROGRESS_BARS=1`` turns every bar off.
+        num_cpus: Worker slots of the local backend; defaults to the machine's cores.
+        python_udfs_in_processes: Run pure-Python row functions (``map``, ``flat_map``,
+            ``filter`` with a function) in worker processes on the local backend, so they use
+            every core despite the GIL.
+        backend: ``"local"`` or ``"ray"``; set by ``shardflow.init``.
+        retry: Retry policy for transient storage errors.
+
+    Examples:
+        >>> import shardflow as sf
+        >>> ctx = sf.DataContext.get_current()
+        >>> ctx.memory_budget_bytes = 512 * 1024 * 1024
+    """
+
+    memory_budget_bytes: int = field(default_factory=_default_memory_budget)
+    target_max_block_size: int = 64 * 1024 * 1024
+    target_min_block_size: int = 1024 * 1024
+    preserve_order: bool = True
+    enable_progress_bars: bool = field(default_factory=_bars_enabled_by_env)
+    num_cpus: Optional[int] = None
+    python_udfs_in_processes: bool = True
+    backend: str = "local"
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    _current: "Optional[DataContext]" = None
+    _lock = threading.Lock()
+
+    @staticmethod
+    def get_current() -> "DataContext":
+        """The process-wide context, created on first use."""
+        with DataContext._lock:
+            if DataContext._current is None:
+                DataContext._current = DataContext()
+            return DataContext._current
+
+    @staticmethod
+    def _set_current(context: "DataContext") -> None:
+        with DataContext._lock:
+            DataContext._current = context
+
+    def effective_num_cpus(self) -> int:
+        """Worker slots of the local backend."""
+        if self.num_cpus is not None:
+            if self.num_cpus < 1:
+                raise ValueError(f"DataContext.num_cpus must be >= 1, got {self.num_cpus}.")
+            return self.num_cpus
+        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+    def progress_bars_enabled(self) -> bool:
+        return self.enable_progress_bars and _bars_enabled_by_env()
+
+    def validate(self) -> None:
+        if not isinstance(self.memory_budget_bytes, int) or self.memory_budget_bytes <= 0:
+            raise ValueError(
+                f"DataContext.memory_budget_bytes must be a positive int, got {self.memory_budget_bytes!r}."
+            )
+        if self.backend not in ("local", "ray"):
+            raise ValueError(f"DataContext.backend must be 'local' or 'ray', got {self.backend!r}.")

@@ -1,0 +1,321 @@
+"""The Dataset: a lazy, immutable plan with Ray Data's API.
+
+Transformations return a new Dataset and run nothing; consumption (iteration, ``take``,
+``count``, writes, ...) optimizes the plan and runs it on the current backend.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+
+import pyarrow as pa
+
+from shardflow.engine.consumption import ConsumptionMixin
+from shardflow.engine.file_api import FileWriteMixin
+from shardflow.engine.logical import LimitOp, LogicalPlan, MapOp, WriteOp
+from shardflow.engine.transforms import (
+    AddColumnStage,
+    BatchMapStage,
+    ExprFilterStage,
+    FlatMapStage,
+    ProjectStage,
+    RowFilterStage,
+    RowMapStage,
+)
+from shardflow.engine.iteration import validate_batch_size
+from shardflow.sdk.block import validate_batch_format
+from shardflow.sdk.datasink import Datasink
+from shardflow.sdk.expressions import Expr
+
+DEFAULT_BATCH_SIZE = 1024
+
+
+def _fn_name(fn: Any) -> str:
+    return getattr(fn, "__name__", None) or type(fn).__name__
+
+
+def _check_fn(fn: Any, method: str) -> None:
+    if not callable(fn):
+        raise TypeError(f"{method} needs a function (or a callable class); got {type(fn).__name__}.")
+
+
+def _check_columns(cols: Any, method: str) -> List[str]:
+    if isinstance(cols, str):
+        cols = [cols]
+    cols = list(cols)
+    if not all(isinstance(c, str) for c in cols):
+        raise TypeError(f"{method} takes column names (strings); got {cols!r}.")
+    if len(set(cols)) != len(cols):
+        raise ValueError(f"{method} got duplicate column names: {cols!r}.")
+    return cols
+
+
+class Dataset(ConsumptionMixin, FileWriteMixin):
+    """A distributed-style collection of rows, stored as Arrow blocks and computed lazily.
+
+    Create one with ``sf.range``, ``sf.from_items``, ``sf.read_datasource`` and friends.
+
+    Examples:
+        >>> import shardflow as sf
+        >>> ds = sf.range(10).map_batches(lambda b: {"id": b["id"] * 2})
+        >>> ds.filter(sf.col("id") > 10).take_all()
+        [{'id': 12}, {'id': 14}, {'id': 16}, {'id': 18}]
+    """
+
+    def __init__(self, plan: LogicalPlan):
+        self._plan = plan
+        self._last_stats = None
+
+    def _with(self, op: Any) -> "Dataset":
+        return Dataset(self._plan.with_op(op))
+
+    # -- transformations ----------------------------------------------------------------
+
+    def map(
+        self,
+        fn: Callable[[Dict[str, Any]], Dict[str, Any]],
+        *,
+        fn_args: Optional[Tuple[Any, ...]] = None,
+        fn_kwargs: Optional[Dict[str, Any]] = None,
+        fn_constructor_args: Optional[Tuple[Any, ...]] = None,
+        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
+    ) -> "Dataset":
+        """Apply ``fn`` to each row (a dict), producing one row (a dict) per input row.
+
+        On the local backend row functions run in worker processes, so pure-Python code
+        uses every core; prefer ``map_batches`` for vectorized work.
+
+        Args:
+            fn: Function, or callable class (instantiated once per task), from row to row.
+            fn_args: Extra positional arguments for ``fn``.
+            fn_kwargs: Extra keyword arguments for ``fn``.
+            fn_constructor_args: Constructor arguments when ``fn`` is a class.
+            fn_constructor_kwargs: Constructor keyword arguments when ``fn`` is a class.
+
+        Returns:
+            A new Dataset.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> sf.range(3).map(lambda row: {"sq": row["id"] ** 2}).take_all()
+            [{'sq': 0}, {'sq': 1}, {'sq': 4}]
+        """
+        _check_fn(fn, "map")
+        stage = RowMapStage(fn, f"Map({_fn_name(fn)})", fn_args or (), fn_kwargs,
+                            fn_constructor_args or (), fn_constructor_kwargs)
+        return self._with(MapOp(stage, row_preserving=True))
+
+    def map_batches(
+        self,
+        fn: Callable[[Any], Any],
+        *,
+        batch_size: Union[int, None, str] = "default",
+        batch_format: Optional[str] = "default",
+        zero_copy_batch: bool = False,
+        fn_args: Optional[Tuple[Any, ...]] = None,
+        fn_kwargs: Optional[Dict[str, Any]] = None,
+        fn_constructor_args: Optional[Tuple[Any, ...]] = None,
+        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
+    ) -> "Dataset":
+        """Apply ``fn`` to batches of rows.
+
+        Args:
+            fn: Function, or callable class (instantiated once per task), taking a batch and
+                returning a batch (or a generator of batches).
+            batch_size: Rows per batch; ``"default"`` is 1024; None passes whole blocks.
+            batch_format: ``"numpy"`` (dict of arrays; also ``"default"``), ``"pandas"`` or
+                ``"pyarrow"``.
+            zero_copy_batch: Let ``fn`` receive read-only views of the block's memory
+                instead of copies (faster; ``fn`` must not modify its input).
+            fn_args: Extra positional arguments for ``fn``.
+            fn_kwargs: Extra keyword arguments for ``fn``.
+            fn_constructor_args: Constructor arguments when ``fn`` is a class.
+            fn_constructor_kwargs: Constructor keyword arguments when ``fn`` is a class.
+
+        Returns:
+            A new Dataset.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> ds = sf.range(4).map_batches(lambda b: {"x": b["id"] + 1}, batch_size=2)
+            >>> ds.take_all()
+            [{'x': 1}, {'x': 2}, {'x': 3}, {'x': 4}]
+        """
+        _check_fn(fn, "map_batches")
+        if batch_size == "default":
+            batch_size = DEFAULT_BATCH_SIZE
+        batch_size = validate_batch_size(batch_size)
+        batch_format = validate_batch_format(batch_format)
+        stage = BatchMapStage(
+            fn, f"MapBatches({_fn_name(fn)})", batch_size, batch_format, fn_args or (), fn_kwargs,
+            fn_constructor_args or (), fn_constructor_kwargs, zero_copy_batch,
+        )
+        return self._with(MapOp(stage))
+
+    def flat_map(
+        self,
+        fn: Callable[[Dict[str, Any]], List[Dict[str, Any]]],
+        *,
+        fn_args: Optional[Tuple[Any, ...]] = None,
+        fn_kwargs: Optional[Dict[str, Any]] = None,
+        fn_constructor_args: Optional[Tuple[Any, ...]] = None,
+        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
+    ) -> "Dataset":
+        """Apply ``fn`` to each row, producing any number of rows (a list of dicts).
+
+        Examples:
+            >>> import shardflow as sf
+            >>> sf.range(2).flat_map(lambda r: [r, r]).take_all()
+            [{'id': 0}, {'id': 0}, {'id': 1}, {'id': 1}]
+        """
+        _check_fn(fn, "flat_map")
+        stage = FlatMapStage(fn, f"FlatMap({_fn_name(fn)})", fn_args or (), fn_kwargs,
+                             fn_constructor_args or (), fn_constructor_kwargs)
+        return self._with(MapOp(stage))
+
+    def filter(
+        self,
+        fn: Union[Callable[[Dict[str, Any]], bool], Expr, None] = None,
+        expr: Optional[Expr] = None,
+        *,
+        fn_args: Optional[Tuple[Any, ...]] = None,
+        fn_kwargs: Optional[Dict[str, Any]] = None,
+        fn_constructor_args: Optional[Tuple[Any, ...]] = None,
+        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
+    ) -> "Dataset":
+        """Keep the rows for which ``fn`` returns True, or where ``expr`` holds.
+
+        An expression (``sf.col("x") > 0``) is evaluated by Arrow in bulk and can be pushed
+        into readers that support it; a function is called once per row.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> sf.range(5).filter(lambda r: r["id"] % 2 == 0).take_all()
+            [{'id': 0}, {'id': 2}, {'id': 4}]
+            >>> sf.range(5).filter(expr=sf.col("id") > 2).count()
+            2
+        """
+        if isinstance(fn, Expr):
+            fn, expr = None, fn
+        if (fn is None) == (expr is None):
+            raise ValueError("filter needs exactly one of fn (a function) or expr (an expression such as sf.col('x') > 0).")
+        if expr is not None:
+            if not isinstance(expr, Expr):
+                raise TypeError(f"expr must be an expression built with sf.col(...); got {type(expr).__name__}.")
+            return self._with(MapOp(ExprFilterStage(expr, f"Filter({expr!r})")))
+        _check_fn(fn, "filter")
+        stage = RowFilterStage(fn, f"Filter({_fn_name(fn)})", fn_args or (), fn_kwargs,
+                               fn_constructor_args or (), fn_constructor_kwargs)
+        return self._with(MapOp(stage))
+
+    def add_column(self, col: str, fn: Callable[[Any], Any], *, batch_format: Optional[str] = "pandas") -> "Dataset":
+        """Add (or replace) column ``col`` computed by ``fn`` from each batch.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> sf.range(3).add_column("double", lambda df: df["id"] * 2).take(2)
+            [{'id': 0, 'double': 0}, {'id': 1, 'double': 2}]
+        """
+        if not isinstance(col, str) or not col:
+            raise TypeError(f"add_column needs a column name, got {col!r}.")
+        _check_fn(fn, "add_column")
+        batch_format = validate_batch_format(batch_format)
+        return self._with(MapOp(AddColumnStage(col, fn, f"AddColumn({col})", batch_format), row_preserving=True))
+
+    def select_columns(self, cols: Union[str, List[str]]) -> "Dataset":
+        """Keep only ``cols``, in that order.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> sf.from_items([{"a": 1, "b": 2}]).select_columns(["b"]).take_all()
+            [{'b': 2}]
+        """
+        cols = _check_columns(cols, "select_columns")
+        return self._with(MapOp(ProjectStage(f"SelectColumns({cols})", select=cols), row_preserving=True))
+
+    def drop_columns(self, cols: Union[str, List[str]]) -> "Dataset":
+        """Remove ``cols``.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> sf.from_items([{"a": 1, "b": 2}]).drop_columns(["b"]).take_all()
+            [{'a': 1}]
+        """
+        cols = _check_columns(cols, "drop_columns")
+        return self._with(MapOp(ProjectStage(f"DropColumns({cols})", drop=cols), row_preserving=True))
+
+    def rename_columns(self, names: Union[Dict[str, str], List[str]]) -> "Dataset":
+        """Rename columns with a mapping ``{old: new}`` (or a full list of new names).
+
+        Examples:
+            >>> import shardflow as sf
+            >>> sf.from_items([{"a": 1}]).rename_columns({"a": "x"}).take_all()
+            [{'x': 1}]
+        """
+        if isinstance(names, (list, tuple)):
+            new_names = _check_columns(names, "rename_columns")
+            schema = self.schema()
+            if schema is None or len(schema.names) != len(new_names):
+                raise ValueError(
+                    f"rename_columns with a list needs one new name per column; the dataset has "
+                    f"{None if schema is None else schema.names}."
+                )
+            names = dict(zip(schema.names, new_names))
+        if not isinstance(names, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
+            raise TypeError("rename_columns takes a dict of {old name: new name} or a list of new names.")
+        if len(set(names.values())) != len(names):
+            raise ValueError(f"rename_columns would give two columns the same name: {names!r}.")
+        return self._with(MapOp(ProjectStage(f"RenameColumns({names})", rename=dict(names)), row_preserving=True))
+
+    def limit(self, limit: int) -> "Dataset":
+        """Keep only the first ``limit`` rows.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> sf.range(1000).limit(3).take_all()
+            [{'id': 0}, {'id': 1}, {'id': 2}]
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise TypeError(f"limit must be an int, got {limit!r}.")
+        if limit < 0:
+            raise ValueError(f"limit must be >= 0, got {limit}.")
+        return self._with(LimitOp(limit))
+
+    # -- writes -------------------------------------------------------------------------
+
+    def write_datasink(self, datasink: Union[Datasink, str], **write_args: Any) -> None:
+        """Write the dataset through a Datasink (or a registered connector's name).
+
+        All-or-nothing: when any write task fails, ``on_write_failed`` is called and the
+        error is raised; ``on_write_complete`` (the commit) runs only when all succeeded.
+
+        Args:
+            datasink: A Datasink, or the name of a registered connector with a datasink.
+            write_args: Arguments for the connector's datasink when a name is given.
+        """
+        if isinstance(datasink, str):
+            from shardflow.sdk.registry import get_registry
+
+            spec = get_registry().get(datasink)
+            if spec.datasink is None:
+                raise ValueError(f"Connector {datasink!r} (from {spec.package}) has no datasink; it can only read.")
+            datasink = spec.datasink(**write_args)
+        elif write_args:
+            raise TypeError(f"write arguments {sorted(write_args)} apply only when the datasink is given by name.")
+        if not isinstance(datasink, Datasink):
+            raise TypeError(f"write_datasink needs a shardflow.sdk.Datasink, got {type(datasink).__name__}.")
+        from shardflow.engine.transforms import decode_write_returns
+        from shardflow.sdk.datasink import WriteResult
+
+        write_uuid = uuid.uuid4().hex
+        datasink.on_write_start(self._cheap_schema())
+        try:
+            outputs = self._execute_blocks(self._plan.with_op(WriteOp(datasink, write_uuid)))
+            returns, rows, size = decode_write_returns(outputs)
+        except BaseException as exc:
+            datasink.on_write_failed(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+            raise
+        datasink.on_write_complete(WriteResult(num_rows=rows, size_bytes=size, write_returns=returns))
+
+    write_datasource = write_datasink

@@ -1,0 +1,126 @@
+"""Errors that reach the user from workers."""
+
+from __future__ import annotations
+
+import pickle
+import traceback
+from typing import Optional
+
+
+class UserCodeError(Exception):
+    """An exception raised by a user function, re-raised on the driver.
+
+    The message names the operator, and ``user_traceback`` holds the traceback from the worker.
+    On the driver the raised object is also an instance of the original exception's type where
+    possible, so ``except ZeroDivisionError`` still catches it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        operator: str = "",
+        user_traceback: str = "",
+        cause_pickle: Optional[bytes] = None,
+    ):
+        super().__init__(message)
+        self.operator = operator
+        self.user_traceback = user_traceback
+        self.cause_pickle = cause_pickle
+
+    def __reduce__(self):
+        return (UserCodeError, (str(self), self.operator, self.user_traceback, self.cause_pickle))
+
+    def __str__(self) -> str:
+        return self.args[0] if self.args else ""
+
+
+class WorkerCrashedError(RuntimeError):
+    """A worker process died while running a task."""
+
+
+class TaskFailure:
+    """A picklable record of an exception in a worker, turned back into an exception on the driver."""
+
+    def __init__(self, operator: str, exc: BaseException):
+        if isinstance(exc, UserCodeError):
+            self.operator = exc.operator or operator
+            self.message = str(exc)
+            self.traceback = exc.user_traceback
+            root = exc.__cause__
+            if root is None and exc.cause_pickle is not None:
+                self.pickled = exc.cause_pickle
+                return
+        else:
+            self.operator = operator
+            self.traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            self.message = (
+                f"{operator} failed: {type(exc).__name__}: {exc}\n\n"
+                f"Traceback from the worker:\n{self.traceback}"
+            )
+            root = exc
+        self.pickled = None
+        if root is not None:
+            try:
+                self.pickled = pickle.dumps(root)
+                pickle.loads(self.pickled)
+            except Exception:
+                self.pickled = None
+
+    def original(self) -> Optional[BaseException]:
+        if self.pickled is None:
+            return None
+        try:
+            return pickle.loads(self.pickled)
+        except Exception:
+            return None
+
+    def to_exception(self) -> BaseException:
+        """The exception to raise on the driver."""
+        error = UserCodeError(self.message, self.operator, self.traceback)
+        return _as_instance_of(error, self.original())
+
+
+def wrap_user_exception(operator: str, exc: BaseException) -> UserCodeError:
+    """Wrap an exception raised by a user function inside a worker."""
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    message = (
+        f"{operator} failed: {type(exc).__name__}: {exc}\n\n"
+        f"Traceback from the user function:\n{tb}"
+    )
+    try:
+        cause_pickle = pickle.dumps(exc)
+        pickle.loads(cause_pickle)
+    except Exception:
+        cause_pickle = None
+    error = UserCodeError(message, operator, tb, cause_pickle)
+    error.__cause__ = exc
+    return error
+
+
+_DUAL_CLASSES: dict = {}
+
+
+def _as_instance_of(error: UserCodeError, original: Optional[BaseException]) -> BaseException:
+    """Make ``error`` also an instance of ``type(original)`` so users can catch the original type."""
+    if original is None or isinstance(original, UserCodeError):
+        return error
+    cls = type(original)
+    try:
+        dual = _DUAL_CLASSES.get(cls)
+        if dual is None:
+
+            def __init__(self, message, operator, user_traceback):
+                UserCodeError.__init__(self, message, operator, user_traceback)
+
+            dual = type(
+                f"UserCodeError[{cls.__name__}]",
+                (UserCodeError, cls),
+                {"__init__": __init__, "__str__": UserCodeError.__str__},
+            )
+            _DUAL_CLASSES[cls] = dual
+        result = dual(str(error), error.operator, error.user_traceback)
+        result.__cause__ = original
+        return result
+    except TypeError:
+        error.__cause__ = original
+        return error

@@ -1,0 +1,70 @@
+"""The memory budget: bytes of blocks in flight, with reservations and backpressure.
+
+A block is "in flight" from the moment a task produces it until its consumer releases it
+(a downstream task finished with it, or the user's iterator moved past it). Producers reserve
+room for a block before making it, sized by the largest block their operator has produced so
+far, so concurrent producers cannot overshoot the budget together.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+
+class MemoryBudget:
+    """Counts bytes in flight and makes producers wait while the budget is full."""
+
+    def __init__(self, limit_bytes: int):
+        self.limit = limit_bytes
+        self.in_flight = 0
+        self.reserved = 0
+        self.peak = 0
+        self._cond = threading.Condition()
+
+    def reserve(self, nbytes: int, exempt: Callable[[], bool], cancelled: Callable[[], bool]) -> bool:
+        """Wait until ``nbytes`` fit, or ``exempt()`` holds; False when ``cancelled()``.
+
+        An empty budget always admits one block, so a block larger than the whole budget
+        still makes progress instead of hanging.
+        """
+        with self._cond:
+            while True:
+                if cancelled():
+                    return False
+                used = self.in_flight + self.reserved
+                if used == 0 or used + nbytes <= self.limit or exempt():
+                    self.reserved += nbytes
+                    return True
+                self._cond.wait(timeout=0.05)
+
+    def has_room(self, nbytes: int) -> bool:
+        with self._cond:
+            used = self.in_flight + self.reserved
+            return used == 0 or used + nbytes <= self.limit
+
+    def commit(self, reserved: int, actual: int) -> None:
+        """Turn a reservation into ``actual`` bytes in flight."""
+        with self._cond:
+            self.reserved -= reserved
+            self.in_flight += actual
+            self.peak = max(self.peak, self.in_flight)
+            self._cond.notify_all()
+
+    def unreserve(self, reserved: int) -> None:
+        with self._cond:
+            self.reserved -= reserved
+            self._cond.notify_all()
+
+    def add(self, nbytes: int) -> None:
+        """Count bytes that entered flight without a reservation (e.g. a sliced block)."""
+        self.commit(0, nbytes)
+
+    def release(self, nbytes: int) -> None:
+        with self._cond:
+            self.in_flight -= nbytes
+            self._cond.notify_all()
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()

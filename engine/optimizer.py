@@ -1,0 +1,105 @@
+"""Logical optimizations: push projection, filters and limits into reads.
+
+Fusion of consecutive map-like operations into one task happens in the planner, which
+builds one FusedTransform per run of map-like operations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, List
+
+from shardflow.engine.logical import (
+    LimitOp,
+    LogicalPlan,
+    MapOp,
+    ReadSource,
+    is_expr_filter,
+    is_projection,
+    projection_map_of,
+)
+from shardflow.sdk.expressions import and_all
+
+
+def optimize(plan: LogicalPlan) -> LogicalPlan:
+    """Apply every rule; the result computes exactly the same rows as ``plan``."""
+    plan = _merge_limits(plan)
+    plan = _push_filters(plan)
+    plan = _push_projection(plan)
+    plan = _push_limit(plan)
+    return plan
+
+
+def _merge_limits(plan: LogicalPlan) -> LogicalPlan:
+    ops: List[Any] = []
+    for op in plan.ops:
+        if isinstance(op, LimitOp) and ops and isinstance(ops[-1], LimitOp):
+            ops[-1] = LimitOp(min(ops[-1].limit, op.limit))
+        else:
+            ops.append(op)
+    return replace(plan, ops=tuple(ops))
+
+
+def _push_filters(plan: LogicalPlan) -> LogicalPlan:
+    """Leading expression filters (before anything that renames or computes columns)."""
+    source = plan.source
+    if not isinstance(source, ReadSource) or not source.datasource.supports_predicate_pushdown():
+        return plan
+    leading = []
+    for op in plan.ops:
+        if not is_expr_filter(op):
+            break
+        leading.append(op)
+    if not leading:
+        return plan
+    datasource = source.datasource.apply_predicate(and_all(op.stage.expr for op in leading))
+    rest = plan.ops[len(leading):]
+    if not datasource.is_predicate_pushdown_exact():
+        rest = tuple(leading) + rest
+    return LogicalPlan(replace(source, datasource=datasource), tuple(rest))
+
+
+def _push_projection(plan: LogicalPlan) -> LogicalPlan:
+    """Leading select/rename operations, and those right after re-applied filters."""
+    source = plan.source
+    if not isinstance(source, ReadSource) or not source.datasource.supports_projection_pushdown():
+        return plan
+    ops = list(plan.ops)
+    filters = []
+    while ops and is_expr_filter(ops[0]):
+        filters.append(ops.pop(0))
+    needed = set()
+    for op in filters:
+        needed |= op.stage.expr.referenced_columns()
+    current = source.datasource.get_projection_map()
+    pushed = 0
+    for op in ops:
+        if not is_projection(op):
+            break
+        new_map = projection_map_of(op.stage, current)
+        if new_map is None:
+            break
+        if not needed <= {src for src, out in new_map.items() if src == out}:
+            break  # the re-applied filter still needs its columns under their source names
+        current = new_map
+        pushed += 1
+    if not pushed:
+        return plan
+    datasource = source.datasource.apply_projection(current)
+    return LogicalPlan(replace(source, datasource=datasource), tuple(filters + ops[pushed:]))
+
+
+def _push_limit(plan: LogicalPlan) -> LogicalPlan:
+    """A limit after row-preserving operations caps each read task (the limit stays too)."""
+    source = plan.source
+    if not isinstance(source, ReadSource):
+        return plan
+    for op in plan.ops:
+        if isinstance(op, LimitOp):
+            limit = op.limit
+            if source.per_task_row_limit is not None:
+                limit = min(limit, source.per_task_row_limit)
+            return LogicalPlan(replace(source, per_task_row_limit=limit), plan.ops)
+        if not (isinstance(op, MapOp) and op.row_preserving):
+            return plan
+    return plan

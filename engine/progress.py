@@ -1,0 +1,46 @@
+"""Per-operator progress bars, shown only on a terminal and when not turned off."""
+
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+from shardflow.engine.stats import OperatorStats
+
+
+class ProgressBars:
+    """One bar per operator, counting finished tasks and rows out."""
+
+    def __init__(self, operators: List[OperatorStats], totals: List[Optional[int]], enabled: bool):
+        self._bars = []
+        if not (enabled and sys.stderr.isatty()):
+            return
+        from tqdm.auto import tqdm
+
+        for position, (op, total) in enumerate(zip(operators, totals)):
+            self._bars.append(
+                tqdm(
+                    total=total,
+                    desc=f"- {op.name}",
+                    position=position,
+                    unit=" tasks",
+                    leave=True,
+                    dynamic_ncols=True,
+                    file=sys.stderr,
+                )
+            )
+
+    def update(self, index: int, op: OperatorStats, total: Optional[int] = None) -> None:
+        if not self._bars:
+            return
+        bar = self._bars[index]
+        if total is not None and bar.total != total:
+            bar.total = total
+        bar.n = op.tasks_finished
+        bar.set_postfix_str(f"{op.rows_out} rows", refresh=False)
+        bar.refresh()
+
+    def close(self) -> None:
+        for bar in self._bars:
+            bar.close()
+        self._bars = []

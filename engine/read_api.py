@@ -1,0 +1,177 @@
+"""Functions that create Datasets: ``range``, ``from_*`` and ``read_datasource``."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Union
+
+import numpy as np
+import pyarrow as pa
+
+from shardflow.engine.context import DataContext
+from shardflow.engine.dataset import Dataset
+from shardflow.engine.logical import BlocksSource, LogicalPlan, ReadSource
+from shardflow.sdk.block import numpy_batch_to_block, rows_to_block, to_block
+from shardflow.sdk.datasource import Datasource
+
+
+def _num_blocks(n_rows: int, parallelism: int, override_num_blocks: Optional[int]) -> int:
+    if override_num_blocks is not None:
+        if isinstance(override_num_blocks, bool) or not isinstance(override_num_blocks, int) or override_num_blocks < 1:
+            raise ValueError(f"override_num_blocks must be a positive int, got {override_num_blocks!r}.")
+        wanted = override_num_blocks
+    elif parallelism is not None and parallelism > 0:
+        wanted = parallelism
+    else:
+        wanted = max(4, 2 * DataContext.get_current().effective_num_cpus())
+    return max(1, min(wanted, n_rows))
+
+
+def _resolve_parallelism(parallelism: int, override_num_blocks: Optional[int]) -> int:
+    if override_num_blocks is not None:
+        if isinstance(override_num_blocks, bool) or not isinstance(override_num_blocks, int) or override_num_blocks < 1:
+            raise ValueError(f"override_num_blocks must be a positive int, got {override_num_blocks!r}.")
+        return override_num_blocks
+    if not isinstance(parallelism, int) or (parallelism < 1 and parallelism != -1):
+        raise ValueError(f"parallelism must be a positive int or -1 (automatic), got {parallelism!r}.")
+    return parallelism
+
+
+def range(n: int, *, parallelism: int = -1, override_num_blocks: Optional[int] = None) -> Dataset:  # noqa: A001
+    """A dataset of the integers ``0 .. n-1`` in column ``id``.
+
+    Args:
+        n: Number of rows.
+        parallelism: Deprecated spelling of ``override_num_blocks`` (as in Ray Data).
+        override_num_blocks: Number of read tasks; automatic by default.
+
+    Examples:
+        >>> import shardflow as sf
+        >>> sf.range(3).take_all()
+        [{'id': 0}, {'id': 1}, {'id': 2}]
+    """
+    from shardflow.connectors.range import RangeDatasource
+
+    return read_datasource(RangeDatasource(n), parallelism=parallelism, override_num_blocks=override_num_blocks)
+
+
+def _split_block(block: pa.Table, num_blocks: int) -> List[pa.Table]:
+    if block.num_rows == 0:
+        return [block]
+    bounds = np.linspace(0, block.num_rows, num_blocks + 1, dtype=np.int64)
+    return [block.slice(int(lo), int(hi - lo)) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
+
+
+def _from_blocks(blocks: List[pa.Table], name: str) -> Dataset:
+    return Dataset(LogicalPlan(BlocksSource(tuple(blocks), name)))
+
+
+def from_items(items: List[Any], *, parallelism: int = -1, override_num_blocks: Optional[int] = None) -> Dataset:
+    """A dataset from a list of rows. Dicts become rows; other values go in column ``item``.
+
+    Examples:
+        >>> import shardflow as sf
+        >>> sf.from_items([{"a": 1}, {"a": 2}]).count()
+        2
+        >>> sf.from_items([1, 2]).take_all()
+        [{'item': 1}, {'item': 2}]
+    """
+    if not isinstance(items, (list, tuple)):
+        raise TypeError(f"from_items takes a list, got {type(items).__name__}.")
+    if not items:
+        return _from_blocks([], "FromItems")
+    rows = [item if isinstance(item, dict) else {"item": item} for item in items]
+    n = _num_blocks(len(rows), parallelism, override_num_blocks)
+    bounds = np.linspace(0, len(rows), n + 1, dtype=np.int64)
+    blocks = [rows_to_block(rows[int(lo):int(hi)]) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
+    return _from_blocks(blocks, "FromItems")
+
+
+def from_pandas(dfs: Union["pandas.DataFrame", List["pandas.DataFrame"]], *, override_num_blocks: Optional[int] = None) -> Dataset:  # noqa: F821
+    """A dataset from one pandas DataFrame or a list of them (one block each).
+
+    Examples:
+        >>> import pandas as pd, shardflow as sf
+        >>> sf.from_pandas(pd.DataFrame({"a": [1, 2, 3]})).sum("a")
+        6
+    """
+    import pandas as pd
+
+    dfs = [dfs] if isinstance(dfs, pd.DataFrame) else list(dfs)
+    if not all(isinstance(df, pd.DataFrame) for df in dfs):
+        raise TypeError("from_pandas takes a pandas.DataFrame or a list of them.")
+    blocks = [to_block(df) for df in dfs]
+    if override_num_blocks is not None:
+        from shardflow.sdk.block import concat_blocks
+
+        whole = concat_blocks(blocks)
+        blocks = _split_block(whole, _num_blocks(whole.num_rows, -1, override_num_blocks))
+    return _from_blocks(blocks, "FromPandas")
+
+
+def from_numpy(ndarrays: Union[np.ndarray, List[np.ndarray]], *, override_num_blocks: Optional[int] = None) -> Dataset:
+    """A dataset from NumPy arrays, in column ``data`` (multi-dimensional arrays become tensors).
+
+    Examples:
+        >>> import numpy as np, shardflow as sf
+        >>> sf.from_numpy(np.zeros((4, 2, 2))).take_batch(4)["data"].shape
+        (4, 2, 2)
+    """
+    arrays = [ndarrays] if isinstance(ndarrays, np.ndarray) else list(ndarrays)
+    if not all(isinstance(a, np.ndarray) for a in arrays):
+        raise TypeError("from_numpy takes a numpy.ndarray or a list of them.")
+    blocks = [numpy_batch_to_block({"data": a}) for a in arrays]
+    if override_num_blocks is not None and len(blocks) == 1:
+        blocks = _split_block(blocks[0], _num_blocks(blocks[0].num_rows, -1, override_num_blocks))
+    return _from_blocks(blocks, "FromNumpy")
+
+
+def from_arrow(tables: Union[pa.Table, List[pa.Table]], *, override_num_blocks: Optional[int] = None) -> Dataset:
+    """A dataset from one pyarrow Table or a list of them.
+
+    Examples:
+        >>> import pyarrow as pa, shardflow as sf
+        >>> sf.from_arrow(pa.table({"x": [1, 2]})).count()
+        2
+    """
+    tables = [tables] if isinstance(tables, (pa.Table, pa.RecordBatch)) else list(tables)
+    blocks = [to_block(t) for t in tables]
+    if override_num_blocks is not None and len(blocks) == 1:
+        blocks = _split_block(blocks[0], _num_blocks(blocks[0].num_rows, -1, override_num_blocks))
+    return _from_blocks(blocks, "FromArrow")
+
+
+def read_datasource(
+    datasource: Union[Datasource, str],
+    *,
+    parallelism: int = -1,
+    override_num_blocks: Optional[int] = None,
+    **read_args: Any,
+) -> Dataset:
+    """A dataset read through a Datasource, or through a registered connector by name.
+
+    Args:
+        datasource: A Datasource, or the name of a connector (registered in code or
+            installed as a package with a ``shardflow.connectors`` entry point).
+        parallelism: Requested number of read tasks; -1 chooses automatically.
+        override_num_blocks: Same as ``parallelism`` (Ray Data's newer name).
+        read_args: Arguments for the connector's Datasource when a name is given.
+
+    Returns:
+        A lazy Dataset; nothing is read until it is consumed.
+    """
+    if isinstance(datasource, str):
+        from shardflow.sdk.registry import get_registry
+
+        spec = get_registry().get(datasource)
+        if spec.datasource is None:
+            raise ValueError(f"Connector {datasource!r} (from {spec.package}) has no datasource; it can only write.")
+        datasource = spec.datasource(**read_args)
+    elif read_args:
+        raise TypeError(
+            f"read_datasource got unexpected arguments {sorted(read_args)}; they apply only when the "
+            "datasource is given by name. Pass them to the Datasource's constructor instead."
+        )
+    if not isinstance(datasource, Datasource) and not hasattr(datasource, "get_read_tasks"):
+        raise TypeError(f"read_datasource needs a shardflow.sdk.Datasource, got {type(datasource).__name__}.")
+    parallelism = _resolve_parallelism(parallelism, override_num_blocks)
+    return Dataset(LogicalPlan(ReadSource(datasource, parallelism)))

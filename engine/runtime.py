@@ -1,0 +1,67 @@
+"""Which backend runs executions: ``init`` chooses, ``current_backend`` builds it lazily."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Optional
+
+from shardflow.engine.backends.base import Backend
+from shardflow.engine.context import DataContext
+
+_lock = threading.Lock()
+_backends: dict = {}
+
+
+def init(backend: str = "local", address: Optional[str] = None, **ray_init_kwargs: Any) -> None:
+    """Choose the backend for this process's executions.
+
+    Nothing starts unless asked: without ``init`` shardflow runs embedded (``"local"``).
+    With ``backend="ray"`` it joins the Ray cluster at ``address``, or starts a local Ray
+    that listens on 127.0.0.1 only when ``address`` is None and Ray is not running.
+
+    Args:
+        backend: ``"local"`` or ``"ray"``.
+        address: Address of an existing Ray cluster (``"auto"`` to find one), or None.
+        ray_init_kwargs: Passed to ``ray.init`` when Ray is started here (e.g. ``num_cpus``).
+
+    Examples:
+        >>> import shardflow as sf
+        >>> sf.init(backend="local")
+    """
+    if backend not in ("local", "ray"):
+        raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}.")
+    if backend == "local" and (address is not None or ray_init_kwargs):
+        raise ValueError("address and Ray options apply only to backend='ray'.")
+    context = DataContext.get_current()
+    if backend == "ray":
+        from shardflow.engine.backends.ray_backend import ensure_ray
+
+        ensure_ray(address, **ray_init_kwargs)
+        with _lock:
+            _backends.pop("ray", None)
+    context.backend = backend
+
+
+def current_backend(context: Optional[DataContext] = None) -> Backend:
+    """The backend named by the context, created on first use."""
+    context = context or DataContext.get_current()
+    name = context.backend
+    with _lock:
+        if name == "local":
+            key = ("local", context.effective_num_cpus())
+            backend = _backends.get(key)
+            if backend is None:
+                from shardflow.engine.backends.local import LocalBackend
+
+                backend = LocalBackend(context.effective_num_cpus())
+                _backends[key] = backend
+            return backend
+        if name == "ray":
+            backend = _backends.get("ray")
+            if backend is None:
+                from shardflow.engine.backends.ray_backend import RayBackend
+
+                backend = RayBackend()
+                _backends["ray"] = backend
+            return backend
+    raise ValueError(f"Unknown backend {name!r}; use 'local' or 'ray'.")

@@ -1,0 +1,416 @@
+"""Block transforms: the picklable work done inside map-like tasks.
+
+Each stage maps an iterator of blocks to an iterator of blocks. Consecutive stages are fused
+into one :class:`FusedTransform` that runs in a single task with no materialization between
+stages. Any exception inside a stage reaches the driver naming that stage.
+"""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
+
+import cloudpickle
+import numpy as np
+import pyarrow as pa
+
+from shardflow.engine.errors import UserCodeError, wrap_user_exception
+from shardflow.sdk.block import (
+    Block,
+    block_to_batch,
+    block_to_rows,
+    concat_blocks,
+    rows_to_block,
+    to_block,
+)
+from shardflow.sdk.datasink import TaskContext
+from shardflow.sdk.datasource import ReadTask
+from shardflow.sdk.expressions import Expr
+
+
+class Stage:
+    """One step of a fused transform. ``python_heavy`` marks per-row Python work."""
+
+    name: str = "Stage"
+    python_heavy: bool = False
+
+    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
+        raise NotImplementedError
+
+
+def _resolve_callable(fn: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> Callable:
+    """Instantiate a callable class once per task, as a stateless stand-in for an actor."""
+    if isinstance(fn, type):
+        return fn(*args, **kwargs)
+    return fn
+
+
+class BatchMapStage(Stage):
+    """``map_batches``: slice or combine blocks into batches, call ``fn``, collect its output."""
+
+    def __init__(
+        self,
+        fn: Callable,
+        name: str,
+        batch_size: Optional[int],
+        batch_format: str,
+        fn_args: Sequence[Any] = (),
+        fn_kwargs: Optional[Dict[str, Any]] = None,
+        fn_constructor_args: Sequence[Any] = (),
+        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
+        zero_copy_batch: bool = False,
+    ):
+        self.fn = fn
+        self.name = name
+        self.batch_size = batch_size
+        self.batch_format = batch_format
+        self.fn_args = tuple(fn_args)
+        self.fn_kwargs = dict(fn_kwargs or {})
+        self.fn_constructor_args = tuple(fn_constructor_args)
+        self.fn_constructor_kwargs = dict(fn_constructor_kwargs or {})
+        self.zero_copy_batch = zero_copy_batch
+
+    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
+        fn = _resolve_callable(self.fn, self.fn_constructor_args, self.fn_constructor_kwargs)
+        for block in rebatch_blocks(blocks, self.batch_size):
+            batch = block_to_batch(block, self.batch_format)
+            if not self.zero_copy_batch and self.batch_format == "numpy":
+                batch = {k: _writable(v) for k, v in batch.items()}
+            try:
+                result = fn(batch, *self.fn_args, **self.fn_kwargs)
+            except Exception as exc:
+                raise wrap_user_exception(self.name, exc) from exc
+            if inspect.isgenerator(result):
+                for item in result:
+                    yield self._output(item)
+            else:
+                yield self._output(result)
+
+    def _output(self, result: Any) -> Block:
+        try:
+            return to_block(result)
+        except (TypeError, ValueError, pa.ArrowException) as exc:
+            raise TypeError(
+                f"{self.name}: the function must return a pyarrow.Table, a pandas.DataFrame or a "
+                f"dict of column name to numpy array (one entry per column); it returned "
+                f"{type(result).__name__}. ({exc})"
+            ) from exc
+
+
+def _writable(array: Any) -> Any:
+    if isinstance(array, np.ndarray) and not array.flags.writeable:
+        return array.copy()
+    return array
+
+
+class RowMapStage(Stage):
+    """``map``: one output row per input row."""
+
+    python_heavy = True
+
+    def __init__(self, fn: Callable, name: str, fn_args=(), fn_kwargs=None,
+                 fn_constructor_args=(), fn_constructor_kwargs=None):
+        self.fn, self.name = fn, name
+        self.fn_args, self.fn_kwargs = tuple(fn_args), dict(fn_kwargs or {})
+        self.ctor_args, self.ctor_kwargs = tuple(fn_constructor_args), dict(fn_constructor_kwargs or {})
+
+    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
+        fn = _resolve_callable(self.fn, self.ctor_args, self.ctor_kwargs)
+        args, kwargs = self.fn_args, self.fn_kwargs
+        for block in blocks:
+            try:
+                rows = [fn(row, *args, **kwargs) for row in block_to_rows(block)]
+            except Exception as exc:
+                raise wrap_user_exception(self.name, exc) from exc
+            yield rows_to_block(rows)
+
+
+class FlatMapStage(Stage):
+    """``flat_map``: any number of output rows per input row."""
+
+    python_heavy = True
+
+    def __init__(self, fn: Callable, name: str, fn_args=(), fn_kwargs=None,
+                 fn_constructor_args=(), fn_constructor_kwargs=None):
+        self.fn, self.name = fn, name
+        self.fn_args, self.fn_kwargs = tuple(fn_args), dict(fn_kwargs or {})
+        self.ctor_args, self.ctor_kwargs = tuple(fn_constructor_args), dict(fn_constructor_kwargs or {})
+
+    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
+        fn = _resolve_callable(self.fn, self.ctor_args, self.ctor_kwargs)
+        for block in blocks:
+            out: List[Any] = []
+            try:
+                for row in block_to_rows(block):
+                    out.extend(fn(row, *self.fn_args, **self.fn_kwargs))
+            except Exception as exc:
+                raise wrap_user_exception(self.name, exc) from exc
+            yield rows_to_block(out)
+
+
+class RowFilterStage(Stage):
+    """``filter`` with a Python predicate over rows."""
+
+    python_heavy = True
+
+    def __init__(self, fn: Callable, name: str, fn_args=(), fn_kwargs=None,
+                 fn_constructor_args=(), fn_constructor_kwargs=None):
+        self.fn, self.name = fn, name
+        self.fn_args, self.fn_kwargs = tuple(fn_args), dict(fn_kwargs or {})
+        self.ctor_args, self.ctor_kwargs = tuple(fn_constructor_args), dict(fn_constructor_kwargs or {})
+
+    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
+        fn = _resolve_callable(self.fn, self.ctor_args, self.ctor_kwargs)
+        for block in blocks:
+            try:
+                mask = [bool(fn(row, *self.fn_args, **self.fn_kwargs)) for row in block_to_rows(block)]
+            except Exception as exc:
+                raise wrap_user_exception(self.name, exc) from exc
+            yield block.filter(pa.array(mask, type=pa.bool_())) if mask else block
+
+
+class ExprFilterStage(Stage):
+    """``filter`` with an engine expression, evaluated by Arrow (vectorized)."""
+
+    def __init__(self, expr: Expr, name: str):
+        self.expr, self.name = expr, name
+
+    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
+        pa_expr = self.expr.to_pyarrow()
+        for block in blocks:
+            missing = self.expr.referenced_columns() - set(block.column_names)
+            if missing and block.num_columns:
+                raise ValueError(
+                    f"{self.name}: the expression refers to unknown column(s) {sorted(missing)}; "
+                    f"the data has columns {block.column_names}."
+                )
+            yield block.filter(pa_expr) if block.num_rows else block
+
+
+class ProjectStage(Stage):
+    """``select_columns``, ``drop_columns`` and ``rename_columns`` as one column mapping."""
+
+    def __init__(self, name: str, select: Optional[List[str]] = None,
+                 drop: Optional[List[str]] = None, rename: Optional[Dict[str, str]] = None):
+        self.name, self.select, self.drop, self.rename = name, select, drop, rename
+
+    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
+        for block in blocks:
+            yield self.apply(block)
+
+    def apply(self, block: Block) -> Block:
+        names = block.column_names
+        wanted = self.select if self.select is not None else self.drop or self.rename or []
+        missing = [c for c in wanted if c not in names]
+        if missing and (block.num_columns or block.num_rows):
+            raise ValueError(
+                f"{self.name}: unknown column(s) {missing}; the data has columns {names}."
+            )
+        if self.select is not None:
+            return block.select(self.select)
+        if self.drop is not None:
+            return block.drop_columns(self.drop)
+        return block.rename_columns([self.rename.get(c, c) for c in names])
+
+
+class AddColumnStage(Stage):
+    """``add_column``: a new column computed from each batch."""
+
+    def __init__(self, col: str, fn: Callable, name: str, batch_format: str):
+        self.col, self.fn, self.name, self.batch_format = col, fn, name, batch_format
+
+    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
+        for block in blocks:
+            batch = block_to_batch(block, self.batch_format)
+            try:
+                values = self.fn(batch)
+            except Exception as exc:
+                raise wrap_user_exception(self.name, exc) from exc
+            column = to_block({self.col: _as_column_values(values)}).column(0)
+            if len(column) != block.num_rows:
+                raise ValueError(
+                    f"{self.name}: the function returned {len(column)} values for a batch of "
+                    f"{block.num_rows} rows; return one value per row."
+                )
+            if self.col in block.column_names:
+                block = block.drop_columns([self.col])
+            yield block.append_column(self.col, column)
+
+
+def _as_column_values(values: Any) -> Any:
+    if isinstance(values, (pa.Array, pa.ChunkedArray, np.ndarray)):
+        return values
+    if hasattr(values, "to_numpy"):
+        return values.to_numpy()
+    return np.asarray(values)
+
+
+class WriteStage(Stage):
+    """Hands every block of the task to ``Datasink.write`` and emits its return value."""
+
+    def __init__(self, datasink: Any, name: str, write_uuid: str = ""):
+        self.datasink, self.name, self.write_uuid = datasink, name, write_uuid
+
+    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
+        ctx.write_uuid = self.write_uuid
+        counted = _CountingIterator(blocks)
+        result = self.datasink.write(counted, ctx)
+        yield pa.table(
+            {
+                "write_return": pa.array([cloudpickle.dumps(result)], type=pa.binary()),
+                "num_rows": [counted.rows],
+                "size_bytes": [counted.bytes],
+            }
+        )
+
+
+class _CountingIterator:
+    def __init__(self, blocks: Iterator[Block]):
+        self._blocks, self.rows, self.bytes = blocks, 0, 0
+
+    def __iter__(self) -> "_CountingIterator":
+        return self
+
+    def __next__(self) -> Block:
+        block = next(self._blocks)
+        self.rows += block.num_rows
+        self.bytes += block.nbytes
+        return block
+
+
+def decode_write_returns(blocks: Iterable[Block]) -> tuple:
+    """(returns, rows, bytes) from the blocks a write emitted."""
+    returns, rows, size = [], 0, 0
+    for block in blocks:
+        for payload, n, b in zip(
+            block.column("write_return").to_pylist(),
+            block.column("num_rows").to_pylist(),
+            block.column("size_bytes").to_pylist(),
+        ):
+            returns.append(pickle.loads(payload))
+            rows += n
+            size += b
+    return returns, rows, size
+
+
+class PartialAggregateStage(Stage):
+    """Reduce each task's blocks to one row of partial aggregates (count, sum, min, max)."""
+
+    def __init__(self, name: str, aggs: List[tuple]):
+        self.name = name
+        self.aggs = aggs  # (output name, kind, column or None)
+
+    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
+        import pyarrow.compute as pc
+
+        partial: Dict[str, Any] = {name: None for name, _, _ in self.aggs}
+        for block in blocks:
+            for name, kind, column in self.aggs:
+                if kind == "count":
+                    value = block.num_rows if column is None else block.num_rows - block.column(column).null_count
+                else:
+                    if column not in block.column_names:
+                        if block.num_columns == 0:
+                            continue
+                        raise ValueError(
+                            f"{self.name}: unknown column {column!r}; the data has columns {block.column_names}."
+                        )
+                    arr = block.column(column)
+                    if kind == "sumsq":
+                        arr = pc.multiply(pc.cast(arr, pa.float64()), pc.cast(arr, pa.float64()))
+                    value = {"sum": pc.sum, "sumsq": pc.sum, "min": pc.min, "max": pc.max}[kind](arr).as_py()
+                partial[name] = _combine(kind, partial[name], value)
+        yield pa.table({name: pa.array([cloudpickle.dumps(v)], pa.binary()) for name, v in partial.items()})
+
+
+def _combine(kind: str, a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if kind in ("count", "sum", "sumsq"):
+        return a + b
+    return min(a, b) if kind == "min" else max(a, b)
+
+
+def combine_partials(blocks: Iterable[Block], aggs: List[tuple]) -> Dict[str, Any]:
+    """Merge the partial aggregates of every task on the driver."""
+    result: Dict[str, Any] = {name: None for name, _, _ in aggs}
+    for block in blocks:
+        for name, kind, _ in aggs:
+            for payload in block.column(name).to_pylist():
+                result[name] = _combine(kind, result[name], pickle.loads(payload))
+    return result
+
+
+class FusedTransform:
+    """Runs stages back to back inside one task; exceptions are tagged with the stage's name."""
+
+    def __init__(self, stages: List[Stage], source_name: str = "Read"):
+        self.stages = list(stages)
+        self.source_name = source_name
+
+    @property
+    def python_heavy(self) -> bool:
+        return any(s.python_heavy for s in self.stages)
+
+    def then(self, stage: Stage) -> "FusedTransform":
+        return FusedTransform(self.stages + [stage], self.source_name)
+
+    def __call__(self, inputs: List[Any], ctx: TaskContext) -> Iterator[Block]:
+        stream = _guard(self.source_name, _read_inputs(inputs))
+        for stage in self.stages:
+            stream = _guard(stage.name, stage(stream, ctx))
+        return stream
+
+    def names(self) -> List[str]:
+        return [s.name for s in self.stages]
+
+
+def _read_inputs(inputs: List[Any]) -> Iterator[Block]:
+    for item in inputs:
+        if isinstance(item, ReadTask):
+            yield from item()
+        else:
+            yield item
+
+
+def _guard(name: str, stream: Iterator[Block]) -> Iterator[Block]:
+    try:
+        yield from stream
+    except UserCodeError:
+        raise
+    except Exception as exc:
+        raise wrap_user_exception(name, exc) from exc
+
+
+def rebatch_blocks(blocks: Iterable[Block], batch_size: Optional[int]) -> Iterator[Block]:
+    """Yield blocks of exactly ``batch_size`` rows (the last may be smaller); None passes through.
+
+    Slices are zero-copy; rows spanning two blocks are concatenated.
+    """
+    if batch_size is None:
+        for block in blocks:
+            yield block
+        return
+    pending: List[Block] = []
+    pending_rows = 0
+    for block in blocks:
+        offset = 0
+        while offset < block.num_rows:
+            take = min(batch_size - pending_rows, block.num_rows - offset)
+            pending.append(block.slice(offset, take))
+            pending_rows += take
+            offset += take
+            if pending_rows == batch_size:
+                yield _merge(pending)
+                pending, pending_rows = [], 0
+    if pending_rows:
+        yield _merge(pending)
+
+
+def _merge(pieces: List[Block]) -> Block:
+    if len(pieces) == 1:
+        return pieces[0]
+    return concat_blocks(pieces).combine_chunks()

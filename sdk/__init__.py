@@ -1,0 +1,39 @@
+"""shardflow.sdk: the contracts a connector author codes against.
+
+Depends on pyarrow, numpy and fsspec only; never on the engine or on Ray.
+"""
+
+from shardflow.sdk.block import (
+    BATCH_FORMATS,
+    Block,
+    BlockMetadata,
+    block_to_batch,
+    block_to_rows,
+    rows_to_block,
+    to_block,
+)
+from shardflow.sdk.datasink import Datasink, TaskContext, WriteResult
+from shardflow.sdk.datasource import Datasource, ReadTask
+from shardflow.sdk.expressions import Expr, col, lit
+from shardflow.sdk.registry import ConnectorSpec, get_registry, register_connector
+
+__all__ = [
+    "BATCH_FORMATS",
+    "Block",
+    "BlockMetadata",
+    "ConnectorSpec",
+    "Datasink",
+    "Datasource",
+    "Expr",
+    "ReadTask",
+    "TaskContext",
+    "WriteResult",
+    "block_to_batch",
+    "block_to_rows",
+    "col",
+    "get_registry",
+    "lit",
+    "register_connector",
+    "rows_to_block",
+    "to_block",
+]

@@ -1,0 +1,277 @@
+"""Blocks, their metadata, and the batch formats users see.
+
+A block is a :class:`pyarrow.Table`. Users see batches in one of three formats:
+
+* ``"numpy"``: a ``dict`` mapping column names to :class:`numpy.ndarray`
+* ``"pandas"``: a :class:`pandas.DataFrame`
+* ``"pyarrow"``: a :class:`pyarrow.Table`
+
+Multi-dimensional NumPy columns are stored as Arrow's canonical fixed-shape tensor
+extension type, and ragged ones (arrays of differing shapes) as the canonical
+variable-shape tensor type, so files written from them stay readable by other Arrow tools.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Union
+
+import numpy as np
+import pyarrow as pa
+
+Block = pa.Table
+"""The unit of data the engine moves: an Arrow table."""
+
+BATCH_FORMATS = ("numpy", "pandas", "pyarrow")
+"""The batch formats accepted by ``map_batches``, ``iter_batches`` and friends."""
+
+DataBatch = Union[pa.Table, "pandas.DataFrame", Dict[str, np.ndarray]]  # noqa: F821
+
+
+@dataclass
+class BlockMetadata:
+    """What is known about a block without reading it.
+
+    Args:
+        num_rows: Number of rows, or None when unknown.
+        size_bytes: In-memory size in bytes, or None when unknown.
+        exec_stats: Free-form execution statistics of the task that made the block.
+        input_files: Paths the block was read from.
+    """
+
+    num_rows: Optional[int]
+    size_bytes: Optional[int]
+    exec_stats: Optional[Any] = None
+    input_files: Optional[List[str]] = field(default=None)
+
+    @classmethod
+    def of(cls, block: Block, input_files: Optional[List[str]] = None) -> "BlockMetadata":
+        """Metadata measured from a block in hand."""
+        return cls(num_rows=block.num_rows, size_bytes=block.nbytes, input_files=input_files)
+
+
+def validate_batch_format(batch_format: Optional[str]) -> str:
+    """Return the canonical batch format name, raising ValueError for unknown ones.
+
+    ``"default"`` and None mean ``"numpy"``, as in Ray Data.
+    """
+    if batch_format in (None, "default"):
+        return "numpy"
+    if batch_format not in BATCH_FORMATS:
+        raise ValueError(
+            f"batch_format must be one of {BATCH_FORMATS} (or 'default'), got {batch_format!r}."
+        )
+    return batch_format
+
+
+def _column_to_numpy(column: Union[pa.ChunkedArray, pa.Array]) -> np.ndarray:
+    if isinstance(column, pa.ChunkedArray):
+        if column.num_chunks == 1:
+            column = column.chunk(0)
+        elif isinstance(column.type, (pa.FixedShapeTensorType,)) or _is_variable_tensor(
+            column.type
+        ):
+            column = column.combine_chunks()
+    if isinstance(column, pa.ChunkedArray):
+        return column.to_numpy()
+    if isinstance(column.type, pa.FixedShapeTensorType):
+        return column.to_numpy_ndarray()
+    if _is_variable_tensor(column.type):
+        return _variable_tensor_to_numpy(column)
+    return column.to_numpy(zero_copy_only=False)
+
+
+def _is_variable_tensor(arrow_type: pa.DataType) -> bool:
+    return getattr(arrow_type, "extension_name", None) == "arrow.variable_shape_tensor"
+
+
+def _variable_tensor_to_numpy(column: pa.Array) -> np.ndarray:
+    out = np.empty(len(column), dtype=object)
+    storage = column.storage
+    data = storage.field("data")
+    shapes = storage.field("shape")
+    for i in range(len(column)):
+        if not storage.is_valid(i):
+            out[i] = None
+            continue
+        shape = shapes[i].as_py()
+        flat = data[i].values.to_numpy(zero_copy_only=False)
+        out[i] = flat.reshape(shape)
+    return out
+
+
+def _ndarray_to_arrow(values: np.ndarray) -> pa.Array:
+    if values.dtype == object and len(values) and all(
+        isinstance(v, np.ndarray) for v in values
+    ):
+        shapes = {v.shape for v in values}
+        if len(shapes) == 1:
+            values = np.stack(list(values))
+        else:
+            return _ragged_to_variable_tensor(list(values))
+    if values.ndim > 1:
+        return pa.FixedShapeTensorArray.from_numpy_ndarray(np.ascontiguousarray(values))
+    if values.dtype.kind == "U":
+        return pa.array(values.tolist(), type=pa.string())
+    return pa.array(values)
+
+
+def _ragged_to_variable_tensor(arrays: List[np.ndarray]) -> pa.Array:
+    ndim = {a.ndim for a in arrays}
+    dtypes = {a.dtype for a in arrays}
+    if len(ndim) != 1 or len(dtypes) != 1:
+        raise ValueError(
+            "A ragged tensor column needs arrays of one dtype and one number of dimensions; "
+            f"got dtypes {sorted(map(str, dtypes))} and ndims {sorted(ndim)}."
+        )
+    value_type = pa.from_numpy_dtype(dtypes.pop())
+    tensor_type = pa.variable_shape_tensor(value_type, ndim.pop())
+    data = pa.array([a.ravel() for a in arrays], type=pa.list_(value_type))
+    shape = pa.array([list(a.shape) for a in arrays], type=tensor_type.storage_type.field("shape").type)
+    storage = pa.StructArray.from_arrays([data, shape], fields=list(tensor_type.storage_type))
+    return pa.ExtensionArray.from_storage(tensor_type, storage)
+
+
+def numpy_batch_to_block(batch: Mapping[str, Any]) -> Block:
+    """Build a block from a dict of column name to array-like."""
+    arrays = {}
+    for name, values in batch.items():
+        if isinstance(values, (pa.Array, pa.ChunkedArray)):
+            arrays[str(name)] = values
+            continue
+        if not isinstance(values, np.ndarray):
+            values = _list_to_ndarray(values)
+        arrays[str(name)] = _ndarray_to_arrow(values)
+    return pa.table(arrays)
+
+
+def _list_to_ndarray(values: Any) -> np.ndarray:
+    values = list(values)
+    if values and all(isinstance(v, np.ndarray) for v in values):
+        out = np.empty(len(values), dtype=object)
+        out[:] = values
+        return out
+    try:
+        return np.asarray(values)
+    except ValueError:
+        out = np.empty(len(values), dtype=object)
+        out[:] = values
+        return out
+
+
+def to_block(data: Any) -> Block:
+    """Convert a user batch (Arrow table, pandas DataFrame or dict of arrays) to a block.
+
+    Raises:
+        TypeError: if ``data`` is none of the supported batch types.
+    """
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, Mapping):
+        return numpy_batch_to_block(data)
+    import pandas as pd
+
+    if isinstance(data, pd.DataFrame):
+        return _pandas_to_block(data)
+    raise TypeError(
+        "A batch must be a pyarrow.Table, a pandas.DataFrame or a dict of column name to "
+        f"numpy array; got {type(data).__name__}."
+    )
+
+
+def _pandas_to_block(df: "pandas.DataFrame") -> Block:  # noqa: F821
+    columns = {}
+    for name in df.columns:
+        series = df[name]
+        if series.dtype == object and len(series) and isinstance(series.iloc[0], np.ndarray):
+            columns[str(name)] = _ndarray_to_arrow(series.to_numpy())
+        else:
+            columns[str(name)] = pa.Array.from_pandas(series)
+    return pa.table(columns) if columns else pa.table({}).slice(0, 0)
+
+
+def block_to_batch(block: Block, batch_format: str) -> DataBatch:
+    """Convert a block to a batch in ``batch_format`` ("numpy", "pandas" or "pyarrow")."""
+    batch_format = validate_batch_format(batch_format)
+    if batch_format == "pyarrow":
+        return block
+    if batch_format == "numpy":
+        return {name: _column_to_numpy(block.column(name)) for name in block.column_names}
+    return _block_to_pandas(block)
+
+
+def _block_to_pandas(block: Block) -> "pandas.DataFrame":  # noqa: F821
+    import pandas as pd
+
+    plain = {}
+    tensor_columns = {}
+    for name in block.column_names:
+        column = block.column(name)
+        if isinstance(column.type, pa.ExtensionType) and (
+            isinstance(column.type, pa.FixedShapeTensorType) or _is_variable_tensor(column.type)
+        ):
+            arrays = _column_to_numpy(column)
+            cells = np.empty(len(arrays), dtype=object)
+            cells[:] = list(arrays)
+            tensor_columns[name] = cells
+        else:
+            plain[name] = column
+    df = pa.table(plain).to_pandas() if plain else pd.DataFrame(index=range(block.num_rows))
+    for name, cells in tensor_columns.items():
+        df[name] = cells
+    return df[block.column_names] if block.column_names else df
+
+
+def block_to_rows(block: Block) -> List[Dict[str, Any]]:
+    """Rows of a block as dicts; tensor cells become numpy arrays."""
+    if not any(_is_tensor_type(t) for t in block.schema.types):
+        return block.to_pylist()
+    columns = {}
+    for name in block.column_names:
+        column = block.column(name)
+        if _is_tensor_type(column.type):
+            columns[name] = list(_column_to_numpy(column))
+        else:
+            columns[name] = column.to_pylist()
+    return [
+        {name: columns[name][i] for name in block.column_names} for i in range(block.num_rows)
+    ]
+
+
+def _is_tensor_type(arrow_type: pa.DataType) -> bool:
+    return isinstance(arrow_type, pa.FixedShapeTensorType) or _is_variable_tensor(arrow_type)
+
+
+def rows_to_block(rows: List[Mapping[str, Any]]) -> Block:
+    """Build a block from a list of row dicts (the output of ``map`` or ``flat_map``)."""
+    if not rows:
+        return pa.table({})
+    names: Dict[str, None] = {}
+    for row in rows:
+        if not isinstance(row, Mapping):
+            raise TypeError(
+                f"Each row must be a dict of column name to value; got {type(row).__name__}. "
+                "Wrap scalars as {'item': value}."
+            )
+        for key in row:
+            names.setdefault(key, None)
+    if any(isinstance(v, np.ndarray) for v in rows[0].values()):
+        return numpy_batch_to_block(
+            {name: _list_to_ndarray([row.get(name) for row in rows]) for name in names}
+        )
+    return pa.Table.from_pylist([dict(row) for row in rows])
+
+
+def concat_blocks(blocks: List[Block]) -> Block:
+    """Concatenate blocks, unifying schemas where they differ only by missing columns or nulls."""
+    blocks = [b for b in blocks if b.num_columns or b.num_rows]
+    if not blocks:
+        return pa.table({})
+    if len(blocks) == 1:
+        return blocks[0]
+    try:
+        return pa.concat_tables(blocks)
+    except pa.ArrowInvalid:
+        return pa.concat_tables(blocks, promote_options="permissive")

@@ -1,0 +1,260 @@
+"""Engine expressions: column references, literals and operators over them.
+
+Expressions are plain, picklable trees. The engine evaluates them on blocks, and a
+datasource that supports predicate pushdown translates them with :meth:`Expr.to_pyarrow`.
+
+Examples:
+    >>> from shardflow.sdk.expressions import col, lit
+    >>> expr = (col("x") > 1) & col("name").is_in(["a", "b"])
+    >>> expr
+    ((col('x') > 1) & col('name').is_in(['a', 'b']))
+    >>> sorted(expr.referenced_columns())
+    ['name', 'x']
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Set
+
+import pyarrow as pa
+
+_BINARY_OPS = {
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    "&": lambda a, b: a & b,
+    "|": lambda a, b: a | b,
+    "+": lambda a, b: _pc().add(a, b),
+    "-": lambda a, b: _pc().subtract(a, b),
+    "*": lambda a, b: _pc().multiply(a, b),
+    "/": lambda a, b: _pc().divide(a, b),
+}
+
+
+def _pc():
+    import pyarrow.compute as pc  # imported on first use: keeps `import shardflow` fast
+
+    return pc
+
+
+class Expr:
+    """Base class of expressions. Build them with :func:`col` and :func:`lit`."""
+
+    def to_pyarrow(self) -> "pyarrow.compute.Expression":  # noqa: F821
+        """Translate to a :class:`pyarrow.compute.Expression`."""
+        raise NotImplementedError
+
+    def referenced_columns(self) -> Set[str]:
+        """Names of the columns the expression reads."""
+        raise NotImplementedError
+
+    def evaluate(self, table: pa.Table) -> pa.ChunkedArray:
+        """Evaluate on a table, returning one value per row."""
+        import pyarrow.dataset as pads
+
+        result = pads.dataset(table).to_table(columns={"__value__": self.to_pyarrow()})
+        return result.column("__value__")
+
+    def _binary(self, op: str, other: Any, reverse: bool = False) -> "BinaryExpr":
+        other = other if isinstance(other, Expr) else LiteralExpr(other)
+        return BinaryExpr(op, other, self) if reverse else BinaryExpr(op, self, other)
+
+    def __eq__(self, other: Any) -> "BinaryExpr":  # type: ignore[override]
+        return self._binary("==", other)
+
+    def __ne__(self, other: Any) -> "BinaryExpr":  # type: ignore[override]
+        return self._binary("!=", other)
+
+    def __gt__(self, other: Any) -> "BinaryExpr":
+        return self._binary(">", other)
+
+    def __ge__(self, other: Any) -> "BinaryExpr":
+        return self._binary(">=", other)
+
+    def __lt__(self, other: Any) -> "BinaryExpr":
+        return self._binary("<", other)
+
+    def __le__(self, other: Any) -> "BinaryExpr":
+        return self._binary("<=", other)
+
+    def __and__(self, other: Any) -> "BinaryExpr":
+        return self._binary("&", other)
+
+    def __rand__(self, other: Any) -> "BinaryExpr":
+        return self._binary("&", other, reverse=True)
+
+    def __or__(self, other: Any) -> "BinaryExpr":
+        return self._binary("|", other)
+
+    def __ror__(self, other: Any) -> "BinaryExpr":
+        return self._binary("|", other, reverse=True)
+
+    def __add__(self, other: Any) -> "BinaryExpr":
+        return self._binary("+", other)
+
+    def __radd__(self, other: Any) -> "BinaryExpr":
+        return self._binary("+", other, reverse=True)
+
+    def __sub__(self, other: Any) -> "BinaryExpr":
+        return self._binary("-", other)
+
+    def __rsub__(self, other: Any) -> "BinaryExpr":
+        return self._binary("-", other, reverse=True)
+
+    def __mul__(self, other: Any) -> "BinaryExpr":
+        return self._binary("*", other)
+
+    def __rmul__(self, other: Any) -> "BinaryExpr":
+        return self._binary("*", other, reverse=True)
+
+    def __truediv__(self, other: Any) -> "BinaryExpr":
+        return self._binary("/", other)
+
+    def __invert__(self) -> "NotExpr":
+        return NotExpr(self)
+
+    def __bool__(self) -> bool:
+        raise TypeError(
+            "An expression has no truth value: combine conditions with & and | (not 'and'/'or'), "
+            "and wrap each comparison in parentheses."
+        )
+
+    __hash__ = object.__hash__
+
+    def is_null(self) -> "IsNullExpr":
+        """True where the value is null."""
+        return IsNullExpr(self)
+
+    def is_in(self, values: Iterable[Any]) -> "IsInExpr":
+        """True where the value is one of ``values``."""
+        return IsInExpr(self, list(values))
+
+
+class ColumnExpr(Expr):
+    """A reference to a column by name."""
+
+    def __init__(self, name: str):
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"A column name must be a non-empty string, got {name!r}.")
+        self.name = name
+
+    def to_pyarrow(self) -> "pyarrow.compute.Expression":  # noqa: F821
+        return _pc().field(self.name)
+
+    def referenced_columns(self) -> Set[str]:
+        return {self.name}
+
+    def __repr__(self) -> str:
+        return f"col({self.name!r})"
+
+
+class LiteralExpr(Expr):
+    """A constant value."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def to_pyarrow(self) -> "pyarrow.compute.Expression":  # noqa: F821
+        return _pc().scalar(self.value)
+
+    def referenced_columns(self) -> Set[str]:
+        return set()
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class BinaryExpr(Expr):
+    """``left <op> right`` for a comparison, boolean or arithmetic operator."""
+
+    def __init__(self, op: str, left: Expr, right: Expr):
+        if op not in _BINARY_OPS:
+            raise ValueError(f"Unknown operator {op!r}; expected one of {sorted(_BINARY_OPS)}.")
+        self.op, self.left, self.right = op, left, right
+
+    def to_pyarrow(self) -> "pyarrow.compute.Expression":  # noqa: F821
+        return _BINARY_OPS[self.op](self.left.to_pyarrow(), self.right.to_pyarrow())
+
+    def referenced_columns(self) -> Set[str]:
+        return self.left.referenced_columns() | self.right.referenced_columns()
+
+    def __repr__(self) -> str:
+        return f"({self.left!r} {self.op} {self.right!r})"
+
+
+class NotExpr(Expr):
+    """Boolean negation."""
+
+    def __init__(self, operand: Expr):
+        self.operand = operand
+
+    def to_pyarrow(self) -> "pyarrow.compute.Expression":  # noqa: F821
+        return ~self.operand.to_pyarrow()
+
+    def referenced_columns(self) -> Set[str]:
+        return self.operand.referenced_columns()
+
+    def __repr__(self) -> str:
+        return f"~{self.operand!r}"
+
+
+class IsNullExpr(Expr):
+    """True where the operand is null."""
+
+    def __init__(self, operand: Expr):
+        self.operand = operand
+
+    def to_pyarrow(self) -> "pyarrow.compute.Expression":  # noqa: F821
+        return self.operand.to_pyarrow().is_null()
+
+    def referenced_columns(self) -> Set[str]:
+        return self.operand.referenced_columns()
+
+    def __repr__(self) -> str:
+        return f"{self.operand!r}.is_null()"
+
+
+class IsInExpr(Expr):
+    """True where the operand is one of a list of values."""
+
+    def __init__(self, operand: Expr, values: list):
+        self.operand, self.values = operand, values
+
+    def to_pyarrow(self) -> "pyarrow.compute.Expression":  # noqa: F821
+        return self.operand.to_pyarrow().isin(self.values)
+
+    def referenced_columns(self) -> Set[str]:
+        return self.operand.referenced_columns()
+
+    def __repr__(self) -> str:
+        return f"{self.operand!r}.is_in({self.values!r})"
+
+
+def col(name: str) -> ColumnExpr:
+    """Reference a column by name.
+
+    Examples:
+        >>> import shardflow as sf
+        >>> sf.range(5).filter(sf.col("id") >= 3).take_all()
+        [{'id': 3}, {'id': 4}]
+    """
+    return ColumnExpr(name)
+
+
+def lit(value: Any) -> LiteralExpr:
+    """A constant for use in expressions."""
+    return LiteralExpr(value)
+
+
+def and_all(exprs: Iterable[Expr]) -> Expr:
+    """AND together one or more expressions."""
+    exprs = list(exprs)
+    if not exprs:
+        raise ValueError("and_all needs at least one expression.")
+    result = exprs[0]
+    for expr in exprs[1:]:
+        result = result & expr
+    return result

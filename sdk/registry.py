@@ -1,0 +1,203 @@
+"""Connector registry: names to Datasource/Datasink classes, from code or entry points.
+
+Packages register connectors through the entry point group ``shardflow.connectors``. Each
+entry point names an object that is either a :class:`ConnectorSpec`, a Datasource subclass,
+or a callable returning a ConnectorSpec. Entry points are read lazily, the first time a
+name is looked up; one that fails to load is reported by name and skipped, never breaking
+``import shardflow``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from importlib import metadata as importlib_metadata
+from typing import Any, Callable, Dict, List, Optional
+
+logger = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "shardflow.connectors"
+
+
+@dataclass
+class ConnectorSpec:
+    """A named connector.
+
+    Args:
+        name: The name users pass to ``read_datasource`` / ``write_datasink``.
+        datasource: A Datasource class (or factory) called with the read arguments.
+        datasink: A Datasink class (or factory) called with the write arguments.
+        package: The distribution that provides it ("<code>" when registered in code).
+    """
+
+    name: str
+    datasource: Optional[Callable[..., Any]] = None
+    datasink: Optional[Callable[..., Any]] = None
+    package: str = "<code>"
+    capabilities: List[str] = field(default_factory=list)
+
+
+class ConnectorRegistry:
+    """Thread-safe map of connector names to specs, with lazily loaded entry points."""
+
+    def __init__(self) -> None:
+        self._specs: Dict[str, ConnectorSpec] = {}
+        self._broken: Dict[str, str] = {}
+        self._entry_points_loaded = False
+        self._lock = threading.RLock()
+
+    def register(
+        self,
+        name: str,
+        *,
+        datasource: Optional[Callable[..., Any]] = None,
+        datasink: Optional[Callable[..., Any]] = None,
+        package: str = "<code>",
+        replace: bool = False,
+    ) -> ConnectorSpec:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"A connector name must be a non-empty string, got {name!r}.")
+        if datasource is None and datasink is None:
+            raise ValueError(f"Connector {name!r} needs a datasource, a datasink, or both.")
+        for role, obj in (("datasource", datasource), ("datasink", datasink)):
+            if obj is not None and not callable(obj):
+                raise TypeError(f"{role} of connector {name!r} must be a class or a factory.")
+        with self._lock:
+            existing = self._specs.get(name)
+            if existing is not None and not replace and existing.package != package:
+                raise ValueError(
+                    f"Two connectors are named {name!r}: one from package {existing.package!r} "
+                    f"and one from {package!r}. Uninstall one, or register with replace=True."
+                )
+            spec = ConnectorSpec(name, datasource, datasink, package, _capabilities(datasource, datasink))
+            self._specs[name] = spec
+            return spec
+
+    def get(self, name: str) -> ConnectorSpec:
+        self._load_entry_points()
+        with self._lock:
+            if name in self._specs:
+                return self._specs[name]
+            if name in self._broken:
+                raise ImportError(f"Connector {name!r} failed to load: {self._broken[name]}")
+            known = ", ".join(sorted(self._specs)) or "none"
+        raise KeyError(
+            f"No connector named {name!r}. Registered connectors: {known}. Install the package "
+            "that provides it, or call shardflow.register_connector()."
+        )
+
+    def list(self) -> List[ConnectorSpec]:
+        self._load_entry_points()
+        with self._lock:
+            return [self._specs[name] for name in sorted(self._specs)]
+
+    def broken(self) -> Dict[str, str]:
+        """Entry points that failed to load: name to reason."""
+        self._load_entry_points()
+        return dict(self._broken)
+
+    def _load_entry_points(self) -> None:
+        with self._lock:
+            if self._entry_points_loaded:
+                return
+            self._entry_points_loaded = True
+            try:
+                entry_points = importlib_metadata.entry_points(group=ENTRY_POINT_GROUP)
+            except Exception as exc:  # a broken installation must not break import
+                logger.warning("Could not read entry points %r: %s", ENTRY_POINT_GROUP, exc)
+                return
+            for ep in entry_points:
+                package = ep.dist.name if getattr(ep, "dist", None) else ep.value
+                try:
+                    spec = _spec_from_entry_point(ep.name, ep.load())
+                    self.register(
+                        ep.name, datasource=spec.datasource, datasink=spec.datasink, package=package
+                    )
+                except ValueError as exc:
+                    self._broken[ep.name] = str(exc)
+                    logger.warning("Connector %r from %s skipped: %s", ep.name, package, exc)
+                except Exception as exc:
+                    reason = f"{type(exc).__name__}: {exc} (entry point {ep.value!r} of {package})"
+                    self._broken[ep.name] = reason
+                    logger.warning("Connector %r failed to load and is skipped: %s", ep.name, reason)
+
+
+def _spec_from_entry_point(name: str, obj: Any) -> ConnectorSpec:
+    from shardflow.sdk.datasink import Datasink
+    from shardflow.sdk.datasource import Datasource
+
+    if isinstance(obj, ConnectorSpec):
+        return obj
+    if isinstance(obj, type) and issubclass(obj, Datasource):
+        return ConnectorSpec(name, datasource=obj)
+    if isinstance(obj, type) and issubclass(obj, Datasink):
+        return ConnectorSpec(name, datasink=obj)
+    if callable(obj):
+        result = obj()
+        if isinstance(result, ConnectorSpec):
+            return result
+    raise TypeError(
+        f"Entry point {name!r} must name a ConnectorSpec, a Datasource or Datasink class, or a "
+        f"function returning a ConnectorSpec; got {type(obj).__name__}."
+    )
+
+
+def _capabilities(datasource: Any, datasink: Any) -> List[str]:
+    caps = []
+    if datasource is not None:
+        caps.append("read")
+        if isinstance(datasource, type):
+            from shardflow.sdk.datasource import Datasource
+
+            base = Datasource
+            if getattr(datasource, "supports_projection_pushdown", None) is not getattr(
+                base, "supports_projection_pushdown"
+            ):
+                caps.append("projection")
+            if getattr(datasource, "supports_predicate_pushdown", None) is not getattr(
+                base, "supports_predicate_pushdown"
+            ):
+                caps.append("filter")
+    if datasink is not None:
+        caps.append("write")
+    return caps
+
+
+_REGISTRY = ConnectorRegistry()
+
+
+def get_registry() -> ConnectorRegistry:
+    """The process-wide registry."""
+    return _REGISTRY
+
+
+def register_connector(
+    name: str,
+    *,
+    datasource: Optional[Callable[..., Any]] = None,
+    datasink: Optional[Callable[..., Any]] = None,
+    replace: bool = False,
+) -> ConnectorSpec:
+    """Register a connector under ``name`` so ``read_datasource(name, ...)`` finds it.
+
+    Args:
+        name: The connector's name.
+        datasource: A Datasource class or factory; called with the read arguments.
+        datasink: A Datasink class or factory; called with the write arguments.
+        replace: Replace an existing connector of the same name.
+
+    Returns:
+        The registered ConnectorSpec.
+
+    Examples:
+        >>> import shardflow as sf
+        >>> from shardflow.sdk import Datasource
+        >>> class Empty(Datasource):
+        ...     def get_read_tasks(self, parallelism, **kwargs):
+        ...         return []
+        >>> _ = sf.register_connector("empty-example", datasource=Empty, replace=True)
+        >>> sf.read_datasource("empty-example").count()
+        0
+    """
+    return _REGISTRY.register(name, datasource=datasource, datasink=datasink, replace=replace)
