@@ -18,10 +18,13 @@ _remote_task = None
 
 
 def _run_transform(transform, ctx, *inputs):
-    """Body of the Ray task: yields each block, then its (rows, bytes)."""
+    """Body of the Ray task: yields each block's (rows, bytes), then the block.
+
+    Metadata comes first so that the driver's ``ray.get`` of it raises a failed task's error.
+    """
     for block in transform(list(inputs), ctx):
-        yield block
         yield (block.num_rows, block.nbytes)
+        yield block
 
 
 def ensure_ray(address: Optional[str] = None, **init_kwargs: Any) -> None:
@@ -76,11 +79,12 @@ class RayBackend(Backend):
                     ray.cancel(generator)
                     break
                 try:
-                    block_ref = next(generator)
+                    meta_ref = next(generator)
                 except StopIteration:
                     spec.gate.unused()
                     break
-                rows, nbytes = ray.get(next(generator))
+                rows, nbytes = ray.get(meta_ref)
+                block_ref = next(generator)
                 spec.gate.produced(nbytes)
                 spec.events.put((BLOCK, spec.task_id, block_ref, BlockMetadata(rows, nbytes)))
             spec.events.put((DONE, spec.task_id, None, None))

@@ -1,0 +1,48 @@
+"""Shared fixtures: a fresh DataContext per test, and the two backends.
+
+Ray is started once per test session, on loopback only, with two CPUs.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("SHARDFLOW_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+import shardflow as sf  # noqa: E402
+from shardflow.engine.context import DataContext  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def fresh_context():
+    """Every test starts from default settings on the local backend."""
+    previous = DataContext.get_current()
+    DataContext._set_current(DataContext())
+    yield DataContext.get_current()
+    DataContext._set_current(previous)
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """A real local Ray, started once, bound to 127.0.0.1."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(params=["local", "ray"])
+def backend(request, fresh_context):
+    """Run the test on each backend; yields the backend's name."""
+    if request.param == "ray":
+        request.getfixturevalue("ray_session")
+        sf.init(backend="ray")
+    else:
+        sf.init(backend="local")
+    yield request.param
