@@ -248,6 +248,23 @@ def rows_to_block(rows: List[Mapping[str, Any]]) -> Block:
     """Build a block from a list of row dicts (the output of ``map`` or ``flat_map``)."""
     if not rows:
         return pa.table({})
+    first = rows[0]
+    columns = None
+    if isinstance(first, Mapping):
+        names = list(first)
+        try:
+            if sum(map(len, rows)) == len(rows) * len(names):
+                columns = {name: [row[name] for row in rows] for name in names}
+        except (KeyError, TypeError):
+            columns = None
+    if columns is None:
+        columns = _columns_of_irregular_rows(rows)
+    if any(isinstance(values[0], np.ndarray) for values in columns.values() if values):
+        return numpy_batch_to_block({name: _list_to_ndarray(values) for name, values in columns.items()})
+    return pa.table({name: pa.array(values) for name, values in columns.items()})
+
+
+def _columns_of_irregular_rows(rows: List[Any]) -> Dict[str, List[Any]]:
     names: Dict[str, None] = {}
     for row in rows:
         if not isinstance(row, Mapping):
@@ -257,11 +274,7 @@ def rows_to_block(rows: List[Mapping[str, Any]]) -> Block:
             )
         for key in row:
             names.setdefault(key, None)
-    if any(isinstance(v, np.ndarray) for v in rows[0].values()):
-        return numpy_batch_to_block(
-            {name: _list_to_ndarray([row.get(name) for row in rows]) for name in names}
-        )
-    return pa.Table.from_pylist([dict(row) for row in rows])
+    return {name: [row.get(name) for row in rows] for name in names}
 
 
 def concat_blocks(blocks: List[Block]) -> Block:
