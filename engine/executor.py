@@ -195,6 +195,7 @@ class StreamingExecutor:
             [s.stats for s in self._ops],
             [first.total_inputs] + [None] * (len(self._ops) - 1),
             self.context.progress_bars_enabled(),
+            [s.is_map for s in self._ops],
         )
         self._thread = threading.Thread(target=self._run, name="shardflow-executor", daemon=True)
         self._thread.start()

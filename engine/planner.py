@@ -88,7 +88,8 @@ def plan_physical(plan: LogicalPlan, backend_name: str, context: DataContext) ->
 
     operators: List[Any] = []
     names: List[str] = [source_name] if isinstance(source, ReadSource) else []
-    fused: Optional[FusedTransform] = FusedTransform([], source_name)
+    min_bytes = context.target_min_block_size
+    fused: Optional[FusedTransform] = FusedTransform([], source_name, min_bytes)
     passthrough = isinstance(source, BlocksSource)
 
     def close_map() -> None:
@@ -104,7 +105,7 @@ def plan_physical(plan: LogicalPlan, backend_name: str, context: DataContext) ->
             operators.append(LimitOperator(op.name, op.limit))
             continue
         if fused is None:
-            fused = FusedTransform([], op.name)
+            fused = FusedTransform([], op.name, min_bytes)
         if isinstance(op, MapOp):
             fused = fused.then(op.stage)
         elif isinstance(op, WriteOp):

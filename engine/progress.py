@@ -11,14 +11,23 @@ from shardflow.engine.stats import OperatorStats
 class ProgressBars:
     """One bar per operator, counting finished tasks and rows out."""
 
-    def __init__(self, operators: List[OperatorStats], totals: List[Optional[int]], enabled: bool):
-        self._bars = []
+    def __init__(
+        self,
+        operators: List[OperatorStats],
+        totals: List[Optional[int]],
+        enabled: bool,
+        shown: Optional[List[bool]] = None,
+    ):
+        self._bars: dict = {}
         if not (enabled and sys.stderr.isatty()):
             return
         from tqdm.auto import tqdm
 
-        for position, (op, total) in enumerate(zip(operators, totals)):
-            self._bars.append(
+        shown = shown or [True] * len(operators)
+        visible = [i for i, show in enumerate(shown) if show]
+        for position, index in enumerate(visible):
+            op, total = operators[index], totals[index]
+            self._bars[index] = (
                 tqdm(
                     total=total,
                     desc=f"- {op.name}",
@@ -31,9 +40,9 @@ class ProgressBars:
             )
 
     def update(self, index: int, op: OperatorStats, total: Optional[int] = None) -> None:
-        if not self._bars:
+        bar = self._bars.get(index)
+        if bar is None:
             return
-        bar = self._bars[index]
         if total is not None and bar.total != total:
             bar.total = total
         bar.n = op.tasks_finished
@@ -41,6 +50,6 @@ class ProgressBars:
         bar.refresh()
 
     def close(self) -> None:
-        for bar in self._bars:
+        for bar in self._bars.values():
             bar.close()
-        self._bars = []
+        self._bars = {}

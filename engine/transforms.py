@@ -347,25 +347,49 @@ def combine_partials(blocks: Iterable[Block], aggs: List[tuple]) -> Dict[str, An
 class FusedTransform:
     """Runs stages back to back inside one task; exceptions are tagged with the stage's name."""
 
-    def __init__(self, stages: List[Stage], source_name: str = "Read"):
+    def __init__(self, stages: List[Stage], source_name: str = "Read", min_block_bytes: int = 0):
         self.stages = list(stages)
         self.source_name = source_name
+        self.min_block_bytes = min_block_bytes
 
     @property
     def python_heavy(self) -> bool:
         return any(s.python_heavy for s in self.stages)
 
     def then(self, stage: Stage) -> "FusedTransform":
-        return FusedTransform(self.stages + [stage], self.source_name)
+        return FusedTransform(self.stages + [stage], self.source_name, self.min_block_bytes)
 
     def __call__(self, inputs: List[Any], ctx: TaskContext) -> Iterator[Block]:
         stream = _guard(self.source_name, _read_inputs(inputs))
         for stage in self.stages:
             stream = _guard(stage.name, stage(stream, ctx))
+        if self.min_block_bytes and self.stages:
+            stream = coalesce_blocks(stream, self.min_block_bytes)
         return stream
 
     def names(self) -> List[str]:
         return [s.name for s in self.stages]
+
+
+def coalesce_blocks(blocks: Iterator[Block], min_bytes: int) -> Iterator[Block]:
+    """Join consecutive small blocks (zero-copy) until each holds at least ``min_bytes``.
+
+    Many tiny blocks (a map_batches with small batches) would otherwise cost one downstream
+    task and one scheduling round each.
+    """
+    pending: List[Block] = []
+    size = 0
+    for block in blocks:
+        if not pending and block.nbytes >= min_bytes:
+            yield block
+            continue
+        pending.append(block)
+        size += block.nbytes
+        if size >= min_bytes:
+            yield concat_blocks(pending)
+            pending, size = [], 0
+    if pending:
+        yield concat_blocks(pending)
 
 
 def _read_inputs(inputs: List[Any]) -> Iterator[Block]:
