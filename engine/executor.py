@@ -143,18 +143,19 @@ class StreamingExecutor:
             while True:
                 item = self._out.get()
                 if held is not None:
-                    self.budget.release(held.charge)
+                    self.budget.release_held(held.charge)
                     held = None
                 if item is _END:
                     break
                 if isinstance(item, BaseException):
                     raise item
                 held = item
+                self.budget.hold(held.charge)
                 self.stats.rows_out += item.meta.num_rows or 0
                 yield item.ref, item.meta
         finally:
             if held is not None:
-                self.budget.release(held.charge)
+                self.budget.release_held(held.charge)
             self.shutdown()
 
     def shutdown(self) -> None:
@@ -264,8 +265,6 @@ class StreamingExecutor:
                 self._launch(state)
 
     def _source_has_room(self, state: _OpState) -> bool:
-        if not any(s.running for s in self._ops) and self.budget.in_flight == 0:
-            return True
         return self.budget.has_room(state.est_block_bytes)
 
     def _launch(self, state: _OpState) -> None:

@@ -20,28 +20,46 @@ class MemoryBudget:
         self.in_flight = 0
         self.reserved = 0
         self.peak = 0
+        self.consumer_held = 0
         self._cond = threading.Condition()
 
     def reserve(self, nbytes: int, exempt: Callable[[], bool], cancelled: Callable[[], bool]) -> bool:
         """Wait until ``nbytes`` fit, or ``exempt()`` holds; False when ``cancelled()``.
 
-        An empty budget always admits one block, so a block larger than the whole budget
-        still makes progress instead of hanging.
+        A pipeline holding nothing but the block in the consumer's hands always admits one
+        more block, so a consumer that asks for the next block is never left waiting, and a
+        block larger than the whole budget still makes progress instead of hanging.
         """
         with self._cond:
             while True:
                 if cancelled():
                     return False
                 used = self.in_flight + self.reserved
-                if used == 0 or used + nbytes <= self.limit or exempt():
+                if self.idle() or used + nbytes <= self.limit or exempt():
                     self.reserved += nbytes
                     return True
                 self._cond.wait(timeout=0.05)
 
+    def idle(self) -> bool:
+        """True when no bytes are in flight except those the consumer holds."""
+        return self.in_flight - self.consumer_held + self.reserved <= 0
+
     def has_room(self, nbytes: int) -> bool:
         with self._cond:
             used = self.in_flight + self.reserved
-            return used == 0 or used + nbytes <= self.limit
+            return self.idle() or used + nbytes <= self.limit
+
+    def hold(self, nbytes: int) -> None:
+        """The consumer took a block of ``nbytes`` (still in flight until released)."""
+        with self._cond:
+            self.consumer_held += nbytes
+
+    def release_held(self, nbytes: int) -> None:
+        """The consumer is done with a block it held."""
+        with self._cond:
+            self.consumer_held -= nbytes
+            self.in_flight -= nbytes
+            self._cond.notify_all()
 
     def commit(self, reserved: int, actual: int) -> None:
         """Turn a reservation into ``actual`` bytes in flight."""

@@ -27,6 +27,7 @@ from shardflow.engine.errors import TaskFailure, WorkerCrashedError
 from shardflow.sdk.block import BlockMetadata
 
 logger = logging.getLogger(__name__)
+_MAX_THREADS = 256
 
 
 class LocalBackend(Backend):
@@ -36,9 +37,12 @@ class LocalBackend(Backend):
 
     def __init__(self, num_cpus: int):
         self._num_cpus = num_cpus
-        self._threads = ThreadPoolExecutor(max_workers=num_cpus, thread_name_prefix="shardflow")
+        # Each execution caps its own running tasks at num_cpus. The pools are larger so that
+        # one execution whose tasks wait for its paused consumer (say, a loop over
+        # iter_batches that calls count() inside) never blocks another execution.
+        self._threads = ThreadPoolExecutor(max_workers=_MAX_THREADS, thread_name_prefix="shardflow")
         self._process_drivers = ThreadPoolExecutor(
-            max_workers=num_cpus, thread_name_prefix="shardflow-proc"
+            max_workers=_MAX_THREADS, thread_name_prefix="shardflow-proc"
         )
 
     def num_slots(self, kind: str) -> int:
