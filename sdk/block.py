@@ -13,6 +13,8 @@ variable-shape tensor type, so files written from them stay readable by other Ar
 
 from __future__ import annotations
 
+import copyreg
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Union
 
@@ -91,7 +93,7 @@ def _variable_tensor_to_numpy(column: pa.Array) -> np.ndarray:
     data = storage.field("data")
     shapes = storage.field("shape")
     for i in range(len(column)):
-        if not storage.is_valid(i):
+        if not storage[i].is_valid:
             out[i] = None
             continue
         shape = shapes[i].as_py()
@@ -125,11 +127,42 @@ def _ragged_to_variable_tensor(arrays: List[np.ndarray]) -> pa.Array:
             f"got dtypes {sorted(map(str, dtypes))} and ndims {sorted(ndim)}."
         )
     value_type = pa.from_numpy_dtype(dtypes.pop())
-    tensor_type = pa.variable_shape_tensor(value_type, ndim.pop())
+    tensor_type = _variable_shape_tensor_type(value_type, ndim.pop())
     data = pa.array([a.ravel() for a in arrays], type=pa.list_(value_type))
     shape = pa.array([list(a.shape) for a in arrays], type=tensor_type.storage_type.field("shape").type)
     storage = pa.StructArray.from_arrays([data, shape], fields=list(tensor_type.storage_type))
     return pa.ExtensionArray.from_storage(tensor_type, storage)
+
+
+_EXTENSION_FIELD_METADATA = {
+    b"ARROW:extension:name": b"arrow.variable_shape_tensor",
+    b"ARROW:extension:metadata": b"{}",
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _variable_shape_tensor_type(value_type: pa.DataType, ndim: int) -> pa.DataType:
+    # pyarrow implements the canonical type in C++ without a Python constructor; reading a
+    # schema whose field carries the extension's name yields the C++ type.
+    if hasattr(pa, "variable_shape_tensor"):
+        return pa.variable_shape_tensor(value_type, ndim)
+    storage = pa.struct([("data", pa.list_(value_type)), ("shape", pa.list_(pa.int32(), ndim))])
+    field = pa.field("tensor", storage, metadata=_EXTENSION_FIELD_METADATA)
+    return _extension_type_from_ipc(pa.schema([field]).serialize().to_pybytes())
+
+
+def _extension_type_from_ipc(serialized_schema: bytes) -> pa.DataType:
+    return pa.ipc.read_schema(pa.py_buffer(serialized_schema)).field(0).type
+
+
+def _reduce_extension_type(arrow_type: pa.DataType) -> tuple:
+    # pyarrow cannot pickle C++ extension types that lack a Python class (such as the
+    # variable-shape tensor), which blocks sending such blocks to workers.
+    schema = pa.schema([pa.field("tensor", arrow_type)])
+    return _extension_type_from_ipc, (schema.serialize().to_pybytes(),)
+
+
+copyreg.pickle(pa.lib.BaseExtensionType, _reduce_extension_type)
 
 
 def numpy_batch_to_block(batch: Mapping[str, Any]) -> Block:
@@ -209,9 +242,7 @@ def _block_to_pandas(block: Block) -> "pandas.DataFrame":  # noqa: F821
     tensor_columns = {}
     for name in block.column_names:
         column = block.column(name)
-        if isinstance(column.type, pa.ExtensionType) and (
-            isinstance(column.type, pa.FixedShapeTensorType) or _is_variable_tensor(column.type)
-        ):
+        if _is_tensor_type(column.type):
             arrays = _column_to_numpy(column)
             cells = np.empty(len(arrays), dtype=object)
             cells[:] = list(arrays)

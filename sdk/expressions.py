@@ -31,6 +31,7 @@ _BINARY_OPS = {
     "-": lambda a, b: _pc().subtract(a, b),
     "*": lambda a, b: _pc().multiply(a, b),
     "/": lambda a, b: _pc().divide(a, b),
+    "%": lambda a, b: _pc().Expression._call("modulo", [a, b]),
 }
 
 
@@ -112,6 +113,12 @@ class Expr:
 
     def __truediv__(self, other: Any) -> "BinaryExpr":
         return self._binary("/", other)
+
+    def __mod__(self, other: Any) -> "BinaryExpr":
+        return self._binary("%", other)
+
+    def __neg__(self) -> "BinaryExpr":
+        return BinaryExpr("-", LiteralExpr(0), self)
 
     def __invert__(self) -> "NotExpr":
         return NotExpr(self)

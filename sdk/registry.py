@@ -109,12 +109,19 @@ class ConnectorRegistry:
                 return
             for ep in entry_points:
                 package = ep.dist.name if getattr(ep, "dist", None) else ep.value
+                if ep.name in self._broken and ep.name not in self._specs:
+                    continue  # already claimed by two packages, or broken
                 try:
                     spec = _spec_from_entry_point(ep.name, ep.load())
                     self.register(
                         ep.name, datasource=spec.datasource, datasink=spec.datasink, package=package
                     )
                 except ValueError as exc:
+                    # Two packages claim the name: use neither, so what runs never depends on
+                    # install order. A connector registered in code keeps the name.
+                    existing = self._specs.get(ep.name)
+                    if existing is not None and existing.package != "<code>":
+                        del self._specs[ep.name]
                     self._broken[ep.name] = str(exc)
                     logger.warning("Connector %r from %s skipped: %s", ep.name, package, exc)
                 except Exception as exc:

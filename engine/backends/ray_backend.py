@@ -65,7 +65,7 @@ class RayBackend(Backend):
         generator = _remote_task.options(
             num_returns="streaming",
             name=spec.op_name,
-            _generator_backpressure_num_objects=4,
+            _generator_backpressure_num_objects=2,
             max_retries=0,
         ).remote(spec.transform, spec.ctx, *spec.inputs)
         self._generators[spec.task_id] = generator

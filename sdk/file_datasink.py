@@ -1,0 +1,425 @@
+"""FileDatasink: all-or-nothing writes of files, the shared half of every file writer.
+
+Write tasks write into a staging folder inside the destination,
+``<path>/.shardflow-staging-<id>/``, hidden from readers by its ``.`` prefix. Nothing is
+visible until every task succeeded; then ``on_write_complete`` (on the driver) moves the
+staged files into place. When any task fails, ``on_write_failed`` deletes the staging folder
+and the destination is left as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+
+import pyarrow as pa
+
+from shardflow.sdk.block import Block, block_to_rows
+from shardflow.sdk.datasink import Datasink, TaskContext, WriteResult
+from shardflow.sdk.filesystems import (
+    basename,
+    display_path,
+    is_local,
+    join,
+    parent,
+    resolve_filesystem,
+    supports_rename,
+)
+from shardflow.sdk.partitioning import format_value
+from shardflow.sdk.retry import RetryConfig, call_with_retry
+
+logger = logging.getLogger(__name__)
+
+_MODES = ("append", "overwrite", "error")
+STAGING_PREFIX = ".shardflow-staging-"
+_TRASH_PREFIX = ".shardflow-trash-"
+
+
+class FilenameProvider:
+    """Names the files a write creates. Subclass it to choose your own names.
+
+    Names must be unique within a write: include ``write_uuid``, ``task_index`` and
+    ``block_index`` (and ``row_index`` for one file per row).
+    """
+
+    def get_filename_for_block(self, block: Block, write_uuid: str, task_index: int, block_index: int) -> str:
+        """The file name for a block (no folder)."""
+        raise NotImplementedError
+
+    def get_filename_for_row(
+        self, row: Dict[str, Any], write_uuid: str, task_index: int, block_index: int, row_index: int
+    ) -> str:
+        """The file name for one row, for formats that write one file per row."""
+        raise NotImplementedError
+
+
+class DefaultFilenameProvider(FilenameProvider):
+    """``{write_uuid}_{task_index:06}_{block_index:06}.{file_format}`` (and ``_{row_index:06}``
+    before the extension for one file per row)."""
+
+    def __init__(self, file_format: str):
+        self.file_format = file_format
+
+    def get_filename_for_block(self, block: Block, write_uuid: str, task_index: int, block_index: int) -> str:
+        return f"{write_uuid}_{task_index:06}_{block_index:06}.{self.file_format}"
+
+    def get_filename_for_row(
+        self, row: Dict[str, Any], write_uuid: str, task_index: int, block_index: int, row_index: int
+    ) -> str:
+        return f"{write_uuid}_{task_index:06}_{block_index:06}_{row_index:06}.{self.file_format}"
+
+
+class FileDatasink(Datasink):
+    """Base class of sinks that write files, all or nothing.
+
+    Subclass :class:`BlockBasedFileDatasink` (one file per block) or
+    :class:`RowBasedFileDatasink` (one file per row) rather than this class.
+
+    How the commit works, per filesystem:
+
+    * Local disk (plain paths, ``file://``) and ``memory://``: tasks write into
+      ``<path>/.shardflow-staging-<id>/``; the commit renames each staged file into place
+      (a rename is atomic on one disk). With ``mode="overwrite"`` the old contents are first
+      renamed into a hidden trash folder and deleted only after every new file is in place;
+      if the commit fails half-way, moved files are taken out and the old ones put back.
+    * S3 and GCS (and other object stores): tasks upload under the staging prefix; the commit
+      copies each object to its final key server-side (no data passes through this machine),
+      then, for ``mode="overwrite"``, deletes the old objects, then deletes the staging prefix.
+      Object stores have no atomic multi-object rename: readers listing the destination during
+      the commit may see old and new files side by side, but never a half-written file, and a
+      failed write leaves no new object behind.
+
+    Args:
+        path: The destination folder.
+        filesystem: An fsspec filesystem or a ``pyarrow.fs.FileSystem``; inferred when None.
+        try_create_dir: Create the destination folder when it does not exist (local disk).
+        open_stream_args: Keyword arguments for ``filesystem.open`` of each file.
+        filename_provider: Names the files; :class:`DefaultFilenameProvider` by default.
+        min_rows_per_file: Write files of at least this many rows by joining the blocks of a
+            write task. Rows are never moved between tasks, so a task with fewer rows still
+            writes a smaller file.
+        partition_cols: Write hive folders ``col=value/`` per distinct value of these columns
+            (the columns are stored in the folder names, not in the files).
+        mode: ``"append"`` adds files (default, as in Ray Data); ``"overwrite"`` replaces the
+            destination's contents at commit; ``"error"`` raises when it already holds data.
+        file_format: The format's file extension, e.g. ``"parquet"``.
+        storage_options: Options for the inferred fsspec filesystem; never shown in messages.
+        retry: Retry policy for transient storage faults (a RetryConfig or the engine's
+            RetryPolicy); defaults apply when None.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        filesystem: Any = None,
+        try_create_dir: bool = True,
+        open_stream_args: Optional[Dict[str, Any]] = None,
+        filename_provider: Optional[FilenameProvider] = None,
+        min_rows_per_file: Optional[int] = None,
+        partition_cols: Optional[List[str]] = None,
+        mode: str = "append",
+        file_format: str,
+        storage_options: Optional[Dict[str, Any]] = None,
+        retry: Any = None,
+    ):
+        if not isinstance(path, str) or not path:
+            raise TypeError(f"path must be a non-empty string naming a folder, got {path!r}.")
+        if mode not in _MODES:
+            raise ValueError(f"mode must be one of {_MODES}, got {mode!r}.")
+        if min_rows_per_file is not None and (
+            isinstance(min_rows_per_file, bool) or not isinstance(min_rows_per_file, int) or min_rows_per_file < 1
+        ):
+            raise ValueError(f"min_rows_per_file must be a positive int or None, got {min_rows_per_file!r}.")
+        if partition_cols is not None:
+            if isinstance(partition_cols, str):
+                partition_cols = [partition_cols]
+            if not partition_cols or not all(isinstance(c, str) for c in partition_cols):
+                raise TypeError("partition_cols must be a non-empty list of column names.")
+        if filename_provider is not None and not isinstance(filename_provider, FilenameProvider):
+            raise TypeError("filename_provider must be a shardflow FilenameProvider.")
+        if open_stream_args is not None and not isinstance(open_stream_args, dict):
+            raise TypeError("open_stream_args must be a dict of arguments for filesystem.open.")
+        self._fs, (self._path,) = resolve_filesystem([path], filesystem, storage_options)
+        self._path = self._path.rstrip("/") or "/"
+        self.try_create_dir = bool(try_create_dir)
+        self._open_stream_args = dict(open_stream_args or {})
+        self.file_format = file_format
+        self.filename_provider = filename_provider or DefaultFilenameProvider(file_format)
+        self.min_rows_per_file = min_rows_per_file
+        self.partition_cols = list(partition_cols) if partition_cols else None
+        self.mode = mode
+        self._retry = RetryConfig.from_policy(retry)
+        self._write_id = ""
+        self._staging = ""
+        self._created_dest = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(path={self.path!r}, mode={self.mode!r})"
+
+    @property
+    def path(self) -> str:
+        """The destination, as users write it."""
+        return display_path(self._fs, self._path)
+
+    # -- driver: start ------------------------------------------------------------------
+
+    def on_write_start(self, schema: Optional[pa.Schema] = None) -> None:
+        fs, dest = self._fs, self._path
+        if schema is not None and self.partition_cols:
+            missing = [c for c in self.partition_cols if c not in schema.names]
+            if missing:
+                raise ValueError(f"partition_cols {missing} are not columns of the dataset {schema.names}.")
+        exists = call_with_retry(lambda: fs.exists(dest), description=f"check {self.path}", config=self._retry)
+        if exists and not fs.isdir(dest):
+            raise FileExistsError(f"Cannot write to {self.path}: it is a file, not a folder.")
+        if self.mode == "error" and exists and self._visible_entries():
+            raise FileExistsError(
+                f"{self.path} already holds data; pass mode='overwrite' to replace it or "
+                "mode='append' to add files."
+            )
+        if not exists and is_local(fs) and not self.try_create_dir:
+            raise FileNotFoundError(f"{self.path} does not exist; pass try_create_dir=True to create it.")
+        self._write_id = uuid.uuid4().hex
+        self._staging = join(fs, dest, STAGING_PREFIX + self._write_id)
+        self._created_dest = not exists
+        if supports_rename(fs):
+            fs.makedirs(self._staging, exist_ok=True)
+
+    def _visible_entries(self) -> List[str]:
+        """Top-level entries of the destination, without hidden ones (staging, ``_SUCCESS``)."""
+        try:
+            listing = self._fs.ls(self._path, detail=False, refresh=True)
+        except FileNotFoundError:
+            return []
+        return [p for p in listing if not basename(p).startswith((".", "_")) and p.rstrip("/") != self._path]
+
+    # -- worker: write ------------------------------------------------------------------
+
+    def write(self, blocks: Iterable[Block], ctx: TaskContext) -> List[str]:
+        """Write the task's blocks under the staging folder; returns the staged relative paths."""
+        if not self._staging:
+            raise RuntimeError("FileDatasink.write called before on_write_start.")
+        write_uuid = ctx.write_uuid or self._write_id
+        staged: List[str] = []
+        block_index = 0
+        for block in self._file_groups(blocks):
+            if block.num_rows == 0:
+                continue
+            for folder, part in self._split_partitions(block):
+                staged += self._write_part(part, folder, write_uuid, ctx.task_idx, block_index)
+            block_index += 1
+        return staged
+
+    def _file_groups(self, blocks: Iterable[Block]) -> Iterator[Block]:
+        if not self.min_rows_per_file:
+            yield from blocks
+            return
+        pending: List[Block] = []
+        rows = 0
+        for block in blocks:
+            if block.num_rows == 0:
+                continue
+            pending.append(block)
+            rows += block.num_rows
+            if rows >= self.min_rows_per_file:
+                yield _concat(pending)
+                pending, rows = [], 0
+        if pending:
+            yield _concat(pending)
+
+    def _split_partitions(self, block: Block) -> Iterator[Tuple[str, Block]]:
+        if not self.partition_cols:
+            yield "", block
+            return
+        missing = [c for c in self.partition_cols if c not in block.column_names]
+        if missing:
+            raise ValueError(f"partition_cols {missing} are not columns of the data {block.column_names}.")
+        import pyarrow.compute as pc
+
+        keys = block.select(self.partition_cols).group_by(self.partition_cols, use_threads=False).aggregate([])
+        data = block.drop_columns(self.partition_cols)
+        for values in keys.to_pylist():
+            mask = None
+            for col in self.partition_cols:
+                column = block.column(col)
+                value = values[col]
+                cond = pc.is_null(column) if value is None else pc.equal(column, pa.scalar(value, column.type))
+                cond = pc.fill_null(cond, False)
+                mask = cond if mask is None else pc.and_(mask, cond)
+            folder = "/".join(f"{col}={format_value(values[col])}" for col in self.partition_cols)
+            yield folder, data.filter(mask)
+
+    def _write_part(self, block: Block, folder: str, write_uuid: str, task_index: int, block_index: int) -> List[str]:
+        raise NotImplementedError
+
+    def _write_file(self, relative: str, write_fn: Any) -> str:
+        """Write one staged file with retries; ``write_fn(f)`` writes its content."""
+        target = join(self._fs, self._staging, relative)
+        if supports_rename(self._fs):
+            self._fs.makedirs(parent(target), exist_ok=True)
+
+        def attempt() -> None:
+            with self._fs.open(target, "wb", **self._open_stream_args) as f:
+                write_fn(f)
+
+        call_with_retry(attempt, description=f"write {display_path(self._fs, target)}", config=self._retry)
+        return relative
+
+    # -- driver: commit or abort --------------------------------------------------------
+
+    def on_write_complete(self, write_result: WriteResult) -> None:
+        staged = [rel for returned in write_result.write_returns for rel in (returned or [])]
+        try:
+            if supports_rename(self._fs):
+                self._commit_by_rename(staged)
+            else:
+                self._commit_by_copy(staged)
+        finally:
+            self._remove_staging()
+
+    def on_write_failed(self, error: Exception) -> None:
+        self._remove_staging()
+        if self._created_dest and supports_rename(self._fs):
+            try:
+                if not self._fs.ls(self._path, detail=False):
+                    self._fs.rmdir(self._path)
+            except (FileNotFoundError, OSError):
+                pass
+
+    def _remove_staging(self) -> None:
+        if not self._staging:
+            return
+        try:
+            call_with_retry(
+                lambda: self._fs.rm(self._staging, recursive=True),
+                description=f"delete {display_path(self._fs, self._staging)}",
+                config=self._retry,
+            )
+        except FileNotFoundError:
+            pass
+        except Exception as exc:  # the data is safe either way; say what is left behind
+            logger.warning("Could not delete staging folder %s: %s", display_path(self._fs, self._staging), exc)
+
+    def _targets(self, staged: List[str]) -> List[Tuple[str, str]]:
+        return [(join(self._fs, self._staging, rel), join(self._fs, self._path, rel)) for rel in staged]
+
+    def _check_clashes(self, pairs: List[Tuple[str, str]]) -> None:
+        if self.mode == "overwrite":
+            return
+        clashes = [dst for _, dst in pairs if self._fs.exists(dst)]
+        if clashes:
+            shown = ", ".join(display_path(self._fs, p) for p in clashes[:3])
+            raise FileExistsError(
+                f"Files already exist at {shown}; the filename_provider must give new names, or "
+                "use mode='overwrite'. Nothing was written."
+            )
+
+    def _commit_by_rename(self, staged: List[str]) -> None:
+        fs = self._fs
+        pairs = self._targets(staged)
+        self._check_clashes(pairs)
+        trash = join(fs, self._path, _TRASH_PREFIX + self._write_id)
+        trashed: List[Tuple[str, str]] = []
+        moved: List[str] = []
+        try:
+            if self.mode == "overwrite":
+                old = self._visible_entries()
+                if old:
+                    fs.makedirs(trash, exist_ok=True)
+                for entry in old:
+                    target = join(fs, trash, basename(entry))
+                    fs.mv(entry, target, recursive=True)
+                    trashed.append((entry, target))
+            for src, dst in pairs:
+                fs.makedirs(parent(dst), exist_ok=True)
+                fs.mv(src, dst)
+                moved.append(dst)
+        except BaseException:
+            for dst in moved:
+                _quiet(lambda dst=dst: fs.rm(dst))
+            for entry, target in reversed(trashed):
+                _quiet(lambda entry=entry, target=target: fs.mv(target, entry, recursive=True))
+            _quiet(lambda: fs.rm(trash, recursive=True))
+            raise
+        if trashed or fs.exists(trash):
+            _quiet(lambda: fs.rm(trash, recursive=True))
+
+    def _commit_by_copy(self, staged: List[str]) -> None:
+        fs = self._fs
+        pairs = self._targets(staged)
+        if not isinstance(self.filename_provider, DefaultFilenameProvider):
+            self._check_clashes(pairs)
+        old: List[str] = []
+        if self.mode == "overwrite":
+            found = _quiet(lambda: fs.find(self._path), default=[]) or []
+            prefix = self._path.rstrip("/") + "/"
+            old = [p for p in found if not any(part.startswith((".", "_")) for part in p[len(prefix):].split("/"))]
+        copied: List[str] = []
+        try:
+            for src, dst in pairs:
+                call_with_retry(lambda src=src, dst=dst: fs.copy(src, dst),
+                                description=f"copy to {display_path(fs, dst)}", config=self._retry)
+                copied.append(dst)
+        except BaseException:
+            if copied:
+                _quiet(lambda: fs.rm(copied))
+            raise
+        new = {dst for _, dst in pairs}
+        stale = [p for p in old if p not in new]
+        if stale:
+            call_with_retry(lambda: fs.rm(stale), description=f"delete old files in {self.path}", config=self._retry)
+        _quiet(lambda: fs.invalidate_cache(self._path))
+
+
+class BlockBasedFileDatasink(FileDatasink):
+    """A file sink writing one file per block (per group of blocks with ``min_rows_per_file``).
+
+    Subclasses implement ``write_block_to_file(self, block, f)``, writing ``block`` into the
+    open binary file ``f``. It runs in a worker and may be retried on a fresh file.
+    """
+
+    def write_block_to_file(self, block: Block, f: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement write_block_to_file(block, f).")
+
+    def _write_part(self, block: Block, folder: str, write_uuid: str, task_index: int, block_index: int) -> List[str]:
+        name = self.filename_provider.get_filename_for_block(block, write_uuid, task_index, block_index)
+        relative = f"{folder}/{name}" if folder else name
+        return [self._write_file(relative, lambda f: self.write_block_to_file(block, f))]
+
+
+class RowBasedFileDatasink(FileDatasink):
+    """A file sink writing one file per row (images, one document per file).
+
+    Subclasses implement ``write_row_to_file(self, row, f)``, writing ``row`` (a dict) into the
+    open binary file ``f``. It runs in a worker and may be retried on a fresh file.
+    """
+
+    def write_row_to_file(self, row: Dict[str, Any], f: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement write_row_to_file(row, f).")
+
+    def _write_part(self, block: Block, folder: str, write_uuid: str, task_index: int, block_index: int) -> List[str]:
+        written = []
+        for row_index, row in enumerate(block_to_rows(block)):
+            name = self.filename_provider.get_filename_for_row(row, write_uuid, task_index, block_index, row_index)
+            relative = f"{folder}/{name}" if folder else name
+            written.append(self._write_file(relative, lambda f, row=row: self.write_row_to_file(row, f)))
+        return written
+
+
+def _concat(blocks: List[Block]) -> Block:
+    if len(blocks) == 1:
+        return blocks[0]
+    try:
+        return pa.concat_tables(blocks)
+    except pa.ArrowInvalid:
+        return pa.concat_tables(blocks, promote_options="permissive")
+
+
+def _quiet(fn: Any, default: Any = None) -> Any:
+    try:
+        return fn()
+    except Exception as exc:
+        logger.debug("ignored during cleanup: %s", exc)
+        return default

@@ -1,0 +1,438 @@
+"""FileBasedDatasource: the shared half of every file reader.
+
+A connector for a file format subclasses :class:`FileBasedDatasource` and implements one
+method, ``_read_stream(f, path)``, that turns an open binary file into blocks. Everything else
+is done here: path expansion (files, folders, globs, lists) with listing calls only, extension
+filters, hidden files, hive partitioning and partition filters, ``include_paths``, file order
+shuffling, grouping files into read tasks balanced by size, retries of transient storage
+faults, bad-file handling, projection and schema conformance.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+
+import pyarrow as pa
+
+from shardflow.sdk.block import Block, BlockMetadata
+from shardflow.sdk.datasource import Datasource, ReadTask
+from shardflow.sdk.file_reading import FileReadTask, FileUnit
+from shardflow.sdk.filesystems import display_path, redact, resolve_filesystem
+from shardflow.sdk.partitioning import (
+    Partitioning,
+    PathPartitionFilter,
+    as_filter_fn,
+    convert_value,
+    partition_schema,
+)
+from shardflow.sdk.paths import FileInfo, expand_paths, filter_extensions, normalize_paths_arg
+from shardflow.sdk.retry import RetryConfig
+
+logger = logging.getLogger(__name__)
+
+PATH_COLUMN = "path"
+_ON_BAD_FILE = ("raise", "skip")
+_DEFAULT_MIN_BLOCK_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FileShuffleConfig:
+    """Shuffle the order of input files, reproducibly when ``seed`` is given.
+
+    Examples:
+        >>> from shardflow.sdk.file_datasource import FileShuffleConfig
+        >>> FileShuffleConfig(seed=42)
+        FileShuffleConfig(seed=42)
+    """
+
+    seed: Optional[int] = None
+
+
+_HIVE = object()  # marks the default partitioning argument
+
+
+class FileBasedDatasource(Datasource):
+    """Base class of datasources that read files.
+
+    Subclass it and implement ``_read_stream``; optionally set ``_FILE_EXTENSIONS``.
+
+    Extension points (class attributes and methods a subclass may override):
+
+    * ``_read_stream(self, f, path) -> Iterator[Block]`` (required): read the open binary
+      file ``f`` (``path`` names it, for messages) and yield blocks (pyarrow Tables, pandas
+      DataFrames or dicts of arrays). Runs in a worker. Raise on bad content; the base class
+      names the file in the error, or skips the file when ``on_bad_file="skip"``.
+    * ``_FILE_EXTENSIONS``: the default ``file_extensions`` filter (e.g. ``["csv"]``), or None.
+    * ``_ROWS_PER_FILE``: rows each file holds when known without reading (1 for one row
+      per file), so ``count()`` is free.
+    * ``_ENCODING_RATIO``: in-memory bytes per byte on disk, for size estimates.
+    * ``_INFER_COMPRESSION``: open ``.gz``, ``.bz2``, ``.zst`` ... files decompressed.
+    * ``_static_schema(self)``: the schema of what ``_read_stream`` yields when known
+      without reading, or None.
+    * ``_split_file(self, unit, target_bytes)`` and ``_read_file(self, f, unit)``: for formats
+      that can read part of a file (Parquet row groups), split large files into several
+      units at planning time and read one unit.
+
+    Args:
+        paths: A file, a folder (read recursively), a glob, or a list of them. Local paths,
+            ``file://``, ``s3://``, ``gs://``/``gcs://`` and ``memory://`` are understood.
+        filesystem: An fsspec filesystem or a ``pyarrow.fs.FileSystem``; inferred when None.
+        schema: The schema of the output; columns are cast to it and missing ones filled
+            with nulls.
+        open_stream_args: Keyword arguments for ``filesystem.open`` (e.g.
+            ``{"compression": "gzip"}``).
+        partitioning: How partition values are encoded in paths; hive by default; None to
+            read none.
+        partition_filter: A :class:`PathPartitionFilter`, or a function of the dict of
+            partition values returning True for files to read.
+        include_paths: Add a ``path`` column naming each row's file.
+        file_extensions: Read only files with these extensions; the format's default when
+            None.
+        ignore_missing_paths: Skip paths that do not exist instead of raising.
+        shuffle: ``"files"`` or a :class:`FileShuffleConfig` to shuffle the order of files.
+        on_bad_file: ``"raise"`` (default): an unreadable file raises an error naming it;
+            ``"skip"``: it is logged, skipped, and counted in ``Dataset.stats()``.
+        storage_options: Options for the inferred fsspec filesystem (credentials, endpoint);
+            never shown in messages.
+        file_args: Format-specific arguments, kept in ``self._file_args``.
+
+    Examples:
+        >>> import pyarrow as pa
+        >>> from shardflow.sdk.file_datasource import FileBasedDatasource
+        >>> class LineCount(FileBasedDatasource):
+        ...     def _read_stream(self, f, path):
+        ...         yield pa.table({"lines": [len(f.read().splitlines())]})
+    """
+
+    _FILE_EXTENSIONS: Optional[List[str]] = None
+    _ROWS_PER_FILE: Optional[int] = None
+    _ENCODING_RATIO: float = 1.0
+    _INFER_COMPRESSION: bool = False
+
+    def __init__(
+        self,
+        paths: Union[str, List[str]],
+        *,
+        filesystem: Any = None,
+        schema: Optional[pa.Schema] = None,
+        open_stream_args: Optional[Dict[str, Any]] = None,
+        partitioning: Optional[Partitioning] = _HIVE,  # type: ignore[assignment]
+        partition_filter: Union[PathPartitionFilter, Callable[[Dict[str, Any]], bool], None] = None,
+        include_paths: bool = False,
+        file_extensions: Optional[List[str]] = None,
+        ignore_missing_paths: bool = False,
+        shuffle: Union[str, FileShuffleConfig, None] = None,
+        on_bad_file: str = "raise",
+        storage_options: Optional[Dict[str, Any]] = None,
+        **file_args: Any,
+    ):
+        path_list = normalize_paths_arg(paths)
+        if schema is not None and not isinstance(schema, pa.Schema):
+            raise TypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}.")
+        if open_stream_args is not None and not isinstance(open_stream_args, dict):
+            raise TypeError("open_stream_args must be a dict of arguments for filesystem.open.")
+        if partitioning is _HIVE:
+            partitioning = Partitioning("hive")
+        if partitioning is not None and not isinstance(partitioning, Partitioning):
+            raise TypeError(f"partitioning must be a Partitioning or None, got {type(partitioning).__name__}.")
+        if on_bad_file not in _ON_BAD_FILE:
+            raise ValueError(f"on_bad_file must be one of {_ON_BAD_FILE}, got {on_bad_file!r}.")
+        if shuffle is not None and shuffle != "files" and not isinstance(shuffle, FileShuffleConfig):
+            raise ValueError(f"shuffle must be None, 'files' or a FileShuffleConfig, got {shuffle!r}.")
+        if file_extensions is not None:
+            if isinstance(file_extensions, str) or not all(isinstance(e, str) for e in file_extensions):
+                raise TypeError("file_extensions must be a list of strings such as ['csv', 'csv.gz'].")
+        self._fs, self._paths = resolve_filesystem(path_list, filesystem, storage_options)
+        self._schema = schema
+        self._open_stream_args = dict(open_stream_args or {})
+        self._partitioning = partitioning
+        self._partition_filter = partition_filter
+        as_filter_fn(partition_filter)  # validates the type
+        self._include_paths = bool(include_paths)
+        self._file_extensions = list(file_extensions) if file_extensions is not None else self._FILE_EXTENSIONS
+        self._ignore_missing_paths = bool(ignore_missing_paths)
+        self._shuffle = shuffle
+        self._on_bad_file = on_bad_file
+        self._file_args = file_args
+        self._projection: Optional[Dict[str, str]] = None
+        self._units: Optional[List[FileUnit]] = None
+        self._partition_schema: Optional[pa.Schema] = None
+
+    # -- pickling: tasks carry their own files, not the whole listing ---------------------
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_units"] = None
+        return state
+
+    def __repr__(self) -> str:
+        shown = [self._display(p) for p in self._paths[:3]]
+        more = f", ... ({len(self._paths)} paths)" if len(self._paths) > 3 else ""
+        return f"{type(self).__name__}(paths={shown}{more})"
+
+    def _display(self, path: str) -> str:
+        return display_path(self._fs, path)
+
+    # -- listing (driver) -----------------------------------------------------------------
+
+    def _file_units(self) -> List[FileUnit]:
+        """The files to read, expanded, filtered and with partition values (cached)."""
+        if self._units is None:
+            self._units = self._expand()
+        return self._units
+
+    def _expand(self) -> List[FileUnit]:
+        files = expand_paths(self._fs, self._paths, ignore_missing_paths=self._ignore_missing_paths)
+        listed = len(files)
+        files = filter_extensions(files, self._file_extensions)
+        if listed and not files:
+            raise ValueError(
+                f"None of the {listed} files under {self._shown_paths()} has one of the extensions "
+                f"{self._file_extensions}. Pass file_extensions=None to read them all."
+            )
+        if not files:
+            logger.warning("No files to read under %s; the dataset is empty.", self._shown_paths())
+            return []
+        return self._apply_partitions(files)
+
+    def _shown_paths(self) -> str:
+        shown = ", ".join(repr(self._display(p)) for p in self._paths[:3])
+        return shown + (f" and {len(self._paths) - 3} more" if len(self._paths) > 3 else "")
+
+    def _parser(self) -> Optional[Partitioning]:
+        if self._partitioning is not None:
+            return self._partitioning
+        if isinstance(self._partition_filter, PathPartitionFilter):
+            return self._partition_filter.partitioning
+        return None
+
+    def _raw_partition(self, parser: Partitioning, info: FileInfo) -> Dict[str, Optional[str]]:
+        if parser.base_dir:
+            base = resolve_filesystem([parser.base_dir], self._fs)[1][0].rstrip("/")
+            relative = info.path[len(base) + 1:] if info.path.startswith(base + "/") else info.path
+        elif parser.style == "hive":
+            relative = info.path
+        else:
+            relative = info.relative_path
+        return parser.parse(relative)
+
+    def _apply_partitions(self, files: List[FileInfo]) -> List[FileUnit]:
+        parser = self._parser()
+        if parser is None:
+            return [FileUnit(f.path, f.size) for f in files]
+        raw = [self._raw_partition(parser, f) for f in files]
+        keep = as_filter_fn(self._partition_filter)
+        if keep is not None:
+            kept = [(f, r) for f, r in zip(files, raw) if keep(r, self._display(f.path))]
+            files, raw = [f for f, _ in kept], [r for _, r in kept]
+        if self._partitioning is None:
+            return [FileUnit(f.path, f.size) for f in files]
+        schema = partition_schema(self._partitioning, raw)
+        self._partition_schema = schema
+        units = []
+        for info, values in zip(files, raw):
+            typed = tuple(
+                (field.name, convert_value(values.get(field.name), field.type, self._display(info.path)))
+                for field in schema
+            )
+            units.append(FileUnit(info.path, info.size, typed))
+        return units
+
+    # -- planning (driver) ----------------------------------------------------------------
+
+    def estimate_inmemory_data_size(self) -> Optional[int]:
+        sizes = [u.size for u in self._file_units()]
+        if any(s is None for s in sizes):
+            return None
+        return int(sum(sizes) * self._ENCODING_RATIO)
+
+    def get_read_tasks(
+        self,
+        parallelism: int,
+        per_task_row_limit: Optional[int] = None,
+        data_context: Optional[Any] = None,
+    ) -> List[ReadTask]:
+        units = self._units_to_read(list(self._file_units()))
+        if not units:
+            return []
+        if self._shuffle is not None:
+            seed = self._shuffle.seed if isinstance(self._shuffle, FileShuffleConfig) else None
+            random.Random(seed).shuffle(units)
+        parallelism = max(1, int(parallelism))
+        known = [u.size for u in units if u.size is not None]
+        target = (sum(known) / parallelism) if known else 0
+        if target:
+            units = [piece for unit in units for piece in self._split_file(unit, int(target))]
+        retry = RetryConfig.from_data_context(data_context)
+        min_block_bytes = int(getattr(data_context, "target_min_block_size", _DEFAULT_MIN_BLOCK_BYTES))
+        schema = self._output_schema()
+        tasks = []
+        for group in group_by_size(units, parallelism):
+            size = sum(u.size or 0 for u in group)
+            files = sorted({u.path for u in group})
+            rows = None
+            if self._ROWS_PER_FILE is not None and all(u.split is None for u in group):
+                rows = self._ROWS_PER_FILE * len(group)
+            metadata = BlockMetadata(
+                num_rows=rows,
+                size_bytes=int(size * self._ENCODING_RATIO),
+                input_files=[self._display(p) for p in files],
+            )
+            tasks.append(
+                ReadTask(FileReadTask(self, group, retry, min_block_bytes), metadata, schema, per_task_row_limit)
+            )
+        return tasks
+
+    def _units_to_read(self, units: List[FileUnit]) -> List[FileUnit]:
+        """The units of this execution; subclasses may prune (e.g. by a pushed predicate)."""
+        return units
+
+    def _split_file(self, unit: FileUnit, target_bytes: int) -> List[FileUnit]:
+        """Split a large file into parts read by different tasks; default: never."""
+        return [unit]
+
+    # -- reading (worker) -----------------------------------------------------------------
+
+    def _open_file(self, path: str) -> Any:
+        """Open ``path`` for binary reading with ``open_stream_args``."""
+        args = dict(self._open_stream_args)
+        if self._INFER_COMPRESSION:
+            args.setdefault("compression", "infer")
+        return self._fs.open(path, "rb", **args)
+
+    def _read_file(self, f: Any, unit: FileUnit) -> Iterator[Block]:
+        """Read one unit (a file or a split); by default ``_read_stream(f, unit.path)``."""
+        return self._read_stream(f, self._display(unit.path))
+
+    def _read_stream(self, f: Any, path: str) -> Iterator[Block]:
+        """Yield the blocks of the open binary file ``f`` (named ``path``). Required."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _read_stream(f, path).")
+
+    def _static_schema(self) -> Optional[pa.Schema]:
+        """Schema of what ``_read_stream`` yields when known without reading."""
+        return None
+
+    def _finalize_block(self, block: Block, unit: FileUnit) -> Block:
+        """Add partition and path columns, conform to ``schema``, apply the projection."""
+        n = block.num_rows
+        partition_names = []
+        for name, value in unit.partition:
+            partition_names.append(name)
+            if name not in block.column_names:
+                arrow_type = self._partition_schema.field(name).type if self._partition_schema else None
+                block = block.append_column(pa.field(name, arrow_type), pa.repeat(pa.scalar(value, arrow_type), n))
+        if self._schema is not None:
+            block = conform_to_schema(block, self._schema, keep=partition_names, where=self._display(unit.path))
+        if self._include_paths and PATH_COLUMN not in block.column_names:
+            block = block.append_column(PATH_COLUMN, pa.repeat(pa.scalar(self._display(unit.path)), n))
+        if self._projection is not None:
+            missing = [c for c in self._projection if c not in block.column_names]
+            if missing:
+                raise ValueError(
+                    f"Column(s) {missing} not found in {self._display(unit.path)}; it has "
+                    f"{block.column_names}."
+                )
+            block = block.select(list(self._projection)).rename_columns(list(self._projection.values()))
+        return block
+
+    def _output_schema(self) -> Optional[pa.Schema]:
+        """The schema of the read tasks' blocks when known without reading."""
+        base = self._schema or self._static_schema()
+        if base is None:
+            return None
+        fields = list(base)
+        names = set(base.names)
+        if self._partition_schema is not None:
+            fields += [f for f in self._partition_schema if f.name not in names]
+        if self._include_paths and PATH_COLUMN not in names:
+            fields.append(pa.field(PATH_COLUMN, pa.string()))
+        schema = pa.schema(fields)
+        if self._projection is not None:
+            if any(c not in schema.names for c in self._projection):
+                return None
+            schema = pa.schema([schema.field(src).with_name(out) for src, out in self._projection.items()])
+        return schema
+
+    # -- projection pushdown --------------------------------------------------------------
+
+    def supports_projection_pushdown(self) -> bool:
+        return True
+
+    def get_projection_map(self) -> Optional[Dict[str, str]]:
+        return None if self._projection is None else dict(self._projection)
+
+    def apply_projection(self, projection_map: Optional[Dict[str, str]]) -> "FileBasedDatasource":
+        clone = copy.copy(self)
+        clone._projection = None if projection_map is None else dict(projection_map)
+        return clone
+
+
+def conform_to_schema(block: Block, schema: pa.Schema, keep: Sequence[str] = (), where: str = "") -> Block:
+    """Cast ``block`` to ``schema``: missing columns become nulls, extra ones are dropped
+    (except those named in ``keep``)."""
+    arrays, fields = [], []
+    for field in schema:
+        if field.name in block.column_names:
+            column = block.column(field.name)
+            if column.type != field.type:
+                try:
+                    column = column.cast(field.type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                    raise TypeError(
+                        f"Column {field.name!r} of {where} has type {column.type}, which cannot be "
+                        f"read as {field.type} (from schema=): {exc}"
+                    ) from None
+            arrays.append(column)
+        else:
+            arrays.append(pa.nulls(block.num_rows, field.type))
+        fields.append(field)
+    for name in keep:
+        if name in block.column_names and name not in schema.names:
+            arrays.append(block.column(name))
+            fields.append(block.schema.field(name))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def group_by_size(units: List[FileUnit], num_groups: int) -> List[List[FileUnit]]:
+    """Split ``units`` into at most ``num_groups`` contiguous groups of similar total size.
+
+    Unknown sizes count as the mean of the known ones. Never makes more groups than units.
+    """
+    if not units:
+        return []
+    n = max(1, min(num_groups, len(units)))
+    known = [u.size for u in units if u.size is not None]
+    mean = (sum(known) / len(known)) if known else 1.0
+    sizes = [float(u.size if u.size is not None else mean) for u in units]
+    if not any(sizes):
+        sizes = [1.0] * len(units)
+    total = sum(sizes)
+    groups: List[List[FileUnit]] = []
+    current: List[FileUnit] = []
+    cumulative = 0.0
+    for i, unit in enumerate(units):
+        current.append(unit)
+        cumulative += sizes[i]
+        groups_left = n - len(groups) - 1
+        units_left = len(units) - i - 1
+        if groups_left > 0 and (cumulative >= total * (len(groups) + 1) / n or units_left == groups_left):
+            groups.append(current)
+            current = []
+    if current:
+        groups.append(current)
+    return groups
+
+
+__all__ = [
+    "FileBasedDatasource",
+    "FileShuffleConfig",
+    "FileUnit",
+    "PATH_COLUMN",
+    "conform_to_schema",
+    "group_by_size",
+    "redact",
+]

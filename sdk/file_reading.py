@@ -1,0 +1,171 @@
+"""Inside a file read task: open each file, retry transient faults, skip or report bad files.
+
+Used by :class:`~shardflow.sdk.file_datasource.FileBasedDatasource`; connector authors do
+not call it directly.
+
+Retries never lose or duplicate rows: after a transient fault in the middle of a file, the
+file is opened again from its start and the rows already handed downstream are skipped.
+With ``on_bad_file="skip"`` a file's blocks are held until the file is fully read, so a
+corrupt file contributes all of its rows or none.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
+
+import pyarrow as pa
+
+from shardflow.sdk import task_stats
+from shardflow.sdk.block import Block, to_block
+from shardflow.sdk.retry import RetryConfig, is_transient_error
+
+logger = logging.getLogger(__name__)
+
+# Errors that say something about the program rather than the file: never skipped.
+_PROGRAM_ERRORS = (TypeError, AttributeError, NameError, ImportError, NotImplementedError,
+                   AssertionError, RecursionError, MemoryError)
+
+
+@dataclass(frozen=True)
+class FileUnit:
+    """What one read task reads from one file: the whole file, or a split of it.
+
+    Args:
+        path: The path as the filesystem names it.
+        size: Bytes of the file (or of the split) from the listing; None when unknown.
+        partition: Typed partition values parsed from the path, as ``(name, value)`` pairs.
+        split: None for the whole file, else a connector-defined description of a part
+            (Parquet uses a ``(start, end)`` byte range selecting row groups).
+    """
+
+    path: str
+    size: Optional[int]
+    partition: Tuple[Tuple[str, Any], ...] = ()
+    split: Any = None
+
+
+def file_error(exc: BaseException, where: str, attempts: int = 1) -> BaseException:
+    """An exception of the same kind as ``exc`` whose message names the file and the reason."""
+    reason = f"{type(exc).__name__}: {exc}"
+    suffix = f" (after {attempts} attempts)" if attempts > 1 else ""
+    message = f"Failed to read {where}{suffix}: {reason}"
+    for cls in type(exc).__mro__:
+        if not issubclass(cls, Exception):
+            break
+        try:
+            new = cls(message)
+        except Exception:
+            continue
+        if str(new) == message:
+            return new
+    return RuntimeError(message)
+
+
+def coalesce(tables: Iterator[Block], min_bytes: int) -> Iterator[Block]:
+    """Join consecutive small tables until each holds at least ``min_bytes`` (the last may not).
+
+    Empty tables are dropped, except that a source of only empty tables yields its first one,
+    so an empty file still tells its schema.
+    """
+    pending: List[Block] = []
+    size = 0
+    produced = False
+    first_empty: Optional[Block] = None
+    for table in tables:
+        if table.num_rows == 0:
+            if first_empty is None:
+                first_empty = table
+            continue
+        pending.append(table)
+        size += table.nbytes
+        if size >= min_bytes:
+            produced = True
+            yield _concat(pending)
+            pending, size = [], 0
+    if pending:
+        yield _concat(pending)
+    elif not produced and first_empty is not None:
+        yield first_empty
+
+
+def _concat(tables: List[Block]) -> Block:
+    if len(tables) == 1:
+        return tables[0]
+    try:
+        return pa.concat_tables(tables)
+    except pa.ArrowInvalid:
+        return pa.concat_tables(tables, promote_options="permissive")
+
+
+class FileReadTask:
+    """The picklable body of one file read task: reads ``units`` in order.
+
+    Args:
+        datasource: The FileBasedDatasource (pickled without its cached listing).
+        units: The files or splits to read.
+        retry: Retry policy for transient faults.
+        min_block_bytes: Small blocks are joined up to this size.
+    """
+
+    def __init__(self, datasource: Any, units: Sequence[FileUnit], retry: RetryConfig, min_block_bytes: int):
+        self.datasource = datasource
+        self.units = list(units)
+        self.retry = retry
+        self.min_block_bytes = min_block_bytes
+
+    def __call__(self) -> Iterator[Block]:
+        for unit in self.units:
+            yield from self._read_unit(unit)
+
+    def _read_unit(self, unit: FileUnit) -> Iterator[Block]:
+        ds = self.datasource
+        where = ds._display(unit.path)
+        skip_bad = ds._on_bad_file == "skip"
+        emitted = 0
+        attempt = 1
+        while True:
+            buffered: List[Block] = []
+            to_skip = emitted
+            try:
+                for block in self._blocks(unit):
+                    if to_skip:
+                        if block.num_rows <= to_skip:
+                            to_skip -= block.num_rows
+                            continue
+                        block = block.slice(to_skip)
+                        to_skip = 0
+                    if skip_bad:
+                        buffered.append(block)
+                    else:
+                        emitted += block.num_rows
+                        yield block
+                break
+            except _PROGRAM_ERRORS:
+                raise
+            except Exception as exc:
+                if is_transient_error(exc) and attempt < self.retry.max_attempts:
+                    wait = self.retry.backoff_s(attempt)
+                    logger.info(
+                        "Transient error reading %s (attempt %d of %d), retrying in %.2fs: %s: %s",
+                        where, attempt, self.retry.max_attempts, wait, type(exc).__name__, exc,
+                    )
+                    time.sleep(wait)
+                    attempt += 1
+                    continue
+                if skip_bad and not is_transient_error(exc):
+                    logger.warning("Skipping unreadable file %s: %s: %s", where, type(exc).__name__, exc)
+                    task_stats.record_skipped_file()
+                    return
+                raise file_error(exc, where, attempt) from exc
+        for block in buffered:
+            yield block
+
+    def _blocks(self, unit: FileUnit) -> Iterator[Block]:
+        ds = self.datasource
+        with ds._open_file(unit.path) as f:
+            blocks = (to_block(b) for b in ds._read_file(f, unit))
+            for block in coalesce(blocks, self.min_block_bytes):
+                yield ds._finalize_block(block, unit)

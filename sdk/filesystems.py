@@ -1,0 +1,203 @@
+"""Filesystems for file connectors, through fsspec.
+
+A path's scheme picks the filesystem: none or ``file://`` (local disk), ``s3://`` (s3fs),
+``gs://`` or ``gcs://`` (gcsfs), ``memory://`` (fsspec's in-process store). Users may instead
+pass ``filesystem=``, an fsspec filesystem or a ``pyarrow.fs.FileSystem`` (wrapped for fsspec
+use), and credentials through ``storage_options`` (a dict handed to fsspec). fsspec and the
+cloud clients are imported when a filesystem is first needed, never at ``import shardflow``.
+
+Credentials given in ``storage_options`` never appear in messages: errors name paths only,
+and paths are shown with any ``user:password@`` part removed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+_SCHEME_RE = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*)://")
+_USERINFO_RE = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*://)[^/@]*@")
+_LOCAL_PROTOCOLS = {"file", "local"}
+_PROTOCOL_ALIASES = {"local": "file", "gcs": "gs", "s3a": "s3"}
+_INSTALL_HINTS = {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}
+
+
+def redact(path: str) -> str:
+    """``path`` without a ``user:password@`` part, safe to show in messages and logs.
+
+    Examples:
+        >>> from shardflow.sdk.filesystems import redact
+        >>> redact("s3://KEY:SECRET@bucket/data.csv")
+        's3://bucket/data.csv'
+    """
+    return _USERINFO_RE.sub(r"\1", str(path))
+
+
+def protocol_of(path: str) -> Optional[str]:
+    """The scheme of ``path`` (``"s3"``, ``"gs"``, ...), or None for a plain local path."""
+    match = _SCHEME_RE.match(str(path))
+    if not match:
+        return None
+    return _PROTOCOL_ALIASES.get(match.group(1).lower(), match.group(1).lower())
+
+
+def _protocols(fs: Any) -> Tuple[str, ...]:
+    protocol = getattr(fs, "protocol", ())
+    return (protocol,) if isinstance(protocol, str) else tuple(protocol)
+
+
+def is_local(fs: Any) -> bool:
+    """Whether ``fs`` is this machine's disk (where a rename is atomic)."""
+    from fsspec.implementations.arrow import ArrowFSWrapper
+
+    if isinstance(fs, ArrowFSWrapper):
+        return getattr(fs.fs, "type_name", "") == "local"
+    return bool(_LOCAL_PROTOCOLS & set(_protocols(fs)))
+
+
+def is_memory(fs: Any) -> bool:
+    """Whether ``fs`` is fsspec's in-process memory filesystem."""
+    return "memory" in _protocols(fs)
+
+
+def supports_rename(fs: Any) -> bool:
+    """Whether moving a file is a cheap metadata operation (local disk and memory)."""
+    return is_local(fs) or is_memory(fs)
+
+
+def _check_storage_options(storage_options: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    if storage_options is None:
+        return {}
+    if not isinstance(storage_options, dict):
+        raise TypeError(f"storage_options must be a dict, got {type(storage_options).__name__}.")
+    return dict(storage_options)
+
+
+def _make_fsspec(protocol: str, storage_options: Dict[str, Any]) -> Any:
+    import fsspec
+
+    try:
+        return fsspec.filesystem(protocol, **storage_options)
+    except ImportError as exc:
+        package = _INSTALL_HINTS.get(protocol)
+        hint = f" Install it with: pip install {package}" if package else ""
+        raise ImportError(f"Paths with scheme {protocol}:// need an extra package.{hint}") from exc
+    except ValueError as exc:
+        if "Protocol not known" in str(exc):
+            raise ValueError(
+                f"No filesystem is known for scheme {protocol}://. Use a local path, file://, "
+                "s3://, gs://, memory://, or pass filesystem= explicitly."
+            ) from None
+        raise
+
+
+def wrap_filesystem(filesystem: Any) -> Any:
+    """An fsspec filesystem for ``filesystem`` (an fsspec one, or a ``pyarrow.fs.FileSystem``)."""
+    from fsspec.spec import AbstractFileSystem
+
+    if isinstance(filesystem, AbstractFileSystem):
+        return filesystem
+    try:
+        import pyarrow.fs as pafs
+    except ImportError:  # pragma: no cover - pyarrow is a dependency
+        pafs = None
+    if pafs is not None and isinstance(filesystem, pafs.FileSystem):
+        from fsspec.implementations.arrow import ArrowFSWrapper
+
+        return ArrowFSWrapper(filesystem)
+    raise TypeError(
+        "filesystem must be an fsspec filesystem (e.g. s3fs.S3FileSystem) or a "
+        f"pyarrow.fs.FileSystem; got {type(filesystem).__name__}."
+    )
+
+
+def strip_path(fs: Any, path: str) -> str:
+    """The path as ``fs`` names it: no scheme, no trailing slash (``bucket/key`` for S3)."""
+    path = str(path)
+    match = _SCHEME_RE.match(path)
+    if match and match.group(1).lower() in _LOCAL_PROTOCOLS and not is_local(fs):
+        raise ValueError(f"Path {redact(path)!r} is local but the filesystem is not.")
+    if match and match.group(1).lower() == "local":
+        path = "file://" + path[len(match.group(0)):]
+    if is_local(fs):
+        if match:
+            path = path[len(match.group(0)):]
+        path = os.path.abspath(os.path.expanduser(path))
+        return path
+    from fsspec.implementations.arrow import ArrowFSWrapper
+
+    if isinstance(fs, ArrowFSWrapper) and match:
+        path = path[len(match.group(0)):]
+    stripped = fs._strip_protocol(path)
+    stripped = stripped.rstrip("/") if stripped not in ("/", "") else stripped
+    return stripped
+
+
+def display_path(fs: Any, path: str) -> str:
+    """A path for users to read: plain for local disk, with its scheme otherwise."""
+    if is_local(fs):
+        return path
+    protocols = _protocols(fs)
+    if "memory" in protocols:
+        return "memory://" + path.lstrip("/")
+    if protocols and protocols[0] not in ("arrow",):
+        return redact(f"{protocols[0]}://{path}")
+    return redact(path)
+
+
+def resolve_filesystem(
+    paths: Sequence[str],
+    filesystem: Any = None,
+    storage_options: Optional[Dict[str, Any]] = None,
+) -> Tuple[Any, List[str]]:
+    """The fsspec filesystem for ``paths`` and the paths as it names them.
+
+    Args:
+        paths: Paths or URIs, all with one scheme.
+        filesystem: An fsspec filesystem or a ``pyarrow.fs.FileSystem``; inferred from the
+            paths' scheme when None.
+        storage_options: Options for the inferred fsspec filesystem (credentials, endpoint).
+
+    Returns:
+        ``(filesystem, stripped_paths)``.
+
+    Examples:
+        >>> from shardflow.sdk.filesystems import resolve_filesystem
+        >>> fs, paths = resolve_filesystem(["memory://data/a.csv"])
+        >>> paths
+        ['/data/a.csv']
+    """
+    options = _check_storage_options(storage_options)
+    paths = [str(p) for p in paths]
+    if filesystem is not None:
+        if options:
+            raise ValueError("Pass either filesystem= or storage_options=, not both.")
+        fs = wrap_filesystem(filesystem)
+        return fs, [strip_path(fs, p) for p in paths]
+    protocols = {protocol_of(p) or "file" for p in paths}
+    if len(protocols) > 1:
+        shown = ", ".join(sorted(f"{p}://" for p in protocols))
+        raise ValueError(f"All paths must use one filesystem; got schemes {shown}.")
+    protocol = protocols.pop() if protocols else "file"
+    fs = _make_fsspec(protocol, options)
+    return fs, [strip_path(fs, p) for p in paths]
+
+
+def join(fs: Any, *parts: str) -> str:
+    """Join path parts with ``/`` (fsspec paths use ``/`` on every platform)."""
+    head, rest = parts[0], [p.strip("/") for p in parts[1:] if p]
+    if not rest:
+        return head
+    return head.rstrip("/") + "/" + "/".join(rest)
+
+
+def parent(path: str) -> str:
+    """The folder holding ``path``."""
+    head = path.rstrip("/").rsplit("/", 1)[0]
+    return head if head else "/"
+
+
+def basename(path: str) -> str:
+    """The last component of ``path``."""
+    return path.rstrip("/").rsplit("/", 1)[-1]

@@ -1,0 +1,223 @@
+"""Expanding the paths given to a read into the files to read, with listing calls only.
+
+A path may be a file, a folder (read recursively) or a glob; a read may take a list of
+them. Expansion runs on the driver and never opens a file: sizes come from the listing, so
+planning 10,000 files under one prefix takes one recursive listing, not 10,000 requests.
+Files and folders whose name starts with ``.`` or ``_`` (``_SUCCESS``, ``.staging``) inside a
+listed folder are hidden and skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Optional, Sequence
+
+from shardflow.sdk.filesystems import basename, display_path, parent
+from shardflow.sdk.retry import RetryConfig, call_with_retry
+
+logger = logging.getLogger(__name__)
+
+_GLOB_CHARS = "*?["
+# Above this many explicit paths, list their folders instead of asking about each path.
+_BATCH_INFO_THRESHOLD = 16
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """A file found by expansion.
+
+    Args:
+        path: The path as the filesystem names it (no scheme).
+        size: Size in bytes from the listing, or None when unknown.
+        root: The folder the file was found under (for partition parsing); the file's own
+            folder when it was named explicitly.
+    """
+
+    path: str
+    size: Optional[int]
+    root: str
+
+    @property
+    def relative_path(self) -> str:
+        """The path below ``root``."""
+        root = self.root.rstrip("/")
+        if root and self.path.startswith(root + "/"):
+            return self.path[len(root) + 1:]
+        return basename(self.path)
+
+
+def is_hidden(relative_path: str) -> bool:
+    """Whether any component of ``relative_path`` starts with ``.`` or ``_``."""
+    return any(part.startswith((".", "_")) for part in relative_path.split("/") if part)
+
+
+def has_glob(path: str) -> bool:
+    return any(ch in path for ch in _GLOB_CHARS)
+
+
+def _glob_root(pattern: str) -> str:
+    head = []
+    for part in pattern.split("/"):
+        if has_glob(part):
+            break
+        head.append(part)
+    return "/".join(head) or "/"
+
+
+def _is_dir(info: Dict[str, Any]) -> bool:
+    return info.get("type") == "directory"
+
+
+def _size(info: Dict[str, Any]) -> Optional[int]:
+    size = info.get("size")
+    return int(size) if isinstance(size, (int, float)) else None
+
+
+def _normalize_name(fs: Any, name: str) -> str:
+    return fs._strip_protocol(name) if hasattr(fs, "_strip_protocol") else name
+
+
+def _list_folder(fs: Any, folder: str, retry: RetryConfig) -> List[FileInfo]:
+    found = call_with_retry(
+        lambda: fs.find(folder, detail=True, withdirs=False),
+        description=f"list {display_path(fs, folder)}",
+        config=retry,
+    )
+    files = []
+    for name, info in sorted(found.items()):
+        if _is_dir(info):
+            continue
+        path = _normalize_name(fs, info.get("name", name)).rstrip("/")
+        info_file = FileInfo(path, _size(info), folder)
+        if is_hidden(info_file.relative_path):
+            continue
+        files.append(info_file)
+    return files
+
+
+def _expand_glob(fs: Any, pattern: str, retry: RetryConfig) -> List[FileInfo]:
+    matches = call_with_retry(
+        lambda: fs.glob(pattern, detail=True),
+        description=f"glob {display_path(fs, pattern)}",
+        config=retry,
+    )
+    root = _glob_root(pattern)
+    files: List[FileInfo] = []
+    for name, info in sorted(matches.items()):
+        path = _normalize_name(fs, info.get("name", name)).rstrip("/")
+        if basename(path).startswith((".", "_")):
+            continue
+        if _is_dir(info):
+            files.extend(FileInfo(f.path, f.size, root) for f in _list_folder(fs, path, retry))
+        else:
+            files.append(FileInfo(path, _size(info), root))
+    return files
+
+
+def _info_or_none(fs: Any, path: str, retry: RetryConfig) -> Optional[Dict[str, Any]]:
+    def info() -> Optional[Dict[str, Any]]:
+        try:
+            return fs.info(path)
+        except FileNotFoundError:
+            return None
+
+    return call_with_retry(info, description=f"look up {display_path(fs, path)}", config=retry)
+
+
+def _batch_infos(fs: Any, paths: Sequence[str], retry: RetryConfig) -> Dict[str, Dict[str, Any]]:
+    """Infos of many explicit paths, one listing per distinct parent folder."""
+    by_parent: Dict[str, List[str]] = {}
+    for path in paths:
+        by_parent.setdefault(parent(path), []).append(path)
+    infos: Dict[str, Dict[str, Any]] = {}
+    for folder in by_parent:
+        try:
+            listing = call_with_retry(
+                lambda folder=folder: fs.ls(folder, detail=True),
+                description=f"list {display_path(fs, folder)}",
+                config=retry,
+            )
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for info in listing:
+            infos[_normalize_name(fs, info["name"]).rstrip("/")] = info
+    return infos
+
+
+def expand_paths(
+    fs: Any,
+    paths: Sequence[str],
+    *,
+    ignore_missing_paths: bool = False,
+    retry: Optional[RetryConfig] = None,
+) -> List[FileInfo]:
+    """The files named by ``paths`` (files, folders, globs), in a deterministic order.
+
+    Explicit files keep the given order; the contents of a folder or glob are sorted.
+    Duplicates are dropped.
+
+    Raises:
+        FileNotFoundError: naming the first path that does not exist, unless
+            ``ignore_missing_paths``.
+    """
+    retry = retry or RetryConfig()
+    plain = [p for p in paths if not has_glob(p)]
+    batched: Dict[str, Dict[str, Any]] = {}
+    if len(plain) > _BATCH_INFO_THRESHOLD:
+        batched = _batch_infos(fs, plain, retry)
+    files: List[FileInfo] = []
+    for path in paths:
+        if has_glob(path):
+            found = _expand_glob(fs, path, retry)
+            if not found and not ignore_missing_paths:
+                raise FileNotFoundError(f"No files match {display_path(fs, path)!r}.")
+            files.extend(found)
+            continue
+        info = batched.get(path.rstrip("/")) or _info_or_none(fs, path, retry)
+        if info is None:
+            if ignore_missing_paths:
+                logger.info("Skipping missing path %s", display_path(fs, path))
+                continue
+            raise FileNotFoundError(f"No such file or directory: {display_path(fs, path)!r}.")
+        if _is_dir(info):
+            files.extend(_list_folder(fs, path, retry))
+        else:
+            files.append(FileInfo(path, _size(info), parent(path)))
+    return _dedupe(files)
+
+
+def _dedupe(files: Iterable[FileInfo]) -> List[FileInfo]:
+    seen = set()
+    unique = []
+    for info in files:
+        if info.path not in seen:
+            seen.add(info.path)
+            unique.append(info)
+    return unique
+
+
+def filter_extensions(files: List[FileInfo], extensions: Optional[Sequence[str]]) -> List[FileInfo]:
+    """Keep files whose name ends with ``.<ext>`` for one of ``extensions`` (any case)."""
+    if extensions is None:
+        return files
+    suffixes = tuple("." + ext.lower().lstrip(".") for ext in extensions)
+    return [f for f in files if f.path.lower().endswith(suffixes)]
+
+
+def normalize_paths_arg(paths: Any) -> List[str]:
+    """``paths`` as a non-empty list of strings (one path or a list of paths)."""
+    import os
+
+    if isinstance(paths, (str, os.PathLike)):
+        return [os.fspath(paths)]
+    if isinstance(paths, (list, tuple)):
+        if not paths:
+            raise ValueError("paths must not be empty: give a file, a folder, a glob, or a list of them.")
+        out = []
+        for p in paths:
+            if not isinstance(p, (str, os.PathLike)):
+                raise TypeError(f"Each path must be a string, got {type(p).__name__}.")
+            out.append(os.fspath(p))
+        return out
+    raise TypeError(f"paths must be a string or a list of strings, got {type(paths).__name__}.")
