@@ -177,7 +177,7 @@ class Dataset(ConsumptionMixin, FileWriteMixin):
     def filter(
         self,
         fn: Union[Callable[[Dict[str, Any]], bool], Expr, None] = None,
-        expr: Optional[Expr] = None,
+        expr: Union[Expr, str, None] = None,
         *,
         fn_args: Optional[Tuple[Any, ...]] = None,
         fn_kwargs: Optional[Dict[str, Any]] = None,
@@ -186,8 +186,9 @@ class Dataset(ConsumptionMixin, FileWriteMixin):
     ) -> "Dataset":
         """Keep the rows for which ``fn`` returns True, or where ``expr`` holds.
 
-        An expression (``sf.col("x") > 0``) is evaluated by Arrow in bulk and can be pushed
-        into readers that support it; a function is called once per row.
+        An expression (``sf.col("x") > 0``, or the string ``"x > 0"``) is evaluated by Arrow
+        in bulk and can be pushed into readers that support it; a function is called once per
+        row.
 
         Examples:
             >>> import shardflow as sf
@@ -200,6 +201,10 @@ class Dataset(ConsumptionMixin, FileWriteMixin):
             fn, expr = None, fn
         if (fn is None) == (expr is None):
             raise ValueError("filter needs exactly one of fn (a function) or expr (an expression such as sf.col('x') > 0).")
+        if isinstance(expr, str):
+            from shardflow.sdk.expressions import parse_expr
+
+            expr = parse_expr(expr)
         if expr is not None:
             if not isinstance(expr, Expr):
                 raise TypeError(f"expr must be an expression built with sf.col(...); got {type(expr).__name__}.")

@@ -265,3 +265,75 @@ def and_all(exprs: Iterable[Expr]) -> Expr:
     for expr in exprs[1:]:
         result = result & expr
     return result
+
+
+_AST_BINOPS = {"Add": "+", "Sub": "-", "Mult": "*", "Div": "/", "Mod": "%"}
+_AST_CMPOPS = {"Eq": "==", "NotEq": "!=", "Gt": ">", "GtE": ">=", "Lt": "<", "LtE": "<="}
+
+
+def parse_expr(text: str) -> Expr:
+    """Parse a Python-syntax predicate such as ``"x > 0 and name in ['a', 'b']"``.
+
+    Bare names are columns; literals are constants; ``and``/``or``/``not``, comparisons,
+    ``+ - * / %``, ``in``/``not in`` a list, and ``is None``/``is not None`` are supported.
+
+    Examples:
+        >>> parse_expr("x > 1 and y in [1, 2]")
+        ((col('x') > 1) & col('y').is_in([1, 2]))
+    """
+    import ast
+
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"An expression string must be non-empty, got {text!r}.")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"Cannot parse expression {text!r}: {exc.msg}.") from exc
+    return _from_ast(tree.body, text)
+
+
+def _from_ast(node: Any, text: str) -> Expr:
+    import ast
+
+    if isinstance(node, ast.Name):
+        return ColumnExpr(node.id)
+    if isinstance(node, ast.Constant):
+        return LiteralExpr(node.value)
+    if isinstance(node, ast.BoolOp):
+        parts = [_from_ast(v, text) for v in node.values]
+        result = parts[0]
+        for part in parts[1:]:
+            result = result & part if isinstance(node.op, ast.And) else result | part
+        return result
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return NotExpr(_from_ast(node.operand, text))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_from_ast(node.operand, text)
+    if isinstance(node, ast.BinOp) and type(node.op).__name__ in _AST_BINOPS:
+        return BinaryExpr(_AST_BINOPS[type(node.op).__name__], _from_ast(node.left, text), _from_ast(node.right, text))
+    if isinstance(node, ast.Compare):
+        left = _from_ast(node.left, text)
+        result = None
+        for i, (op, right_node) in enumerate(zip(node.ops, node.comparators)):
+            part = _compare(op, left, right_node, text)
+            result = part if result is None else result & part
+            if i + 1 < len(node.ops):
+                left = _from_ast(right_node, text)
+        return result
+    raise ValueError(f"Unsupported syntax in expression {text!r}: {ast.dump(node)[:60]}.")
+
+
+def _compare(op: Any, left: Expr, right_node: Any, text: str) -> Expr:
+    import ast
+
+    name = type(op).__name__
+    if name in _AST_CMPOPS:
+        return BinaryExpr(_AST_CMPOPS[name], left, _from_ast(right_node, text))
+    if name in ("In", "NotIn"):
+        values = ast.literal_eval(right_node)
+        expr = IsInExpr(left, list(values))
+        return expr if name == "In" else NotExpr(expr)
+    if name in ("Is", "IsNot") and isinstance(right_node, ast.Constant) and right_node.value is None:
+        expr = IsNullExpr(left)
+        return expr if name == "Is" else NotExpr(expr)
+    raise ValueError(f"Unsupported comparison in expression {text!r}.")
