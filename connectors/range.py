@@ -7,7 +7,7 @@ from typing import List, Optional
 import numpy as np
 import pyarrow as pa
 
-from shardflow.sdk.block import BlockMetadata
+from shardflow.sdk.block import BlockMetadata, numpy_batch_to_block
 from shardflow.sdk.datasource import Datasource, ReadTask
 
 _ROWS_PER_BLOCK = 1024 * 1024
@@ -15,7 +15,7 @@ _ROWS_PER_BLOCK = 1024 * 1024
 
 def _make_range(start: int, stop: int, column: str, rows_per_block: int):
     for lo in range(start, stop, rows_per_block):
-        yield pa.table({column: np.arange(lo, min(stop, lo + rows_per_block), dtype=np.int64)})
+        yield numpy_batch_to_block({column: np.arange(lo, min(stop, lo + rows_per_block), dtype=np.int64)})
 
 
 class RangeDatasource(Datasource):

@@ -258,11 +258,21 @@ class WriteStage(Stage):
         result = self.datasink.write(counted, ctx)
         yield pa.table(
             {
-                "write_return": pa.array([cloudpickle.dumps(result)], type=pa.binary()),
-                "num_rows": [counted.rows],
-                "size_bytes": [counted.bytes],
+                "write_return": _binary_cell(cloudpickle.dumps(result)),
+                "num_rows": _int_cell(counted.rows),
+                "size_bytes": _int_cell(counted.bytes),
             }
         )
+
+
+def _binary_cell(payload: bytes) -> pa.Array:
+    """A one-element binary array, built from buffers (``pa.array`` would import pandas)."""
+    offsets = np.array([0, len(payload)], dtype=np.int32)
+    return pa.Array.from_buffers(pa.binary(), 1, [None, pa.py_buffer(offsets), pa.py_buffer(payload)])
+
+
+def _int_cell(value: int) -> pa.Array:
+    return pa.Array.from_buffers(pa.int64(), 1, [None, pa.py_buffer(np.array([value], dtype=np.int64))])
 
 
 class _CountingIterator:
@@ -321,7 +331,7 @@ class PartialAggregateStage(Stage):
                         arr = pc.multiply(pc.cast(arr, pa.float64()), pc.cast(arr, pa.float64()))
                     value = {"sum": pc.sum, "sumsq": pc.sum, "min": pc.min, "max": pc.max}[kind](arr).as_py()
                 partial[name] = _combine(kind, partial[name], value)
-        yield pa.table({name: pa.array([cloudpickle.dumps(v)], pa.binary()) for name, v in partial.items()})
+        yield pa.table({name: _binary_cell(cloudpickle.dumps(v)) for name, v in partial.items()})
 
 
 def _combine(kind: str, a: Any, b: Any) -> Any:

@@ -80,7 +80,29 @@ def _column_to_numpy(column: Union[pa.ChunkedArray, pa.Array]) -> np.ndarray:
         return column.to_numpy_ndarray()
     if _is_variable_tensor(column.type):
         return _variable_tensor_to_numpy(column)
+    direct = _primitive_to_numpy(column)
+    if direct is not None:
+        return direct
     return column.to_numpy(zero_copy_only=False)
+
+
+_NUMPY_OF_ARROW = {
+    "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
+    "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
+    "halffloat": np.float16, "float": np.float32, "double": np.float64,
+}
+
+
+def _primitive_to_numpy(array: pa.Array) -> Optional[np.ndarray]:
+    """A read-only zero-copy view of a null-free numeric array, without importing pandas."""
+    dtype = _NUMPY_OF_ARROW.get(str(array.type))
+    if dtype is None or array.null_count:
+        return None
+    data = array.buffers()[1]
+    if data is None:
+        return np.empty(0, dtype=dtype)
+    view = np.frombuffer(data, dtype=dtype)
+    return view[array.offset: array.offset + len(array)]
 
 
 def _is_variable_tensor(arrow_type: pa.DataType) -> bool:
@@ -115,6 +137,30 @@ def _ndarray_to_arrow(values: np.ndarray) -> pa.Array:
         return pa.FixedShapeTensorArray.from_numpy_ndarray(np.ascontiguousarray(values))
     if values.dtype.kind == "U":
         return pa.array(values.tolist(), type=pa.string())
+    return _numeric_to_arrow(values)
+
+
+def _numeric_to_arrow(values: np.ndarray) -> pa.Array:
+    """Zero-copy for plain 1-D numeric arrays.
+
+    ``pa.array`` imports pandas on first use (about half a second), which shardflow avoids
+    until a user asks for pandas.
+    """
+    if values.ndim == 1 and values.dtype.kind in "iuf" and values.dtype.isnative:
+        values = np.ascontiguousarray(values)
+        return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
+    return pa.array(values)
+
+
+def _list_to_arrow(values: List[Any]) -> pa.Array:
+    first = values[0] if values else None
+    if type(first) in (int, float):
+        try:
+            array = np.asarray(values)
+        except (ValueError, OverflowError):
+            array = None
+        if array is not None and array.dtype.kind in "if":
+            return _numeric_to_arrow(array)
     return pa.array(values)
 
 
@@ -292,7 +338,7 @@ def rows_to_block(rows: List[Mapping[str, Any]]) -> Block:
         columns = _columns_of_irregular_rows(rows)
     if any(isinstance(values[0], np.ndarray) for values in columns.values() if values):
         return numpy_batch_to_block({name: _list_to_ndarray(values) for name, values in columns.items()})
-    return pa.table({name: pa.array(values) for name, values in columns.items()})
+    return pa.table({name: _list_to_arrow(values) for name, values in columns.items()})
 
 
 def _columns_of_irregular_rows(rows: List[Any]) -> Dict[str, List[Any]]:
@@ -318,4 +364,45 @@ def concat_blocks(blocks: List[Block]) -> Block:
     try:
         return pa.concat_tables(blocks)
     except pa.ArrowInvalid:
-        return pa.concat_tables(blocks, promote_options="permissive")
+        try:
+            return pa.concat_tables(blocks, promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return pa.concat_tables(_unify_tensor_shapes(blocks), promote_options="permissive")
+
+
+def _unify_tensor_shapes(blocks: List[Block]) -> List[Block]:
+    """Blocks whose tensor columns differ in shape from block to block (images of different
+    sizes read by different tasks) get those columns as variable-shape tensors."""
+    types: Dict[str, set] = {}
+    for block in blocks:
+        for f in block.schema:
+            types.setdefault(f.name, set()).add(f.type)
+    names = [n for n, ts in types.items() if len(ts) > 1 and all(_is_tensor_type(t) for t in ts)]
+    for name in names:
+        ndims = {_tensor_ndim(t) for t in types[name]}
+        if len(ndims) > 1:
+            raise ValueError(
+                f"Column {name!r} holds tensors with different numbers of dimensions "
+                f"{sorted(ndims)}; one column needs one number of dimensions."
+            )
+    out = []
+    for block in blocks:
+        for name in names:
+            arrow_type = block.schema.field(name).type if name in block.column_names else None
+            if isinstance(arrow_type, pa.FixedShapeTensorType):
+                column = block.column(name).combine_chunks()
+                if len(column):
+                    ragged = _ragged_to_variable_tensor(list(column.to_numpy_ndarray()))
+                else:
+                    ndim = len(arrow_type.shape)
+                    vtype = _variable_shape_tensor_type(arrow_type.value_type, ndim)
+                    ragged = pa.ExtensionArray.from_storage(vtype, pa.array([], vtype.storage_type))
+                block = block.set_column(block.schema.get_field_index(name), name, ragged)
+        out.append(block)
+    return out
+
+
+def _tensor_ndim(arrow_type: pa.DataType) -> int:
+    if isinstance(arrow_type, pa.FixedShapeTensorType):
+        return len(arrow_type.shape)
+    return arrow_type.storage_type.field("shape").type.list_size
