@@ -110,9 +110,9 @@ class Dataset(ConsumptionMixin, FileWriteMixin):
         self,
         fn: Callable[[Any], Any],
         *,
-        batch_size: Union[int, None, str] = "default",
+        batch_size: Union[int, None, str] = None,
         batch_format: Optional[str] = "default",
-        zero_copy_batch: bool = False,
+        zero_copy_batch: bool = True,
         fn_args: Optional[Tuple[Any, ...]] = None,
         fn_kwargs: Optional[Dict[str, Any]] = None,
         fn_constructor_args: Optional[Tuple[Any, ...]] = None,
@@ -123,11 +123,12 @@ class Dataset(ConsumptionMixin, FileWriteMixin):
         Args:
             fn: Function, or callable class (instantiated once per task), taking a batch and
                 returning a batch (or a generator of batches).
-            batch_size: Rows per batch; ``"default"`` is 1024; None passes whole blocks.
+            batch_size: Rows per batch; None (the default) passes whole blocks; ``"auto"``
+                picks a size from the row width (about 8 MiB per batch).
             batch_format: ``"numpy"`` (dict of arrays; also ``"default"``), ``"pandas"`` or
                 ``"pyarrow"``.
-            zero_copy_batch: Let ``fn`` receive read-only views of the block's memory
-                instead of copies (faster; ``fn`` must not modify its input).
+            zero_copy_batch: Give ``fn`` read-only views of the block's memory where the
+                conversion allows (the default, as in Ray Data); False gives writable copies.
             fn_args: Extra positional arguments for ``fn``.
             fn_kwargs: Extra keyword arguments for ``fn``.
             fn_constructor_args: Constructor arguments when ``fn`` is a class.
@@ -145,7 +146,8 @@ class Dataset(ConsumptionMixin, FileWriteMixin):
         _check_fn(fn, "map_batches")
         if batch_size == "default":
             batch_size = DEFAULT_BATCH_SIZE
-        batch_size = validate_batch_size(batch_size)
+        if batch_size != "auto":
+            batch_size = validate_batch_size(batch_size)
         batch_format = validate_batch_format(batch_format)
         stage = BatchMapStage(
             fn, f"MapBatches({_fn_name(fn)})", batch_size, batch_format, fn_args or (), fn_kwargs,

@@ -73,7 +73,10 @@ class BatchMapStage(Stage):
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
         fn = _resolve_callable(self.fn, self.fn_constructor_args, self.fn_constructor_kwargs)
-        for block in rebatch_blocks(blocks, self.batch_size):
+        batch_size = self.batch_size
+        if batch_size == "auto":
+            blocks, batch_size = _auto_batch_size(blocks)
+        for block in rebatch_blocks(blocks, batch_size):
             batch = block_to_batch(block, self.batch_format)
             if not self.zero_copy_batch and self.batch_format == "numpy":
                 batch = {k: _writable(v) for k, v in batch.items()}
@@ -96,6 +99,20 @@ class BatchMapStage(Stage):
                 f"dict of column name to numpy array (one entry per column); it returned "
                 f"{type(result).__name__}. ({exc})"
             ) from exc
+
+
+_AUTO_BATCH_BYTES = 8 * 1024 * 1024
+
+
+def _auto_batch_size(blocks: Iterator[Block]) -> tuple:
+    """Peek at the first block to size batches at about 8 MiB."""
+    import itertools
+
+    first = next(blocks, None)
+    if first is None:
+        return iter(()), None
+    row_bytes = max(1, first.nbytes // max(1, first.num_rows))
+    return itertools.chain([first], blocks), max(1, _AUTO_BATCH_BYTES // row_bytes)
 
 
 def _writable(array: Any) -> Any:

@@ -101,8 +101,9 @@ def _primitive_to_numpy(array: pa.Array) -> Optional[np.ndarray]:
     data = array.buffers()[1]
     if data is None:
         return np.empty(0, dtype=dtype)
-    view = np.frombuffer(data, dtype=dtype)
-    return view[array.offset: array.offset + len(array)]
+    view = np.frombuffer(data, dtype=dtype)[array.offset: array.offset + len(array)]
+    view.flags.writeable = False  # Arrow memory is immutable; callers copy to modify
+    return view
 
 
 def _is_variable_tensor(arrow_type: pa.DataType) -> bool:
