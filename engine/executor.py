@@ -304,6 +304,8 @@ class StreamingExecutor:
             state.stats.rows_out += meta.num_rows or 0
             state.stats.bytes_out += meta.size_bytes or 0
         elif kind == DONE:
+            if payload:  # per-task counters (sdk.task_stats), e.g. files skipped as unreadable
+                state.stats.skipped_files += payload.get("skipped_files", 0)
             self._task_finished(task)
         elif kind == ERROR:
             self._task_finished(task)

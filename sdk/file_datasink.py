@@ -43,12 +43,19 @@ class FilenameProvider:
     ``block_index`` (and ``row_index`` for one file per row).
     """
 
-    def get_filename_for_block(self, block: Block, write_uuid: str, task_index: int, block_index: int) -> str:
+    def get_filename_for_block(
+        self, block: Block, write_uuid: str, task_index: int, block_index: int
+    ) -> str:
         """The file name for a block (no folder)."""
         raise NotImplementedError
 
     def get_filename_for_row(
-        self, row: Dict[str, Any], write_uuid: str, task_index: int, block_index: int, row_index: int
+        self,
+        row: Dict[str, Any],
+        write_uuid: str,
+        task_index: int,
+        block_index: int,
+        row_index: int,
     ) -> str:
         """The file name for one row, for formats that write one file per row."""
         raise NotImplementedError
@@ -61,11 +68,18 @@ class DefaultFilenameProvider(FilenameProvider):
     def __init__(self, file_format: str):
         self.file_format = file_format
 
-    def get_filename_for_block(self, block: Block, write_uuid: str, task_index: int, block_index: int) -> str:
+    def get_filename_for_block(
+        self, block: Block, write_uuid: str, task_index: int, block_index: int
+    ) -> str:
         return f"{write_uuid}_{task_index:06}_{block_index:06}.{self.file_format}"
 
     def get_filename_for_row(
-        self, row: Dict[str, Any], write_uuid: str, task_index: int, block_index: int, row_index: int
+        self,
+        row: Dict[str, Any],
+        write_uuid: str,
+        task_index: int,
+        block_index: int,
+        row_index: int,
     ) -> str:
         return f"{write_uuid}_{task_index:06}_{block_index:06}_{row_index:06}.{self.file_format}"
 
@@ -129,9 +143,13 @@ class FileDatasink(Datasink):
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}.")
         if min_rows_per_file is not None and (
-            isinstance(min_rows_per_file, bool) or not isinstance(min_rows_per_file, int) or min_rows_per_file < 1
+            isinstance(min_rows_per_file, bool)
+            or not isinstance(min_rows_per_file, int)
+            or min_rows_per_file < 1
         ):
-            raise ValueError(f"min_rows_per_file must be a positive int or None, got {min_rows_per_file!r}.")
+            raise ValueError(
+                f"min_rows_per_file must be a positive int or None, got {min_rows_per_file!r}."
+            )
         if partition_cols is not None:
             if isinstance(partition_cols, str):
                 partition_cols = [partition_cols]
@@ -170,8 +188,12 @@ class FileDatasink(Datasink):
         if schema is not None and self.partition_cols:
             missing = [c for c in self.partition_cols if c not in schema.names]
             if missing:
-                raise ValueError(f"partition_cols {missing} are not columns of the dataset {schema.names}.")
-        exists = call_with_retry(lambda: fs.exists(dest), description=f"check {self.path}", config=self._retry)
+                raise ValueError(
+                    f"partition_cols {missing} are not columns of the dataset {schema.names}."
+                )
+        exists = call_with_retry(
+            lambda: fs.exists(dest), description=f"check {self.path}", config=self._retry
+        )
         if exists and not fs.isdir(dest):
             raise FileExistsError(f"Cannot write to {self.path}: it is a file, not a folder.")
         if self.mode == "error" and exists and self._visible_entries():
@@ -180,7 +202,9 @@ class FileDatasink(Datasink):
                 "mode='append' to add files."
             )
         if not exists and is_local(fs) and not self.try_create_dir:
-            raise FileNotFoundError(f"{self.path} does not exist; pass try_create_dir=True to create it.")
+            raise FileNotFoundError(
+                f"{self.path} does not exist; pass try_create_dir=True to create it."
+            )
         self._write_id = uuid.uuid4().hex
         self._staging = join(fs, dest, STAGING_PREFIX + self._write_id)
         self._created_dest = not exists
@@ -193,7 +217,11 @@ class FileDatasink(Datasink):
             listing = self._fs.ls(self._path, detail=False, refresh=True)
         except FileNotFoundError:
             return []
-        return [p for p in listing if not basename(p).startswith((".", "_")) and p.rstrip("/") != self._path]
+        return [
+            p
+            for p in listing
+            if not basename(p).startswith((".", "_")) and p.rstrip("/") != self._path
+        ]
 
     # -- worker: write ------------------------------------------------------------------
 
@@ -235,23 +263,35 @@ class FileDatasink(Datasink):
             return
         missing = [c for c in self.partition_cols if c not in block.column_names]
         if missing:
-            raise ValueError(f"partition_cols {missing} are not columns of the data {block.column_names}.")
+            raise ValueError(
+                f"partition_cols {missing} are not columns of the data {block.column_names}."
+            )
         import pyarrow.compute as pc
 
-        keys = block.select(self.partition_cols).group_by(self.partition_cols, use_threads=False).aggregate([])
+        keys = (
+            block.select(self.partition_cols)
+            .group_by(self.partition_cols, use_threads=False)
+            .aggregate([])
+        )
         data = block.drop_columns(self.partition_cols)
         for values in keys.to_pylist():
             mask = None
             for col in self.partition_cols:
                 column = block.column(col)
                 value = values[col]
-                cond = pc.is_null(column) if value is None else pc.equal(column, pa.scalar(value, column.type))
+                cond = (
+                    pc.is_null(column)
+                    if value is None
+                    else pc.equal(column, pa.scalar(value, column.type))
+                )
                 cond = pc.fill_null(cond, False)
                 mask = cond if mask is None else pc.and_(mask, cond)
             folder = "/".join(f"{col}={format_value(values[col])}" for col in self.partition_cols)
             yield folder, data.filter(mask)
 
-    def _write_part(self, block: Block, folder: str, write_uuid: str, task_index: int, block_index: int) -> List[str]:
+    def _write_part(
+        self, block: Block, folder: str, write_uuid: str, task_index: int, block_index: int
+    ) -> List[str]:
         raise NotImplementedError
 
     def _write_file(self, relative: str, write_fn: Any) -> str:
@@ -264,7 +304,9 @@ class FileDatasink(Datasink):
             with self._fs.open(target, "wb", **self._open_stream_args) as f:
                 write_fn(f)
 
-        call_with_retry(attempt, description=f"write {display_path(self._fs, target)}", config=self._retry)
+        call_with_retry(
+            attempt, description=f"write {display_path(self._fs, target)}", config=self._retry
+        )
         return relative
 
     # -- driver: commit or abort --------------------------------------------------------
@@ -300,10 +342,14 @@ class FileDatasink(Datasink):
         except FileNotFoundError:
             pass
         except Exception as exc:  # the data is safe either way; say what is left behind
-            logger.warning("Could not delete staging folder %s: %s", display_path(self._fs, self._staging), exc)
+            logger.warning(
+                "Could not delete staging folder %s: %s", display_path(self._fs, self._staging), exc
+            )
 
     def _targets(self, staged: List[str]) -> List[Tuple[str, str]]:
-        return [(join(self._fs, self._staging, rel), join(self._fs, self._path, rel)) for rel in staged]
+        return [
+            (join(self._fs, self._staging, rel), join(self._fs, self._path, rel)) for rel in staged
+        ]
 
     def _check_clashes(self, pairs: List[Tuple[str, str]]) -> None:
         if self.mode == "overwrite":
@@ -355,12 +401,19 @@ class FileDatasink(Datasink):
         if self.mode == "overwrite":
             found = _quiet(lambda: fs.find(self._path), default=[]) or []
             prefix = self._path.rstrip("/") + "/"
-            old = [p for p in found if not any(part.startswith((".", "_")) for part in p[len(prefix):].split("/"))]
+            old = [
+                p
+                for p in found
+                if not any(part.startswith((".", "_")) for part in p[len(prefix) :].split("/"))
+            ]
         copied: List[str] = []
         try:
             for src, dst in pairs:
-                call_with_retry(lambda src=src, dst=dst: fs.copy(src, dst),
-                                description=f"copy to {display_path(fs, dst)}", config=self._retry)
+                call_with_retry(
+                    lambda src=src, dst=dst: fs.copy(src, dst),
+                    description=f"copy to {display_path(fs, dst)}",
+                    config=self._retry,
+                )
                 copied.append(dst)
         except BaseException:
             if copied:
@@ -369,7 +422,11 @@ class FileDatasink(Datasink):
         new = {dst for _, dst in pairs}
         stale = [p for p in old if p not in new]
         if stale:
-            call_with_retry(lambda: fs.rm(stale), description=f"delete old files in {self.path}", config=self._retry)
+            call_with_retry(
+                lambda: fs.rm(stale),
+                description=f"delete old files in {self.path}",
+                config=self._retry,
+            )
         _quiet(lambda: fs.invalidate_cache(self._path))
 
 
@@ -381,10 +438,16 @@ class BlockBasedFileDatasink(FileDatasink):
     """
 
     def write_block_to_file(self, block: Block, f: Any) -> None:
-        raise NotImplementedError(f"{type(self).__name__} must implement write_block_to_file(block, f).")
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement write_block_to_file(block, f)."
+        )
 
-    def _write_part(self, block: Block, folder: str, write_uuid: str, task_index: int, block_index: int) -> List[str]:
-        name = self.filename_provider.get_filename_for_block(block, write_uuid, task_index, block_index)
+    def _write_part(
+        self, block: Block, folder: str, write_uuid: str, task_index: int, block_index: int
+    ) -> List[str]:
+        name = self.filename_provider.get_filename_for_block(
+            block, write_uuid, task_index, block_index
+        )
         relative = f"{folder}/{name}" if folder else name
         return [self._write_file(relative, lambda f: self.write_block_to_file(block, f))]
 
@@ -397,14 +460,22 @@ class RowBasedFileDatasink(FileDatasink):
     """
 
     def write_row_to_file(self, row: Dict[str, Any], f: Any) -> None:
-        raise NotImplementedError(f"{type(self).__name__} must implement write_row_to_file(row, f).")
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement write_row_to_file(row, f)."
+        )
 
-    def _write_part(self, block: Block, folder: str, write_uuid: str, task_index: int, block_index: int) -> List[str]:
+    def _write_part(
+        self, block: Block, folder: str, write_uuid: str, task_index: int, block_index: int
+    ) -> List[str]:
         written = []
         for row_index, row in enumerate(block_to_rows(block)):
-            name = self.filename_provider.get_filename_for_row(row, write_uuid, task_index, block_index, row_index)
+            name = self.filename_provider.get_filename_for_row(
+                row, write_uuid, task_index, block_index, row_index
+            )
             relative = f"{folder}/{name}" if folder else name
-            written.append(self._write_file(relative, lambda f, row=row: self.write_row_to_file(row, f)))
+            written.append(
+                self._write_file(relative, lambda f, row=row: self.write_row_to_file(row, f))
+            )
         return written
 
 

@@ -138,14 +138,26 @@ class FileBasedDatasource(Datasource):
         if partitioning is _HIVE:
             partitioning = Partitioning("hive")
         if partitioning is not None and not isinstance(partitioning, Partitioning):
-            raise TypeError(f"partitioning must be a Partitioning or None, got {type(partitioning).__name__}.")
+            raise TypeError(
+                f"partitioning must be a Partitioning or None, got {type(partitioning).__name__}."
+            )
         if on_bad_file not in _ON_BAD_FILE:
             raise ValueError(f"on_bad_file must be one of {_ON_BAD_FILE}, got {on_bad_file!r}.")
-        if shuffle is not None and shuffle != "files" and not isinstance(shuffle, FileShuffleConfig):
-            raise ValueError(f"shuffle must be None, 'files' or a FileShuffleConfig, got {shuffle!r}.")
+        if (
+            shuffle is not None
+            and shuffle != "files"
+            and not isinstance(shuffle, FileShuffleConfig)
+        ):
+            raise ValueError(
+                f"shuffle must be None, 'files' or a FileShuffleConfig, got {shuffle!r}."
+            )
         if file_extensions is not None:
-            if isinstance(file_extensions, str) or not all(isinstance(e, str) for e in file_extensions):
-                raise TypeError("file_extensions must be a list of strings such as ['csv', 'csv.gz'].")
+            if isinstance(file_extensions, str) or not all(
+                isinstance(e, str) for e in file_extensions
+            ):
+                raise TypeError(
+                    "file_extensions must be a list of strings such as ['csv', 'csv.gz']."
+                )
         self._fs, self._paths = resolve_filesystem(path_list, filesystem, storage_options)
         self._schema = schema
         self._open_stream_args = dict(open_stream_args or {})
@@ -153,7 +165,9 @@ class FileBasedDatasource(Datasource):
         self._partition_filter = partition_filter
         as_filter_fn(partition_filter)  # validates the type
         self._include_paths = bool(include_paths)
-        self._file_extensions = list(file_extensions) if file_extensions is not None else self._FILE_EXTENSIONS
+        self._file_extensions = (
+            list(file_extensions) if file_extensions is not None else self._FILE_EXTENSIONS
+        )
         self._ignore_missing_paths = bool(ignore_missing_paths)
         self._shuffle = shuffle
         self._on_bad_file = on_bad_file
@@ -213,7 +227,7 @@ class FileBasedDatasource(Datasource):
     def _raw_partition(self, parser: Partitioning, info: FileInfo) -> Dict[str, Optional[str]]:
         if parser.base_dir:
             base = resolve_filesystem([parser.base_dir], self._fs)[1][0].rstrip("/")
-            relative = info.path[len(base) + 1:] if info.path.startswith(base + "/") else info.path
+            relative = info.path[len(base) + 1 :] if info.path.startswith(base + "/") else info.path
         elif parser.style == "hive":
             relative = info.path
         else:
@@ -236,7 +250,10 @@ class FileBasedDatasource(Datasource):
         units = []
         for info, values in zip(files, raw):
             typed = tuple(
-                (field.name, convert_value(values.get(field.name), field.type, self._display(info.path)))
+                (
+                    field.name,
+                    convert_value(values.get(field.name), field.type, self._display(info.path)),
+                )
                 for field in schema
             )
             units.append(FileUnit(info.path, info.size, typed))
@@ -268,7 +285,9 @@ class FileBasedDatasource(Datasource):
         if target:
             units = [piece for unit in units for piece in self._split_file(unit, int(target))]
         retry = RetryConfig.from_data_context(data_context)
-        min_block_bytes = int(getattr(data_context, "target_min_block_size", _DEFAULT_MIN_BLOCK_BYTES))
+        min_block_bytes = int(
+            getattr(data_context, "target_min_block_size", _DEFAULT_MIN_BLOCK_BYTES)
+        )
         schema = self._output_schema()
         tasks = []
         for group in group_by_size(units, parallelism):
@@ -283,7 +302,12 @@ class FileBasedDatasource(Datasource):
                 input_files=[self._display(p) for p in files],
             )
             tasks.append(
-                ReadTask(FileReadTask(self, group, retry, min_block_bytes), metadata, schema, per_task_row_limit)
+                ReadTask(
+                    FileReadTask(self, group, retry, min_block_bytes),
+                    metadata,
+                    schema,
+                    per_task_row_limit,
+                )
             )
         return tasks
 
@@ -323,12 +347,20 @@ class FileBasedDatasource(Datasource):
         for name, value in unit.partition:
             partition_names.append(name)
             if name not in block.column_names:
-                arrow_type = self._partition_schema.field(name).type if self._partition_schema else None
-                block = block.append_column(pa.field(name, arrow_type), pa.repeat(pa.scalar(value, arrow_type), n))
+                arrow_type = (
+                    self._partition_schema.field(name).type if self._partition_schema else None
+                )
+                block = block.append_column(
+                    pa.field(name, arrow_type), pa.repeat(pa.scalar(value, arrow_type), n)
+                )
         if self._schema is not None:
-            block = conform_to_schema(block, self._schema, keep=partition_names, where=self._display(unit.path))
+            block = conform_to_schema(
+                block, self._schema, keep=partition_names, where=self._display(unit.path)
+            )
         if self._include_paths and PATH_COLUMN not in block.column_names:
-            block = block.append_column(PATH_COLUMN, pa.repeat(pa.scalar(self._display(unit.path)), n))
+            block = block.append_column(
+                PATH_COLUMN, pa.repeat(pa.scalar(self._display(unit.path)), n)
+            )
         if self._projection is not None:
             missing = [c for c in self._projection if c not in block.column_names]
             if missing:
@@ -336,7 +368,9 @@ class FileBasedDatasource(Datasource):
                     f"Column(s) {missing} not found in {self._display(unit.path)}; it has "
                     f"{block.column_names}."
                 )
-            block = block.select(list(self._projection)).rename_columns(list(self._projection.values()))
+            block = block.select(list(self._projection)).rename_columns(
+                list(self._projection.values())
+            )
         return block
 
     def _output_schema(self) -> Optional[pa.Schema]:
@@ -354,7 +388,9 @@ class FileBasedDatasource(Datasource):
         if self._projection is not None:
             if any(c not in schema.names for c in self._projection):
                 return None
-            schema = pa.schema([schema.field(src).with_name(out) for src, out in self._projection.items()])
+            schema = pa.schema(
+                [schema.field(src).with_name(out) for src, out in self._projection.items()]
+            )
         return schema
 
     # -- projection pushdown --------------------------------------------------------------
@@ -371,7 +407,9 @@ class FileBasedDatasource(Datasource):
         return clone
 
 
-def conform_to_schema(block: Block, schema: pa.Schema, keep: Sequence[str] = (), where: str = "") -> Block:
+def conform_to_schema(
+    block: Block, schema: pa.Schema, keep: Sequence[str] = (), where: str = ""
+) -> Block:
     """Cast ``block`` to ``schema``: missing columns become nulls, extra ones are dropped
     (except those named in ``keep``)."""
     arrays, fields = [], []
@@ -419,7 +457,9 @@ def group_by_size(units: List[FileUnit], num_groups: int) -> List[List[FileUnit]
         cumulative += sizes[i]
         groups_left = n - len(groups) - 1
         units_left = len(units) - i - 1
-        if groups_left > 0 and (cumulative >= total * (len(groups) + 1) / n or units_left == groups_left):
+        if groups_left > 0 and (
+            cumulative >= total * (len(groups) + 1) / n or units_left == groups_left
+        ):
             groups.append(current)
             current = []
     if current:

@@ -25,8 +25,16 @@ from shardflow.sdk.retry import RetryConfig, is_transient_error
 logger = logging.getLogger(__name__)
 
 # Errors that say something about the program rather than the file: never skipped.
-_PROGRAM_ERRORS = (TypeError, AttributeError, NameError, ImportError, NotImplementedError,
-                   AssertionError, RecursionError, MemoryError)
+_PROGRAM_ERRORS = (
+    TypeError,
+    AttributeError,
+    NameError,
+    ImportError,
+    NotImplementedError,
+    AssertionError,
+    RecursionError,
+    MemoryError,
+)
 
 
 @dataclass(frozen=True)
@@ -110,7 +118,9 @@ class FileReadTask:
         min_block_bytes: Small blocks are joined up to this size.
     """
 
-    def __init__(self, datasource: Any, units: Sequence[FileUnit], retry: RetryConfig, min_block_bytes: int):
+    def __init__(
+        self, datasource: Any, units: Sequence[FileUnit], retry: RetryConfig, min_block_bytes: int
+    ):
         self.datasource = datasource
         self.units = list(units)
         self.retry = retry
@@ -150,13 +160,20 @@ class FileReadTask:
                     wait = self.retry.backoff_s(attempt)
                     logger.info(
                         "Transient error reading %s (attempt %d of %d), retrying in %.2fs: %s: %s",
-                        where, attempt, self.retry.max_attempts, wait, type(exc).__name__, exc,
+                        where,
+                        attempt,
+                        self.retry.max_attempts,
+                        wait,
+                        type(exc).__name__,
+                        exc,
                     )
                     time.sleep(wait)
                     attempt += 1
                     continue
                 if skip_bad and not is_transient_error(exc):
-                    logger.warning("Skipping unreadable file %s: %s: %s", where, type(exc).__name__, exc)
+                    logger.warning(
+                        "Skipping unreadable file %s: %s: %s", where, type(exc).__name__, exc
+                    )
                     task_stats.record_skipped_file()
                     return
                 raise file_error(exc, where, attempt) from exc

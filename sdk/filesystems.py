@@ -119,16 +119,16 @@ def strip_path(fs: Any, path: str) -> str:
     if match and match.group(1).lower() in _LOCAL_PROTOCOLS and not is_local(fs):
         raise ValueError(f"Path {redact(path)!r} is local but the filesystem is not.")
     if match and match.group(1).lower() == "local":
-        path = "file://" + path[len(match.group(0)):]
+        path = "file://" + path[len(match.group(0)) :]
     if is_local(fs):
         if match:
-            path = path[len(match.group(0)):]
+            path = path[len(match.group(0)) :]
         path = os.path.abspath(os.path.expanduser(path))
         return path
     from fsspec.implementations.arrow import ArrowFSWrapper
 
     if isinstance(fs, ArrowFSWrapper) and match:
-        path = path[len(match.group(0)):]
+        path = path[len(match.group(0)) :]
     stripped = fs._strip_protocol(path)
     stripped = stripped.rstrip("/") if stripped not in ("/", "") else stripped
     return stripped

@@ -200,7 +200,9 @@ class PathPartitionFilter:
         filesystem: Any = None,
     ) -> "PathPartitionFilter":
         """A filter over paths partitioned as described (see :class:`Partitioning`)."""
-        return cls(Partitioning(style, base_dir, field_names, field_types or {}, filesystem), filter_fn)
+        return cls(
+            Partitioning(style, base_dir, field_names, field_types or {}, filesystem), filter_fn
+        )
 
     def keep(self, values: Dict[str, Optional[str]], where: str) -> bool:
         """Whether to keep a file with raw partition ``values``; ``where`` names it."""
@@ -219,13 +221,15 @@ class PathPartitionFilter:
             relative = path
             base = self.partitioning.base_dir
             if base and path.startswith(base.rstrip("/") + "/"):
-                relative = path[len(base.rstrip("/")) + 1:]
+                relative = path[len(base.rstrip("/")) + 1 :]
             if self.keep(self.partitioning.parse(relative), path):
                 kept.append(path)
         return kept
 
 
-def as_filter_fn(partition_filter: Any) -> Optional[Callable[[Dict[str, Optional[str]], str], bool]]:
+def as_filter_fn(
+    partition_filter: Any,
+) -> Optional[Callable[[Dict[str, Optional[str]], str], bool]]:
     """Normalize ``partition_filter`` (a PathPartitionFilter or a function of the dict)."""
     if partition_filter is None:
         return None

@@ -10,10 +10,11 @@ listed folder are hidden and skipped.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from shardflow.sdk.filesystems import basename, display_path, parent
+from shardflow.sdk.filesystems import basename, display_path, is_local, parent
 from shardflow.sdk.retry import RetryConfig, call_with_retry
 
 logger = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ class FileInfo:
         """The path below ``root``."""
         root = self.root.rstrip("/")
         if root and self.path.startswith(root + "/"):
-            return self.path[len(root) + 1:]
+            return self.path[len(root) + 1 :]
         return basename(self.path)
 
 
@@ -75,10 +76,32 @@ def _size(info: Dict[str, Any]) -> Optional[int]:
 
 
 def _normalize_name(fs: Any, name: str) -> str:
-    return fs._strip_protocol(name) if hasattr(fs, "_strip_protocol") else name
+    if "://" in name and hasattr(fs, "_strip_protocol"):
+        return fs._strip_protocol(name)
+    return name
+
+
+def _walk_local(folder: str) -> List[FileInfo]:
+    """A local folder's visible files, pruning hidden folders without descending into them."""
+    files = []
+    pending = [folder]
+    while pending:
+        current = pending.pop()
+        with os.scandir(current) as entries:
+            for entry in entries:
+                if entry.name.startswith((".", "_")):
+                    continue
+                if entry.is_dir():
+                    pending.append(entry.path)
+                elif entry.is_file():
+                    files.append(FileInfo(entry.path, entry.stat().st_size, folder))
+    files.sort(key=lambda f: f.path)
+    return files
 
 
 def _list_folder(fs: Any, folder: str, retry: RetryConfig) -> List[FileInfo]:
+    if is_local(fs) and os.path.isdir(folder):
+        return _walk_local(folder)
     found = call_with_retry(
         lambda: fs.find(folder, detail=True, withdirs=False),
         description=f"list {display_path(fs, folder)}",
@@ -213,7 +236,9 @@ def normalize_paths_arg(paths: Any) -> List[str]:
         return [os.fspath(paths)]
     if isinstance(paths, (list, tuple)):
         if not paths:
-            raise ValueError("paths must not be empty: give a file, a folder, a glob, or a list of them.")
+            raise ValueError(
+                "paths must not be empty: give a file, a folder, a glob, or a list of them."
+            )
         out = []
         for p in paths:
             if not isinstance(p, (str, os.PathLike)):

@@ -205,7 +205,12 @@ def call_with_retry(
             wait = config.backoff_s(attempt)
             logger.info(
                 "Transient error on %s (attempt %d of %d), retrying in %.2fs: %s: %s",
-                description, attempt, config.max_attempts, wait, type(exc).__name__, exc,
+                description,
+                attempt,
+                config.max_attempts,
+                wait,
+                type(exc).__name__,
+                exc,
             )
             time.sleep(wait)
             attempt += 1

@@ -6,6 +6,7 @@ Ray is started once per test session, on loopback only, with two CPUs.
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -32,7 +33,18 @@ def ray_session():
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        # Ray workers get only the driver's cwd on sys.path; test modules holding functions
+        # and classes pickled by reference must be importable there too. Workers inherit the
+        # environment of the processes ray.init starts (a runtime_env would cost ~10 s).
+        previous = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        finally:
+            if previous is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = previous
     yield ray
     ray.shutdown()
 

@@ -194,6 +194,7 @@ class WorkerProcess:
             if reply[0] == "error":
                 spec.events.put((ERROR, spec.task_id, reply[1], None))
                 return True
+            counters = None
             while True:
                 if not spec.gate.acquire():
                     send(self.inbox, ("close",))
@@ -203,6 +204,7 @@ class WorkerProcess:
                 reply = receive(self.outbox)
                 if reply[0] == "done":
                     spec.gate.unused()
+                    counters = reply[1] if len(reply) > 1 else None
                     break
                 if reply[0] == "error":
                     spec.gate.unused()
@@ -211,7 +213,7 @@ class WorkerProcess:
                 block = reply[1]
                 spec.gate.produced(block.nbytes)
                 spec.events.put((BLOCK, spec.task_id, block, BlockMetadata.of(block)))
-            spec.events.put((DONE, spec.task_id, None, None))
+            spec.events.put((DONE, spec.task_id, counters or None, None))
             return True
         except (EOFError, BrokenPipeError, OSError):
             spec.gate.unused()

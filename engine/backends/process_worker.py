@@ -53,6 +53,7 @@ def _read_exactly(stream: BinaryIO, n: int):
 
 def serve(inbox: BinaryIO, outbox: BinaryIO) -> None:
     from shardflow.engine.errors import TaskFailure
+    from shardflow.sdk import task_stats
 
     blocks = None
     op_name = "task"
@@ -64,6 +65,7 @@ def serve(inbox: BinaryIO, outbox: BinaryIO) -> None:
         try:
             if kind == "run":
                 transform, inputs, ctx, op_name = cloudpickle.loads(message[1])
+                task_stats.reset()
                 blocks = transform(inputs, ctx)
                 send(outbox, ("started",))
                 continue
@@ -81,7 +83,7 @@ def serve(inbox: BinaryIO, outbox: BinaryIO) -> None:
                     block = next(blocks)
                 except StopIteration:
                     blocks = None
-                    send(outbox, ("done",))
+                    send(outbox, ("done", task_stats.take()))
                     continue
                 send(outbox, ("block", block))
         except BaseException as exc:

@@ -22,9 +22,15 @@ def _run_transform(transform, ctx, *inputs):
 
     Metadata comes first so that the driver's ``ray.get`` of it raises a failed task's error.
     """
+    from shardflow.sdk import task_stats
+
+    task_stats.reset()
     for block in transform(list(inputs), ctx):
         yield (block.num_rows, block.nbytes)
         yield block
+    counters = task_stats.take()
+    if counters:  # per-task counters last, marked by a string where rows would be
+        yield ("counters", counters)
 
 
 def ensure_ray(address: Optional[str] = None, **init_kwargs: Any) -> None:
@@ -73,6 +79,7 @@ class RayBackend(Backend):
 
     def _drive(self, spec: TaskSpec, generator: Any) -> None:
         ray = self._ray
+        counters = None
         try:
             while True:
                 if not spec.gate.acquire():
@@ -84,10 +91,14 @@ class RayBackend(Backend):
                     spec.gate.unused()
                     break
                 rows, nbytes = ray.get(meta_ref)
+                if rows == "counters":
+                    spec.gate.unused()
+                    counters = nbytes
+                    break
                 block_ref = next(generator)
                 spec.gate.produced(nbytes)
                 spec.events.put((BLOCK, spec.task_id, block_ref, BlockMetadata(rows, nbytes)))
-            spec.events.put((DONE, spec.task_id, None, None))
+            spec.events.put((DONE, spec.task_id, counters, None))
         except BaseException as exc:
             spec.gate.unused()
             spec.events.put((ERROR, spec.task_id, TaskFailure(spec.op_name, _unwrap(exc)), None))

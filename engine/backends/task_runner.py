@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator
 
 from shardflow.engine.errors import TaskFailure
+from shardflow.sdk import task_stats
 from shardflow.sdk.block import Block, BlockMetadata
 
 BLOCK, DONE, ERROR = "block", "done", "error"
@@ -15,6 +16,7 @@ def drive_task(spec: Any, blocks: Iterator[Block], store: Callable[[Block], Any]
 
     ``store`` turns a produced block into the reference handed to the executor.
     """
+    task_stats.reset()
     try:
         while True:
             if not spec.gate.acquire():
@@ -27,7 +29,7 @@ def drive_task(spec: Any, blocks: Iterator[Block], store: Callable[[Block], Any]
                 break
             spec.gate.produced(block.nbytes)
             spec.events.put((BLOCK, spec.task_id, store(block), BlockMetadata.of(block)))
-        spec.events.put((DONE, spec.task_id, None, None))
+        spec.events.put((DONE, spec.task_id, task_stats.take() or None, None))
     except BaseException as exc:  # reported to the driver, never swallowed
         spec.gate.unused()
         spec.events.put((ERROR, spec.task_id, TaskFailure(spec.op_name, exc), None))

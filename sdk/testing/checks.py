@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, Callable, List, Optional
 
 import pyarrow as pa
-
 from shardflow.sdk.datasource import Datasource, ReadTask
 
 READ = "read"
@@ -49,7 +48,7 @@ def check(kind: str) -> Callable[[Callable[[Any, Path], None]], Callable[[Any, P
     """Register a check function under its own name (without a ``check_`` prefix)."""
 
     def register(fn: Callable[[Any, Path], None]) -> Callable[[Any, Path], None]:
-        name = fn.__name__[len("check_"):] if fn.__name__.startswith("check_") else fn.__name__
+        name = fn.__name__[len("check_") :] if fn.__name__.startswith("check_") else fn.__name__
         doc = (inspect.getdoc(fn) or name).splitlines()[0]
         CHECKS.append(Check(name, kind, fn, doc))
         return fn
@@ -78,7 +77,9 @@ def accepts_row_limit(datasource: Datasource) -> bool:
     return "per_task_row_limit" in inspect.signature(datasource.get_read_tasks).parameters
 
 
-def plan(datasource: Datasource, parallelism: int, per_task_row_limit: Optional[int] = None) -> List[ReadTask]:
+def plan(
+    datasource: Datasource, parallelism: int, per_task_row_limit: Optional[int] = None
+) -> List[ReadTask]:
     """Call ``get_read_tasks`` the way the engine does, and check what it returns."""
     params = inspect.signature(datasource.get_read_tasks).parameters
     accepts_any = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
@@ -88,12 +89,15 @@ def plan(datasource: Datasource, parallelism: int, per_task_row_limit: Optional[
     tasks = datasource.get_read_tasks(parallelism, **kwargs)
     name = type(datasource).__name__
     if tasks is None:
-        raise AssertionError(f"{name}.get_read_tasks returned None; return a list (empty for no data).")
+        raise AssertionError(
+            f"{name}.get_read_tasks returned None; return a list (empty for no data)."
+        )
     tasks = list(tasks)
     for task in tasks:
         if not isinstance(task, ReadTask):
             raise AssertionError(
-                f"{name}.get_read_tasks returned a {type(task).__name__}; it must return ReadTask objects."
+                f"{name}.get_read_tasks returned a {type(task).__name__}; "
+                "it must return ReadTask objects."
             )
     return tasks
 
@@ -103,7 +107,9 @@ def run_task(task: ReadTask) -> List[pa.Table]:
     blocks = []
     for block in task():
         if not isinstance(block, pa.Table):
-            raise AssertionError(f"a read task yielded a {type(block).__name__}, not a pyarrow.Table.")
+            raise AssertionError(
+                f"a read task yielded a {type(block).__name__}, not a pyarrow.Table."
+            )
         blocks.append(block)
     return blocks
 

@@ -58,14 +58,16 @@ def concat(tables: Sequence[pa.Table], template: Optional[pa.Table] = None) -> p
         return pa.concat_tables(useful, promote_options="permissive")
 
 
-def assert_same_columns(actual: pa.Table, expected: pa.Table, what: str, check_types: bool = True) -> None:
-    """Raise AssertionError unless ``actual`` has ``expected``'s column names (in order) and types."""
-    if actual.num_rows == 0 and actual.num_columns == 0:
-        if expected.num_rows == 0:
-            return
+def assert_same_columns(
+    actual: pa.Table, expected: pa.Table, what: str, check_types: bool = True
+) -> None:
+    """Raise AssertionError unless ``actual`` has ``expected``'s column names and types."""
+    if actual.num_rows == 0 and actual.num_columns == 0 and expected.num_rows == 0:
+        return  # nothing was read and nothing was expected: no schema to compare
     if actual.column_names != expected.column_names:
         raise AssertionError(
-            f"{what}: columns {actual.column_names} differ from the expected {expected.column_names}."
+            f"{what}: columns {actual.column_names} differ from the expected "
+            f"{expected.column_names}."
         )
     if check_types:
         for field in expected.schema:
@@ -77,7 +79,9 @@ def assert_same_columns(actual: pa.Table, expected: pa.Table, what: str, check_t
                 )
 
 
-def assert_same_rows(actual: pa.Table, expected: pa.Table, what: str, check_types: bool = True) -> None:
+def assert_same_rows(
+    actual: pa.Table, expected: pa.Table, what: str, check_types: bool = True
+) -> None:
     """Raise AssertionError unless both tables hold the same multiset of rows and columns.
 
     Args:
@@ -99,7 +103,8 @@ def assert_same_rows(actual: pa.Table, expected: pa.Table, what: str, check_type
         missing, extra = want - got, got - want
         raise AssertionError(
             f"{what}: rows differ from the expected ones. Missing {sum(missing.values())} "
-            f"{_sample(missing.elements())}; unexpected {sum(extra.values())} {_sample(extra.elements())}."
+            f"{_sample(missing.elements())}; unexpected {sum(extra.values())} "
+            f"{_sample(extra.elements())}."
         )
 
 
@@ -108,7 +113,8 @@ def assert_rows_included(actual: pa.Table, expected: pa.Table, what: str) -> Non
     missing = row_counter(expected) - row_counter(actual, expected.column_names)
     if missing:
         raise AssertionError(
-            f"{what}: {sum(missing.values())} expected row(s) are missing: {_sample(missing.elements())}."
+            f"{what}: {sum(missing.values())} expected row(s) are missing: "
+            f"{_sample(missing.elements())}."
         )
 
 

@@ -83,8 +83,9 @@ def find_conformance_suite(name: str) -> Any:
         if suite is None:
             raise LookupError(
                 f"{module_name}.{ATTRIBUTE} of connector {name!r} is a {type(obj).__name__}, not a "
-                "conformance suite: make it a subclass of shardflow.sdk.testing.ConnectorConformance "
-                "(or DatasourceConformance / DatasinkConformance)."
+                "conformance suite: make it a subclass of "
+                "shardflow.sdk.testing.ConnectorConformance (or DatasourceConformance / "
+                "DatasinkConformance)."
             )
         return suite
     looked = ", ".join(modules) or "no module"

@@ -10,9 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, List
 
-import cloudpickle
 import pyarrow as pa
-
 from shardflow.sdk.expressions import Expr, col
 from shardflow.sdk.testing.checks import (
     READ,
@@ -41,6 +39,8 @@ def _read(tasks: List[Any], expected: pa.Table) -> pa.Table:
 
 def _roundtrip(task: Any) -> Any:
     # The engine ships tasks with cloudpickle and workers load them with the standard loader.
+    import cloudpickle
+
     return pickle.loads(cloudpickle.dumps(task))
 
 
@@ -58,8 +58,12 @@ def check_parallelism_gives_same_rows(suite: Any, tmp_path: Path) -> None:
     source, expected = suite.make_datasource(tmp_path), suite.expected_table()
     for parallelism in suite.parallelisms:
         tasks = plan(source, parallelism)
-        assert_same_rows(_read(tasks, expected), expected, f"rows read with parallelism={parallelism}",
-                         suite.check_types)
+        assert_same_rows(
+            _read(tasks, expected),
+            expected,
+            f"rows read with parallelism={parallelism}",
+            suite.check_types,
+        )
 
 
 @check(READ)
@@ -72,10 +76,13 @@ def check_read_tasks_picklable(suite: Any, tmp_path: Path) -> None:
             copies.append(_roundtrip(task))
         except Exception as exc:
             raise AssertionError(
-                f"read task {i} cannot be pickled ({error_text(exc)}). Build read_fn from module-level "
-                "functions and plain values (paths, options), not open files, clients or locks."
+                f"read task {i} cannot be pickled ({error_text(exc)}). Build read_fn from "
+                "module-level functions and plain values (paths, options), not open files, "
+                "clients or locks."
             ) from exc
-    assert_same_rows(_read(copies, expected), expected, "rows read by unpickled tasks", suite.check_types)
+    assert_same_rows(
+        _read(copies, expected), expected, "rows read by unpickled tasks", suite.check_types
+    )
 
 
 @check(READ)
@@ -84,11 +91,17 @@ def check_read_tasks_run_in_another_process(suite: Any, tmp_path: Path) -> None:
     if not getattr(suite, "check_in_subprocess", True):
         raise SkipCheck("check_in_subprocess is False on the suite")
     source, expected = suite.make_datasource(tmp_path), suite.expected_table()
+    import cloudpickle
+
     payload = cloudpickle.dumps(plan(source, _TASKS_FOR_ORDER_CHECKS))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     proc = subprocess.run(
-        [sys.executable, "-c", _CHILD], input=payload, capture_output=True, env=env, timeout=120,
+        [sys.executable, "-c", _CHILD],
+        input=payload,
+        capture_output=True,
+        env=env,
+        timeout=120,
     )
     if proc.returncode != 0:
         raise AssertionError(
@@ -96,8 +109,12 @@ def check_read_tasks_run_in_another_process(suite: Any, tmp_path: Path) -> None:
             + proc.stderr.decode(errors="replace")[-3000:]
         )
     reader = pa.ipc.open_stream(pa.py_buffer(proc.stdout))
-    assert_same_rows(concat([reader.read_all()], expected), expected, "rows read in another process",
-                     suite.check_types)
+    assert_same_rows(
+        concat([reader.read_all()], expected),
+        expected,
+        "rows read in another process",
+        suite.check_types,
+    )
 
 
 _CHILD = """
@@ -140,13 +157,16 @@ def check_metadata_consistent(suite: Any, tmp_path: Path) -> None:
         total_bytes += table.nbytes
         if meta.num_rows is not None and meta.num_rows != table.num_rows:
             raise AssertionError(
-                f"read task {i} declares num_rows={meta.num_rows} but yielded {table.num_rows} rows; "
+                f"read task {i} declares num_rows={meta.num_rows} but yielded {table.num_rows} "
+                "rows; "
                 "the engine answers count() from this metadata. Give None when unsure."
             )
         if meta.size_bytes is not None:
             _check_size(suite, meta.size_bytes, table.nbytes, f"read task {i}'s size_bytes")
         if meta.input_files is not None and not all(isinstance(f, str) for f in meta.input_files):
-            raise AssertionError(f"read task {i}'s input_files must be a list of str, got {meta.input_files!r}.")
+            raise AssertionError(
+                f"read task {i}'s input_files must be a list of str, got {meta.input_files!r}."
+            )
     estimate = source.estimate_inmemory_data_size()
     if estimate is not None:
         _check_size(suite, estimate, total_bytes, "estimate_inmemory_data_size()")
@@ -174,11 +194,13 @@ def check_schema_stable(suite: Any, tmp_path: Path) -> None:
             schema = block.schema.remove_metadata()
             if task.schema is not None and not _same_fields(schema, task.schema):
                 raise AssertionError(
-                    f"read task {i} declares schema {_fields(task.schema)} but yielded {_fields(schema)}."
+                    f"read task {i} declares schema {_fields(task.schema)} but yielded "
+                    f"{_fields(schema)}."
                 )
             if seen is not None and not _same_fields(schema, seen):
                 raise AssertionError(
-                    f"read task {i} yielded schema {_fields(schema)}, another block had {_fields(seen)}; "
+                    f"read task {i} yielded schema {_fields(schema)}, another block had "
+                    f"{_fields(seen)}; "
                     "every block of a source must share one schema."
                 )
             seen = schema
@@ -208,7 +230,7 @@ def check_empty_source_reads_empty(suite: Any, tmp_path: Path) -> None:
 
 @check(READ)
 def check_projection_pushdown(suite: Any, tmp_path: Path) -> None:
-    """apply_projection reads exactly the chosen columns, renamed, and leaves the source as it was."""
+    """apply_projection reads exactly the chosen columns, renamed; the source stays as it was."""
     source, expected = suite.make_datasource(tmp_path), suite.expected_table()
     if not source.supports_projection_pushdown():
         raise SkipCheck("the source does not declare projection pushdown")
@@ -220,7 +242,9 @@ def check_projection_pushdown(suite: Any, tmp_path: Path) -> None:
     for projection in maps:
         projected = source.apply_projection(projection)
         if source.get_projection_map() != before:
-            raise AssertionError("apply_projection changed the source it was called on; return a copy.")
+            raise AssertionError(
+                "apply_projection changed the source it was called on; return a copy."
+            )
         if projected.get_projection_map() != projection:
             raise AssertionError(
                 f"after apply_projection({projection}), get_projection_map() returned "
@@ -228,9 +252,15 @@ def check_projection_pushdown(suite: Any, tmp_path: Path) -> None:
             )
         oracle = expected.select(list(projection)).rename_columns(list(projection.values()))
         got = _read(plan(projected, _TASKS_FOR_ORDER_CHECKS), oracle)
-        assert_same_rows(got, oracle, f"rows read after apply_projection({projection})", suite.check_types)
-    assert_same_rows(_read(plan(source, 2), expected), expected, "rows read from the source after "
-                     "apply_projection", suite.check_types)
+        assert_same_rows(
+            got, oracle, f"rows read after apply_projection({projection})", suite.check_types
+        )
+    assert_same_rows(
+        _read(plan(source, 2), expected),
+        expected,
+        "rows read from the source after apply_projection",
+        suite.check_types,
+    )
 
 
 def default_predicates(expected: pa.Table) -> List[Expr]:
@@ -265,7 +295,9 @@ def check_predicate_pushdown(suite: Any, tmp_path: Path) -> None:
             filtered = filtered.apply_predicate(predicate)
             oracle = oracle.filter(predicate.to_pyarrow())
         if source.get_current_predicate() is not None:
-            raise AssertionError("apply_predicate changed the source it was called on; return a copy.")
+            raise AssertionError(
+                "apply_predicate changed the source it was called on; return a copy."
+            )
         if filtered.get_current_predicate() is None:
             raise AssertionError("after apply_predicate, get_current_predicate() returned None.")
         got = _read(plan(filtered, _TASKS_FOR_ORDER_CHECKS), expected)
@@ -292,12 +324,15 @@ def check_limit_pushdown(suite: Any, tmp_path: Path) -> None:
         for i, task in enumerate(limited):
             got = concat(run_task(task), expected)
             if got.num_rows > limit:
-                raise AssertionError(f"task {i} yielded {got.num_rows} rows with per_task_row_limit={limit}.")
+                raise AssertionError(
+                    f"task {i} yielded {got.num_rows} rows with per_task_row_limit={limit}."
+                )
             if len(limited) == len(full):
                 want = full[i].slice(0, limit)
                 if got.to_pylist() != want.to_pylist():
                     raise AssertionError(
-                        f"task {i} with per_task_row_limit={limit} yielded {got.to_pylist()}, not its "
+                        f"task {i} with per_task_row_limit={limit} yielded {got.to_pylist()}, "
+                        "not its "
                         f"first rows {want.to_pylist()}."
                     )
             else:
@@ -318,10 +353,13 @@ def check_bad_input_names_source(suite: Any, tmp_path: Path) -> None:
         mentions = suite.bad_source_mentions(tmp_path)
         if mentions and not any(m in text for m in mentions):
             raise AssertionError(
-                f"the error for bad input does not name the source (expected one of {mentions}): {text}"
+                f"the error for bad input does not name the source (expected one of "
+                f"{mentions}): {text}"
             ) from exc
         return
-    raise AssertionError("reading the bad source succeeded; it must raise an error naming the source.")
+    raise AssertionError(
+        "reading the bad source succeeded; it must raise an error naming the source."
+    )
 
 
 @check(READ)
@@ -330,18 +368,36 @@ def check_pipeline_through_shardflow(suite: Any, tmp_path: Path) -> None:
     sf = import_shardflow()
     source, expected = suite.make_datasource(tmp_path), suite.expected_table()
     dataset = sf.read_datasource(source)
-    assert_same_rows(concat([dataset.to_arrow()], expected), expected, "sf.read_datasource(...).to_arrow()",
-                     suite.check_types)
+    assert_same_rows(
+        concat([dataset.to_arrow()], expected),
+        expected,
+        "sf.read_datasource(...).to_arrow()",
+        suite.check_types,
+    )
     if dataset.count() != expected.num_rows:
         raise AssertionError(f"count() gave {dataset.count()}, expected {expected.num_rows}.")
     first = expected.column_names[0]
     got = sf.read_datasource(source).select_columns([first]).to_arrow()
-    assert_same_rows(concat([got], expected.select([first])), expected.select([first]),
-                     f"select_columns([{first!r}])", suite.check_types)
+    assert_same_rows(
+        concat([got], expected.select([first])),
+        expected.select([first]),
+        f"select_columns([{first!r}])",
+        suite.check_types,
+    )
     for predicate in suite.predicates()[:2]:
         oracle = expected.filter(predicate.to_pyarrow())
         got = concat([sf.read_datasource(source).filter(expr=predicate).to_arrow()], expected)
         assert_same_rows(got, oracle, f"filter(expr={predicate!r})", suite.check_types)
+        # filter then select: both may be pushed into the source together
+        needed = sorted(predicate.referenced_columns())
+        kept = needed + [c for c in expected.column_names if c not in needed][:1]
+        got = sf.read_datasource(source).filter(expr=predicate).select_columns(kept).to_arrow()
+        assert_same_rows(
+            concat([got], oracle.select(kept)),
+            oracle.select(kept),
+            f"filter(expr={predicate!r}).select_columns({kept})",
+            suite.check_types,
+        )
     limit = min(3, expected.num_rows)
     rows = sf.read_datasource(source).limit(limit).to_arrow()
     if rows.num_rows != limit:

@@ -1,4 +1,7 @@
-"""Run the conformance checks without pytest and report the outcome (``shardflow check-connector``)."""
+"""Run the conformance checks without pytest and report the outcome.
+
+This is what ``shardflow check-connector`` runs.
+"""
 
 from __future__ import annotations
 
@@ -55,7 +58,8 @@ class ConformanceReport:
                 lines += ["", f"{r.name}: {r.doc}", _indent(r.message)]
         lines.append("")
         lines.append(
-            f"{self.count(PASSED)} passed, {self.count(FAILED)} failed, {self.count(SKIPPED)} skipped"
+            f"{self.count(PASSED)} passed, {self.count(FAILED)} failed, "
+            f"{self.count(SKIPPED)} skipped"
         )
         return "\n".join(lines)
 
@@ -91,8 +95,9 @@ def run_conformance(
     selected = checks_for(instance)
     if not selected:
         raise TypeError(
-            f"{type(instance).__name__} is not a conformance suite: subclass DatasourceConformance, "
-            "DatasinkConformance or ConnectorConformance from shardflow.sdk.testing."
+            f"{type(instance).__name__} is not a conformance suite: subclass "
+            "DatasourceConformance, DatasinkConformance or ConnectorConformance from "
+            "shardflow.sdk.testing."
         )
     if checks is not None:
         wanted = list(checks)
@@ -112,7 +117,9 @@ def run_conformance(
             except SkipCheck as exc:
                 result = CheckResult(chk.name, SKIPPED, chk.doc, str(exc))
             except Exception as exc:
-                message = str(exc) if isinstance(exc, AssertionError) else traceback.format_exc(limit=-8)
+                message = (
+                    str(exc) if isinstance(exc, AssertionError) else traceback.format_exc(limit=-8)
+                )
                 result = CheckResult(chk.name, FAILED, chk.doc, message)
             else:
                 result = CheckResult(chk.name, PASSED, chk.doc)

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import pyarrow as pa
-
 from shardflow.sdk.datasink import Datasink
 from shardflow.sdk.datasource import Datasource
 from shardflow.sdk.expressions import Expr
@@ -81,7 +80,9 @@ class DatasourceConformance:
 
     def make_datasource(self, tmp_path: Path) -> Datasource:
         """A source over the dataset :meth:`expected_table` describes (write sample files here)."""
-        raise NotImplementedError(f"{type(self).__name__} must define make_datasource(self, tmp_path).")
+        raise NotImplementedError(
+            f"{type(self).__name__} must define make_datasource(self, tmp_path)."
+        )
 
     def expected_table(self) -> pa.Table:
         """The rows and columns the source must produce, in any row order."""
@@ -125,7 +126,9 @@ class DatasinkConformance:
 
     def make_datasink(self, tmp_path: Path) -> Optional[Datasink]:
         """A sink that writes under ``tmp_path``; called again for each write of a check."""
-        raise NotImplementedError(f"{type(self).__name__} must define make_datasink(self, tmp_path).")
+        raise NotImplementedError(
+            f"{type(self).__name__} must define make_datasink(self, tmp_path)."
+        )
 
     def read_back(self, tmp_path: Path) -> pa.Table:
         """Everything committed under ``tmp_path``, read independently of the sink's state."""

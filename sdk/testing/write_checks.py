@@ -8,9 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator, List, Optional, Tuple
 
-import cloudpickle
 import pyarrow as pa
-
 from shardflow.sdk.datasink import TaskContext, WriteResult
 from shardflow.sdk.testing.checks import (
     WRITE,
@@ -38,9 +36,15 @@ def _sink(suite: Any, tmp_path: Path) -> Any:
     return call_optional(suite.make_datasink, "make_datasink", tmp_path)
 
 
+def _pickle_roundtrip(obj: Any) -> Any:
+    import cloudpickle  # what the engine ships tasks with
+
+    return pickle.loads(cloudpickle.dumps(obj))
+
+
 def _worker_copy(sink: Any) -> Any:
     try:
-        return pickle.loads(cloudpickle.dumps(sink))
+        return _pickle_roundtrip(sink)
     except Exception as exc:
         raise AssertionError(
             f"the datasink cannot be pickled after on_write_start ({error_text(exc)}); write tasks "
@@ -67,17 +71,21 @@ def _write_tasks(sink: Any, tasks: List[List[pa.Table]], write_uuid: str) -> Lis
     worker = _worker_copy(sink)
     returns = []
     for i, blocks in enumerate(tasks):
-        result = worker.write(iter(blocks), TaskContext(task_idx=i, op_name="Write", write_uuid=write_uuid))
+        result = worker.write(
+            iter(blocks), TaskContext(task_idx=i, op_name="Write", write_uuid=write_uuid)
+        )
         try:
-            returns.append(pickle.loads(cloudpickle.dumps(result)))
+            returns.append(_pickle_roundtrip(result))
         except Exception as exc:
-            raise AssertionError(f"write task {i} returned an unpicklable value: {error_text(exc)}") from exc
+            raise AssertionError(
+                f"write task {i} returned an unpicklable value: {error_text(exc)}"
+            ) from exc
     return returns
 
 
 @check(WRITE)
 def check_write_round_trip(suite: Any, tmp_path: Path) -> None:
-    """Blocks written by several tasks are invisible until on_write_complete, then read back equal."""
+    """Blocks written by several tasks stay invisible until on_write_complete, then read back."""
     expected = suite.expected_table()
     sink = _sink(suite, tmp_path)
     sink.on_write_start(expected.schema)
@@ -94,7 +102,9 @@ def check_write_round_trip(suite: Any, tmp_path: Path) -> None:
     got = _visible(suite, tmp_path)
     if got is None:
         suite.read_back(tmp_path)  # raise read_back's own error
-    assert_same_rows(concat([got], expected), expected, "rows read back after the write", suite.check_types)
+    assert_same_rows(
+        concat([got], expected), expected, "rows read back after the write", suite.check_types
+    )
 
 
 @check(WRITE)
@@ -105,8 +115,9 @@ def check_write_through_shardflow(suite: Any, tmp_path: Path) -> None:
     sink = _sink(suite, tmp_path)
     sf.from_arrow(_split(expected, 3)).write_datasink(sink)
     got = suite.read_back(tmp_path)
-    assert_same_rows(concat([got], expected), expected, "rows read back after write_datasink",
-                     suite.check_types)
+    assert_same_rows(
+        concat([got], expected), expected, "rows read back after write_datasink", suite.check_types
+    )
 
 
 def _blocks_then_fail(blocks: List[pa.Table]) -> Iterator[pa.Table]:
@@ -130,26 +141,38 @@ def _failed_write(suite: Any, sink: Any, expected: pa.Table) -> None:
     except Exception as exc:
         sink.on_write_failed(exc)
         if not isinstance(exc.__cause__ or exc.__context__, InjectedWriteError):
-            raise AssertionError(f"write raised {error_text(exc)} instead of the input's error") from exc
+            raise AssertionError(
+                f"write raised {error_text(exc)} instead of the input's error"
+            ) from exc
         return
-    raise AssertionError("write() swallowed the error raised by its input blocks; let it propagate.")
+    raise AssertionError(
+        "write() swallowed the error raised by its input blocks; let it propagate."
+    )
 
 
 def _state(suite: Any, tmp_path: Path) -> Tuple[List[str], Optional[pa.Table]]:
     return files_under(tmp_path), _visible(suite, tmp_path)
 
 
-def _assert_unchanged(suite: Any, before: Tuple[List[str], Optional[pa.Table]],
-                      after: Tuple[List[str], Optional[pa.Table]], what: str) -> None:
+def _assert_unchanged(
+    suite: Any,
+    before: Tuple[List[str], Optional[pa.Table]],
+    after: Tuple[List[str], Optional[pa.Table]],
+    what: str,
+) -> None:
     (files_before, table_before), (files_after, table_after) = before, after
     if files_after != files_before:
         extra = sorted(set(files_after) - set(files_before))
         gone = sorted(set(files_before) - set(files_after))
-        raise AssertionError(f"{what}: files changed; left behind {extra}, removed {gone}. "
-                             "on_write_failed must delete what the write staged.")
+        raise AssertionError(
+            f"{what}: files changed; left behind {extra}, removed {gone}. "
+            "on_write_failed must delete what the write staged."
+        )
     if table_before is None or table_after is None:
         if _rows(table_before) != _rows(table_after):
-            raise AssertionError(f"{what}: read_back saw {_rows(table_after)} rows, before {_rows(table_before)}.")
+            raise AssertionError(
+                f"{what}: read_back saw {_rows(table_after)} rows, before {_rows(table_before)}."
+            )
         return
     assert_same_rows(table_after, table_before, f"{what}: rows read back", suite.check_types)
 
@@ -176,7 +199,9 @@ def check_failed_write_keeps_existing_data(suite: Any, tmp_path: Path) -> None:
     sf.from_arrow(_split(expected, 2)).write_datasink(_sink(suite, tmp_path))
     before = _state(suite, tmp_path)
     _failed_write(suite, _sink(suite, tmp_path), expected)
-    _assert_unchanged(suite, before, _state(suite, tmp_path), "after a failed write over existing data")
+    _assert_unchanged(
+        suite, before, _state(suite, tmp_path), "after a failed write over existing data"
+    )
 
 
 def _fail_on_size(rows: int, batch: pa.Table) -> pa.Table:
@@ -194,7 +219,11 @@ def check_failed_pipeline_write_leaves_nothing(suite: Any, tmp_path: Path) -> No
         raise SkipCheck("expected_table() needs at least 3 rows")
     # The failing block is the only one of its size, so other tasks write before it fails.
     rest = expected.slice(1)
-    blocks = [rest.slice(0, (rest.num_rows + 1) // 2), rest.slice((rest.num_rows + 1) // 2), expected.slice(0, 1)]
+    blocks = [
+        rest.slice(0, (rest.num_rows + 1) // 2),
+        rest.slice((rest.num_rows + 1) // 2),
+        expected.slice(0, 1),
+    ]
     sink = _sink(suite, tmp_path)
     before = _state(suite, tmp_path)
     dataset = sf.from_arrow(blocks).map_batches(

@@ -12,6 +12,15 @@ Examples:
 from shardflow.engine.context import DataContext, RetryPolicy
 from shardflow.engine.dataset import Dataset
 from shardflow.engine.errors import UserCodeError, WorkerCrashedError
+from shardflow.engine.file_api import (
+    read_binary_files,
+    read_csv,
+    read_images,
+    read_json,
+    read_numpy,
+    read_parquet,
+    read_text,
+)
 from shardflow.engine.read_api import (
     from_arrow,
     from_items,
@@ -21,6 +30,9 @@ from shardflow.engine.read_api import (
     read_datasource,
 )
 from shardflow.engine.runtime import init
+from shardflow.sdk.file_datasink import FilenameProvider
+from shardflow.sdk.file_datasource import FileShuffleConfig
+from shardflow.sdk.partitioning import Partitioning, PathPartitionFilter
 from shardflow.sdk import (
     Block,
     BlockMetadata,
@@ -40,9 +52,13 @@ __all__ = [
     "Block",
     "BlockMetadata",
     "DataContext",
+    "FileShuffleConfig",
+    "FilenameProvider",
     "Dataset",
     "Datasink",
     "Datasource",
+    "Partitioning",
+    "PathPartitionFilter",
     "ReadTask",
     "RetryPolicy",
     "TaskContext",
@@ -57,6 +73,13 @@ __all__ = [
     "init",
     "lit",
     "range",
+    "read_binary_files",
+    "read_csv",
     "read_datasource",
+    "read_images",
+    "read_json",
+    "read_numpy",
+    "read_parquet",
+    "read_text",
     "register_connector",
 ]

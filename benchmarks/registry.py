@@ -1,0 +1,116 @@
+"""The benchmark registry: what each benchmark runs, how it is checked, and its targets.
+
+Each benchmark family lives in its own module of this folder (``b1_first_row.py``, ...). A
+family module defines ``BENCHMARKS`` (a list of :class:`Benchmark`) and a function
+``run(benchmark, system, scale)`` that the child process calls. Family modules import only
+the standard library at top level, so listing benchmarks costs nothing and a child measuring
+start-up pays only for the system it measures.
+
+To add a benchmark (B4, B5, ...): write a module like the existing ones and add its name to
+:data:`FAMILIES`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+FAMILIES: tuple[str, ...] = ("b1_first_row", "b2_vectorized", "b3_row_udf")
+
+# Every system a benchmark may run; a benchmark lists the ones it supports.
+SHARDFLOW_LOCAL = "shardflow-local"
+SHARDFLOW_LOCAL_1CPU = "shardflow-local-1cpu"
+SHARDFLOW_RAY = "shardflow-ray"
+RAY_DATA = "ray-data"
+NUMPY_2THREADS = "numpy-2threads"
+PANDAS = "pandas"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A goal comparing two systems' median times.
+
+    ``kind="faster"``: ``time[reference] / time[system] >= threshold`` (speedup).
+    ``kind="within"``: ``time[system] / time[reference] <= threshold`` (slowdown bound).
+    """
+
+    label: str
+    system: str
+    reference: str
+    threshold: float
+    kind: str = "faster"
+
+    def ratio(self, times: dict[str, float]) -> float | None:
+        if self.system not in times or self.reference not in times:
+            return None
+        mine, theirs = times[self.system], times[self.reference]
+        if self.kind == "faster":
+            return theirs / mine if mine > 0 else float("inf")
+        return mine / theirs if theirs > 0 else float("inf")
+
+    def passed(self, ratio: float) -> bool:
+        return ratio >= self.threshold if self.kind == "faster" else ratio <= self.threshold
+
+    def describe(self, ratio: float) -> str:
+        if self.kind == "faster":
+            return (f"{self.system} is {ratio:.2f}x faster than {self.reference} "
+                    f"(need >= {self.threshold:g}x)")
+        return (f"{self.system} takes {ratio:.2f}x the time of {self.reference} "
+                f"(need <= {self.threshold:g}x)")
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark: a pipeline run the same way on several systems.
+
+    Attributes:
+        name: Short id used on the command line (``B1``).
+        title: One line saying what is measured.
+        family: Module in this folder holding ``run``.
+        systems: Systems it runs on, in display order.
+        rows: Rows processed at a given scale (for throughput); None when not meaningful.
+        from_spawn: Measure from the parent's spawn of the child to the child's result
+            (start-up benchmarks) instead of the child's own timing of the pipeline.
+        check: Given ``{system: result}`` and the scale, returns an error message when the
+            results are wrong or disagree, else None.
+        targets: Goals printed as PASS/MISS.
+    """
+
+    name: str
+    title: str
+    family: str
+    systems: tuple[str, ...]
+    rows: Callable[[float], int] | None = None
+    from_spawn: bool = False
+    check: Callable[[dict[str, Any], float], str | None] | None = None
+    targets: tuple[Target, ...] = field(default_factory=tuple)
+
+
+def load_family(family: str) -> Any:
+    """Import one family module by name (it must sit in this folder)."""
+    return importlib.import_module(family)
+
+
+def all_benchmarks() -> dict[str, Benchmark]:
+    """Every registered benchmark by name, in family order."""
+    found: dict[str, Benchmark] = {}
+    for family in FAMILIES:
+        for bench in load_family(family).BENCHMARKS:
+            if bench.name in found:
+                raise ValueError(f"benchmark {bench.name!r} is defined twice (in {family}).")
+            found[bench.name] = bench
+    return found
+
+
+def select(names: Sequence[str] | None) -> list[Benchmark]:
+    """The benchmarks named (all when ``names`` is empty), in registry order."""
+    registry = all_benchmarks()
+    wanted = [n.strip().upper() for n in names or () if n.strip()]
+    if not wanted:
+        return list(registry.values())
+    unknown = [n for n in wanted if n not in registry]
+    if unknown:
+        raise ValueError(f"unknown benchmark(s) {unknown}; choose from {sorted(registry)}.")
+    return [bench for name, bench in registry.items() if name in wanted]

@@ -1,0 +1,180 @@
+"""JSON: ``read_json`` (JSON Lines or a top-level JSON array) and ``Dataset.write_json``.
+
+JSON Lines files are parsed incrementally with ``pyarrow.json.open_json``; a file holding one
+JSON document (an array of objects, or a single object) is parsed whole. ``lines=None``
+detects which kind each file is; ``write_json`` writes JSON Lines.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+from shardflow.sdk.block import Block
+from shardflow.sdk.file_datasink import BlockBasedFileDatasink
+from shardflow.sdk.file_datasource import FileBasedDatasource
+
+_ROWS_PER_BLOCK = 16384
+_PEEK_BYTES = 4096
+_WHITESPACE = b" \t\r\n\xef\xbb\xbf"  # with a UTF-8 byte order mark
+
+
+class JSONDatasource(FileBasedDatasource):
+    """Reads JSON and JSON Lines files. See :func:`shardflow.read_json` for the arguments."""
+
+    _FILE_EXTENSIONS = [
+        "json",
+        "jsonl",
+        "json.gz",
+        "jsonl.gz",
+        "json.bz2",
+        "jsonl.bz2",
+        "json.zst",
+        "jsonl.zst",
+        "json.lz4",
+        "jsonl.lz4",
+        "json.br",
+        "jsonl.br",
+    ]
+    _ENCODING_RATIO = 1.0
+    _INFER_COMPRESSION = True
+
+    def __init__(
+        self,
+        paths: Any,
+        *,
+        lines: Optional[bool] = None,
+        read_options: Any = None,
+        parse_options: Any = None,
+        **kwargs: Any,
+    ):
+        super().__init__(paths, **kwargs)
+        if self._file_args:
+            raise TypeError(
+                f"Unknown arguments for read_json: {sorted(self._file_args)}. JSON options go in "
+                "read_options and parse_options (pyarrow.json classes)."
+            )
+        if lines not in (None, True, False):
+            raise ValueError(f"lines must be None (detect), True or False, got {lines!r}.")
+        import pyarrow.json as pajson
+
+        if read_options is not None and not isinstance(read_options, pajson.ReadOptions):
+            raise TypeError(
+                "read_options must be a pyarrow.json.ReadOptions, got "
+                f"{type(read_options).__name__}."
+            )
+        if parse_options is not None and not isinstance(parse_options, pajson.ParseOptions):
+            raise TypeError(
+                "parse_options must be a pyarrow.json.ParseOptions, got "
+                f"{type(parse_options).__name__}."
+            )
+        if self._schema is not None:
+            parse_options = parse_options or pajson.ParseOptions()
+            if parse_options.explicit_schema is None:
+                parse_options.explicit_schema = self._schema
+        self._lines = lines
+        self._read_options = read_options
+        self._parse_options = parse_options
+
+    def get_name(self) -> str:
+        return "JSON"
+
+    def _read_stream(self, f: Any, path: str) -> Iterator[Block]:
+        head = f.read(_PEEK_BYTES)
+        first = head.lstrip(_WHITESPACE)[:1]
+        while not first and head:
+            head = f.read(_PEEK_BYTES)
+            first = head.lstrip(_WHITESPACE)[:1]
+        f.seek(0)
+        if not first:
+            return
+        if self._lines is False or (self._lines is None and first == b"["):
+            yield from self._read_document(f)
+            return
+        produced = False
+        try:
+            for block in self._read_lines(f):
+                produced = True
+                yield block
+        except Exception as lines_error:
+            if self._lines is not None or produced or first != b"{":
+                raise
+            # Not JSON Lines: perhaps one (pretty-printed) JSON object.
+            f.seek(0)
+            try:
+                blocks = list(self._read_document(f))
+            except ValueError:
+                raise lines_error from None
+            yield from blocks
+
+    def _read_lines(self, f: Any) -> Iterator[Block]:
+        import pyarrow as pa
+        import pyarrow.json as pajson
+
+        reader = pajson.open_json(
+            f, read_options=self._read_options, parse_options=self._parse_options
+        )
+        for batch in reader:
+            yield pa.Table.from_batches([batch])
+
+    def _read_document(self, f: Any) -> Iterator[Block]:
+        import pyarrow as pa
+
+        text = io.TextIOWrapper(f, encoding="utf-8-sig")
+        try:
+            document = json.load(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"invalid JSON: {exc}") from None
+        finally:
+            text.detach()  # the caller closes the file
+        rows: List[Dict[str, Any]]
+        if isinstance(document, dict):
+            rows = [document]
+        elif isinstance(document, list):
+            if not all(isinstance(r, dict) for r in document):
+                raise ValueError("a top-level JSON array must hold objects (one per row).")
+            rows = document
+        else:
+            raise ValueError(
+                "a JSON file must hold an object or an array of objects, not "
+                f"{type(document).__name__}."
+            )
+        schema = self._parse_options.explicit_schema if self._parse_options is not None else None
+        for start in range(0, len(rows), _ROWS_PER_BLOCK):
+            yield pa.Table.from_pylist(rows[start : start + _ROWS_PER_BLOCK], schema=schema)
+
+
+class JSONDatasink(BlockBasedFileDatasink):
+    """Writes JSON Lines files. See :meth:`shardflow.Dataset.write_json` for the arguments."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        pandas_json_args_fn: Optional[Callable[[], Dict[str, Any]]] = None,
+        pandas_json_args: Optional[Dict[str, Any]] = None,
+        **kwargs: Any,
+    ):
+        kwargs.setdefault("file_format", "json")
+        super().__init__(path, **kwargs)
+        if pandas_json_args_fn is not None and not callable(pandas_json_args_fn):
+            raise TypeError("pandas_json_args_fn must be a function returning a dict.")
+        self.pandas_json_args_fn = pandas_json_args_fn
+        self.pandas_json_args = dict(pandas_json_args or {})
+
+    def get_name(self) -> str:
+        return "JSON"
+
+    def write_block_to_file(self, block: Block, f: Any) -> None:
+        from shardflow.sdk.block import block_to_batch
+
+        args = dict(self.pandas_json_args)
+        if self.pandas_json_args_fn is not None:
+            args.update(self.pandas_json_args_fn())
+        args.setdefault("orient", "records")
+        args.setdefault("lines", True)
+        text = block_to_batch(block, "pandas").to_json(**args)
+        f.write(text.encode("utf-8"))
+        if text and not text.endswith("\n"):
+            f.write(b"\n")

@@ -1,0 +1,246 @@
+"""All-or-nothing file writes, write modes, hive partitioned writes and file sizing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import shardflow as sf
+from shardflow.sdk.file_datasink import FilenameProvider
+
+
+def frame(n: int, start: int = 0) -> pd.DataFrame:
+    ids = np.arange(start, start + n, dtype=np.int64)
+    return pd.DataFrame({"id": ids, "group": ids % 3, "label": [f"l{i % 2}" for i in ids]})
+
+
+class FailOnBlock:
+    """A map_batches function that raises on the block starting at ``first_id``."""
+
+    def __init__(self, first_id: int):
+        self.first_id = first_id
+
+    def __call__(self, batch):
+        if int(batch["id"][0]) == self.first_id:
+            raise RuntimeError("injected failure in the third block")
+        return batch
+
+
+def failing_dataset(n_blocks: int = 6, rows: int = 50):
+    ds = sf.from_pandas(frame(n_blocks * rows, start=1000), override_num_blocks=n_blocks)
+    return ds.map_batches(FailOnBlock(1000 + 2 * rows), batch_size=None)
+
+
+def contents(store, folder="out"):
+    """{relative path: bytes} of everything under the folder."""
+    fs = store.fs
+    out = {}
+    for rel in store.listing(folder):
+        with fs.open(fs._strip_protocol(store.path(folder, rel)), "rb") as f:
+            out[rel] = f.read()
+    return out
+
+
+@pytest.mark.parametrize("mode", ["append", "overwrite"])
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_failed_write_leaves_destination_unchanged(request, where, mode):
+    store = request.getfixturevalue(f"{where}_store")
+    folder = store.path("out")
+    sf.from_pandas(frame(30), override_num_blocks=2).write_parquet(folder, **store.options())
+    before = contents(store)
+    assert len(before) == 2
+
+    with pytest.raises(RuntimeError, match="injected failure"):
+        failing_dataset().write_parquet(folder, mode=mode, **store.options())
+
+    assert contents(store) == before  # same files, same bytes, no staging folder left
+
+
+def test_failed_write_to_new_folder_creates_nothing(tmp_path):
+    target = tmp_path / "never"
+    with pytest.raises(RuntimeError, match="injected failure"):
+        failing_dataset().write_csv(str(target))
+    assert not target.exists()
+
+
+def test_failed_write_on_ray_leaves_nothing(backend, tmp_path):
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "keep.parquet").write_bytes(b"old")
+    with pytest.raises(Exception, match="injected failure"):
+        failing_dataset().write_json(str(target), mode="overwrite")
+    assert sorted(p.name for p in target.iterdir()) == ["keep.parquet"]
+
+
+def test_mode_error_refuses_existing_data_and_allows_empty_folder(store):
+    folder = store.path("out")
+    sf.from_pandas(frame(10)).write_csv(folder, mode="error", **store.options())
+    before = contents(store)
+    with pytest.raises(FileExistsError, match="already holds data"):
+        sf.from_pandas(frame(5)).write_csv(folder, mode="error", **store.options())
+    assert contents(store) == before
+
+
+def test_mode_overwrite_replaces_and_append_adds(store):
+    folder = store.path("out")
+    opts = store.options()
+    sf.from_pandas(frame(20), override_num_blocks=2).write_parquet(folder, **opts)
+    sf.from_pandas(frame(7, start=100), override_num_blocks=1).write_parquet(
+        folder, mode="overwrite", **opts
+    )
+    assert len(store.listing("out")) == 1
+    got = sf.read_parquet(folder, **opts).to_pandas().sort_values("id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, frame(7, start=100))
+
+    sf.from_pandas(frame(5, start=200)).write_parquet(folder, mode="append", **opts)
+    got = sf.read_parquet(folder, **opts).to_pandas().sort_values("id").reset_index(drop=True)
+    expected = pd.concat([frame(7, start=100), frame(5, start=200)], ignore_index=True)
+    pd.testing.assert_frame_equal(got, expected)
+    assert len(store.listing("out")) == 2
+
+
+def test_invalid_mode_and_arguments_are_rejected(tmp_path):
+    ds = sf.from_pandas(frame(5))
+    with pytest.raises(ValueError, match="mode must be one of"):
+        ds.write_parquet(str(tmp_path), mode="replace")
+    with pytest.raises(ValueError, match="min_rows_per_file"):
+        ds.write_parquet(str(tmp_path), min_rows_per_file=0)
+    with pytest.raises(ValueError, match="partition_cols"):
+        ds.write_parquet(str(tmp_path / "x"), partition_cols=["nope"])
+    (tmp_path / "file.txt").write_text("x")
+    with pytest.raises(FileExistsError, match="is a file"):
+        ds.write_parquet(str(tmp_path / "file.txt"))
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "json"])
+def test_partition_cols_round_trip(store, fmt):
+    df = frame(90)
+    folder = store.path("out")
+    getattr(sf.from_pandas(df, override_num_blocks=3), f"write_{fmt}")(
+        folder, partition_cols=["group", "label"], **store.options()
+    )
+    folders = {rel.rsplit("/", 1)[0] for rel in store.listing("out")}
+    assert folders == {f"group={g}/label=l{k}" for g in range(3) for k in range(2)}
+
+    got = getattr(sf, f"read_{fmt}")(folder, **store.options()).to_pandas()
+    got = got[df.columns].sort_values("id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, df, check_dtype=False)
+    assert str(got["group"].dtype) == "int64"  # inferred from the folder names
+
+    some = getattr(sf, f"read_{fmt}")(
+        folder, partition_filter=lambda p: p["group"] == "1", **store.options()
+    )
+    assert sorted(r["id"] for r in some.take_all()) == df[df.group == 1]["id"].tolist()
+
+
+def test_partition_overwrite_replaces_all_partitions(tmp_path):
+    folder = str(tmp_path / "out")
+    sf.from_pandas(frame(30)).write_parquet(folder, partition_cols=["group"])
+    sf.from_pandas(frame(4, start=3)).write_parquet(
+        folder, partition_cols=["group"], mode="overwrite"
+    )
+    got = sf.read_parquet(folder).to_pandas().sort_values("id")
+    assert got["id"].tolist() == [3, 4, 5, 6]
+
+
+def test_min_rows_per_file_joins_blocks_of_a_task(tmp_path, fresh_context):
+    source = tmp_path / "one.parquet"
+    pq.write_table(pa.Table.from_pandas(frame(1000)), source, row_group_size=100)
+    fresh_context.target_min_block_size = 1  # one block per row group
+    ds = sf.read_parquet(str(source))
+
+    ds.write_csv(str(tmp_path / "plain"))
+    assert len(list((tmp_path / "plain").iterdir())) == 10
+
+    ds.write_csv(str(tmp_path / "sized"), min_rows_per_file=250)
+    sizes = sorted(len(pd.read_csv(p)) for p in (tmp_path / "sized").iterdir())
+    assert sum(sizes) == 1000 and sizes == [100, 300, 300, 300]
+
+
+def test_filename_provider_and_default_names(tmp_path):
+    class Named(FilenameProvider):
+        def get_filename_for_block(self, block, write_uuid, task_index, block_index):
+            return f"part-{task_index}-{block_index}.csv"
+
+    sf.from_pandas(frame(20), override_num_blocks=2).write_csv(
+        str(tmp_path / "named"), filename_provider=Named()
+    )
+    assert sorted(p.name for p in (tmp_path / "named").iterdir()) == [
+        "part-0-0.csv",
+        "part-1-0.csv",
+    ]
+    with pytest.raises(FileExistsError, match="filename_provider"):
+        sf.from_pandas(frame(20), override_num_blocks=2).write_csv(
+            str(tmp_path / "named"), filename_provider=Named()
+        )
+    assert sorted(p.name for p in (tmp_path / "named").iterdir()) == [
+        "part-0-0.csv",
+        "part-1-0.csv",
+    ]
+
+    sf.from_pandas(frame(20), override_num_blocks=2).write_csv(str(tmp_path / "default"))
+    names = sorted(p.name for p in (tmp_path / "default").iterdir())
+    uuid_part = names[0].split("_")[0]
+    assert names == [f"{uuid_part}_000000_000000.csv", f"{uuid_part}_000001_000000.csv"]
+
+
+def test_empty_dataset_writes_no_files(tmp_path):
+    sf.from_pandas(frame(10)).filter(sf.col("id") < 0).write_parquet(str(tmp_path / "out"))
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_failed_write_had_staged_files_and_removed_them(tmp_path, monkeypatch):
+    from shardflow.sdk.file_datasink import FileDatasink
+
+    seen = {}
+    original = FileDatasink.on_write_failed
+
+    def spy(self, error):
+        seen["staged"] = sorted(p.name for p in (tmp_path / "out").rglob("*") if p.is_file())
+        original(self, error)
+
+    monkeypatch.setattr(FileDatasink, "on_write_failed", spy)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        failing_dataset().write_parquet(str(tmp_path / "out"))
+    assert seen["staged"], "the other write tasks should have staged files before the failure"
+    assert not (tmp_path / "out").exists()
+
+
+def test_commit_failure_during_overwrite_rolls_back(tmp_path, monkeypatch):
+    import fsspec.implementations.local as local
+
+    folder = tmp_path / "out"
+    sf.from_pandas(frame(30), override_num_blocks=2).write_parquet(str(folder))
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    original_mv = local.LocalFileSystem.mv
+    moves = []
+
+    def failing_mv(self, path1, path2, *args, **kwargs):
+        if ".shardflow-staging-" in str(path1):
+            moves.append(path2)
+            if len(moves) == 2:
+                raise OSError("disk full (injected)")
+        return original_mv(self, path1, path2, *args, **kwargs)
+
+    monkeypatch.setattr(local.LocalFileSystem, "mv", failing_mv)
+    with pytest.raises(OSError, match="disk full"):
+        sf.from_pandas(frame(9, start=50), override_num_blocks=3).write_parquet(
+            str(folder), mode="overwrite"
+        )
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_s3_round_trip_on_ray(backend, s3_store):
+    df = frame(200)
+    folder = s3_store.path("ray")
+    sf.from_pandas(df, override_num_blocks=2).write_parquet(folder, **s3_store.options())
+    got = (
+        sf.read_parquet(folder, **s3_store.options())
+        .to_pandas()
+        .sort_values("id")
+        .reset_index(drop=True)
+    )
+    pd.testing.assert_frame_equal(got, df)
