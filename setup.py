@@ -3,6 +3,7 @@
 from setuptools import find_packages, setup
 
 FOLDERS = {"shardflow.sdk": "sdk", "shardflow.connectors": "connectors", "shardflow.engine": "engine"}
+TEMPLATE_FILES = ["connector/*", "connector/**/*", "connector/**/.*"]
 
 
 def _packages():
@@ -14,6 +15,8 @@ def _packages():
 
 
 setup(
-    package_dir={"shardflow": "src/shardflow", **FOLDERS},
-    packages=_packages(),
+    packages=_packages() + ["shardflow.templates"],
+    package_dir={"shardflow": "src/shardflow", "shardflow.templates": "templates", **FOLDERS},
+    package_data={"shardflow.templates": TEMPLATE_FILES},
+    include_package_data=False,
 )

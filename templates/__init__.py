@@ -1,0 +1,1 @@
+"""Project templates shipped with shardflow (cookiecutter folders; no Python API)."""
