@@ -256,7 +256,7 @@ class StreamingExecutor:
             slots = self.backend.num_slots(kind)
             others = sum(1 for s in maps if s is not state and s.op.kind == kind and s.has_work() and not s.cancelled)
             cap = max(1, slots - others)
-            while state.inputs and not state.cancelled:
+            while state.inputs and not state.cancelled and self._enough_input(state):
                 busy = sum(len(s.running) for s in maps if s.op.kind == kind)
                 if busy >= slots or len(state.running) >= cap:
                     break
@@ -264,12 +264,29 @@ class StreamingExecutor:
                     break
                 self._launch(state)
 
+    def _enough_input(self, state: _OpState) -> bool:
+        """An operator with ``min_rows_per_task`` waits until its queued inputs reach it."""
+        need = state.op.min_rows_per_task
+        if not need or state.inputs_done:
+            return True
+        return sum(b.meta.num_rows or 0 for b in state.inputs) >= need
+
+    def _take_inputs(self, state: _OpState) -> List[Bundle]:
+        need = state.op.min_rows_per_task
+        taken = [state.inputs.popleft()]
+        rows = taken[0].meta.num_rows or 0
+        while need and rows < need and state.inputs:
+            bundle = state.inputs.popleft()
+            taken.append(bundle)
+            rows += bundle.meta.num_rows or 0
+        return taken
+
     def _source_has_room(self, state: _OpState) -> bool:
         return self.budget.has_room(state.est_block_bytes)
 
     def _launch(self, state: _OpState) -> None:
-        bundle = state.inputs.popleft()
-        task = _Task(state, state.next_index, [bundle])
+        bundles = self._take_inputs(state)
+        task = _Task(state, state.next_index, bundles)
         state.next_index += 1
         state.running[task.id] = task
         state.outputs.setdefault(task.index, deque())
@@ -279,7 +296,7 @@ class StreamingExecutor:
             task_id=task.id,
             op_name=state.op.name,
             transform=state.op.transform,
-            inputs=[bundle.ref],
+            inputs=[bundle.ref for bundle in bundles],
             ctx=TaskContext(task_idx=task.index, op_name=state.op.name),
             kind=state.op.kind,
             events=self._events,

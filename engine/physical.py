@@ -23,12 +23,16 @@ class MapOperator:
     Args:
         name: Shown in progress bars, stats and error messages.
         transform: The fused stages.
-        kind: ``"thread"`` or ``"process"`` (local backend); Ray runs both as Ray tasks.
+        kind: ``"thread"`` or ``"process"`` (local backend; Ray runs both as Ray tasks), or
+            ``"driver"`` for work that must run in the driver process on every backend.
+        min_rows_per_task: When set, each task takes input blocks until it has this many rows
+            (the last task may have fewer).
     """
 
     name: str
     transform: FusedTransform
     kind: str = "thread"
+    min_rows_per_task: Optional[int] = None
 
 
 @dataclass

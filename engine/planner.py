@@ -9,7 +9,7 @@ from typing import Any, List, Optional
 
 import cloudpickle
 
-from shardflow.engine.backends.base import PROCESS, THREAD
+from shardflow.engine.backends.base import DRIVER, PROCESS, THREAD
 from shardflow.engine.context import DataContext
 from shardflow.engine.logical import BlocksSource, LimitOp, LogicalPlan, MapOp, ReadSource, WriteOp
 from shardflow.engine.physical import LimitOperator, MapOperator, PhysicalPlan
@@ -108,6 +108,10 @@ def plan_physical(plan: LogicalPlan, backend_name: str, context: DataContext) ->
             fused = FusedTransform([], op.name, min_bytes)
         if isinstance(op, MapOp):
             fused = fused.then(op.stage)
+        elif isinstance(op, WriteOp) and _needs_own_operator(op.datasink):
+            close_map()
+            operators.append(_write_operator(op, min_bytes))
+            continue
         elif isinstance(op, WriteOp):
             fused = fused.then(WriteStage(op.datasink, op.name, op.write_uuid))
         else:
@@ -115,6 +119,21 @@ def plan_physical(plan: LogicalPlan, backend_name: str, context: DataContext) ->
         names.append(op.name)
     close_map()
     return PhysicalPlan(items, source_name, operators, metadata)
+
+
+def _needs_own_operator(datasink: Any) -> bool:
+    """Writes that gather rows across blocks, or must run on the driver, are not fused."""
+    return bool(datasink.min_rows_per_write) or not datasink.supports_distributed_writes
+
+
+def _write_operator(op: WriteOp, min_bytes: int) -> MapOperator:
+    sink = op.datasink
+    minimum = sink.min_rows_per_write
+    if minimum is not None and (isinstance(minimum, bool) or not isinstance(minimum, int) or minimum < 1):
+        raise ValueError(f"{type(sink).__name__}.min_rows_per_write must be a positive int or None, got {minimum!r}.")
+    transform = FusedTransform([WriteStage(sink, op.name, op.write_uuid)], op.name, min_bytes)
+    kind = THREAD if sink.supports_distributed_writes else DRIVER
+    return MapOperator(op.name, transform, kind, min_rows_per_task=minimum)
 
 
 def _choose_kind(transform: FusedTransform, name: str, backend_name: str, context: DataContext) -> str:

@@ -17,6 +17,7 @@ from shardflow.sdk.datasink import TaskContext
 
 THREAD = "thread"
 PROCESS = "process"
+DRIVER = "driver"  # must run in the driver process, whatever the backend
 
 
 class Gate(Protocol):

@@ -9,8 +9,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, Optional
 
-from shardflow.engine.backends.base import Backend, TaskSpec
-from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR
+from shardflow.engine.backends.base import DRIVER, Backend, TaskSpec
+from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR, drive_task
 from shardflow.engine.errors import TaskFailure, WorkerCrashedError
 from shardflow.sdk.block import BlockMetadata
 
@@ -68,6 +68,9 @@ class RayBackend(Backend):
         return self._cpus
 
     def launch(self, spec: TaskSpec) -> None:
+        if spec.kind == DRIVER:
+            self._drivers.submit(self._run_on_driver, spec)
+            return
         generator = _remote_task.options(
             num_returns="streaming",
             name=spec.op_name,
@@ -76,6 +79,15 @@ class RayBackend(Backend):
         ).remote(spec.transform, spec.ctx, *spec.inputs)
         self._generators[spec.task_id] = generator
         self._drivers.submit(self._drive, spec, generator)
+
+    def _run_on_driver(self, spec: TaskSpec) -> None:
+        try:
+            inputs = [self._ray.get(i) if isinstance(i, self._ray.ObjectRef) else i for i in spec.inputs]
+            blocks = spec.transform(inputs, spec.ctx)
+        except BaseException as exc:
+            spec.events.put((ERROR, spec.task_id, TaskFailure(spec.op_name, _unwrap(exc)), None))
+            return
+        drive_task(spec, blocks, store=self._ray.put)
 
     def _drive(self, spec: TaskSpec, generator: Any) -> None:
         ray = self._ray
