@@ -84,16 +84,23 @@ class _Gate:
         self._task = task
         self._reserved = 0
 
+    def _is_head(self) -> bool:
+        return self._executor.preserve_order and self._task.op.head == self._task.index
+
     def _exempt(self) -> bool:
-        op = self._task.op
-        return self._executor.preserve_order and op.head == self._task.index
+        # The head of an ordered stream may pass a full budget only when nothing delivered
+        # waits for the consumer; otherwise the consumer frees room as it reads.
+        return self._is_head() and self._executor._out.empty()
 
     def _cancelled(self) -> bool:
         return self._executor.cancelled.is_set() or self._task.op.cancelled
 
     def acquire(self) -> bool:
         est = self._task.op.est_block_bytes
-        ok = self._executor.budget.reserve(est, self._exempt, self._cancelled)
+        # Tasks behind the head leave room for one block of the head, which ordered output
+        # waits for, so that the head rarely needs its exemption.
+        headroom = est if self._executor.preserve_order and not self._is_head() else 0
+        ok = self._executor.budget.reserve(est, self._exempt, self._cancelled, headroom)
         self._reserved = est if ok else 0
         return ok
 

@@ -23,8 +23,12 @@ class MemoryBudget:
         self.consumer_held = 0
         self._cond = threading.Condition()
 
-    def reserve(self, nbytes: int, exempt: Callable[[], bool], cancelled: Callable[[], bool]) -> bool:
-        """Wait until ``nbytes`` fit, or ``exempt()`` holds; False when ``cancelled()``.
+    def reserve(
+        self, nbytes: int, exempt: Callable[[], bool], cancelled: Callable[[], bool],
+        headroom: int = 0,
+    ) -> bool:
+        """Wait until ``nbytes`` fit with ``headroom`` bytes to spare, or ``exempt()`` holds;
+        False when ``cancelled()``.
 
         A pipeline holding nothing but the block in the consumer's hands always admits one
         more block, so a consumer that asks for the next block is never left waiting, and a
@@ -35,7 +39,7 @@ class MemoryBudget:
                 if cancelled():
                     return False
                 used = self.in_flight + self.reserved
-                if self.idle() or used + nbytes <= self.limit or exempt():
+                if self.idle() or used + nbytes + headroom <= self.limit or exempt():
                     self.reserved += nbytes
                     return True
                 self._cond.wait(timeout=0.05)

@@ -6,6 +6,7 @@ Ray is imported only when this backend is created (by ``shardflow.init(backend="
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, Optional
 
@@ -15,6 +16,7 @@ from shardflow.engine.errors import TaskFailure, WorkerCrashedError
 from shardflow.sdk.block import BlockMetadata
 
 _remote_task = None
+_CANCEL_GRACE_S = 0.25
 
 
 def _run_transform(transform, ctx, *inputs):
@@ -63,6 +65,9 @@ class RayBackend(Backend):
         self._cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         self._drivers = ThreadPoolExecutor(max_workers=64, thread_name_prefix="shardflow-ray")
         self._generators: Dict[int, Any] = {}
+        self._cancelling: set = set()
+        self._cancel_lock = threading.Lock()
+        self._cancellers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="shardflow-cancel")
 
     def num_slots(self, kind: str) -> int:
         return self._cpus
@@ -95,7 +100,7 @@ class RayBackend(Backend):
         try:
             while True:
                 if not spec.gate.acquire():
-                    ray.cancel(generator)
+                    self._cancel_generator(spec.task_id, generator)
                     break
                 try:
                     meta_ref = next(generator)
@@ -116,14 +121,34 @@ class RayBackend(Backend):
             spec.events.put((ERROR, spec.task_id, TaskFailure(spec.op_name, _unwrap(exc)), None))
         finally:
             self._generators.pop(spec.task_id, None)
+            with self._cancel_lock:
+                self._cancelling.discard(spec.task_id)
 
     def cancel(self, task_id: int) -> None:
         generator = self._generators.get(task_id)
         if generator is not None:
-            try:
+            self._cancel_generator(task_id, generator)
+
+    def _cancel_generator(self, task_id: int, generator: Any) -> None:
+        # Ray aborts the whole driver process (a failed RAY_CHECK, "Tried to complete task
+        # that was not pending") when ray.cancel races with the task's own completion. So a
+        # task is cancelled once, and only when it is still running after a short grace
+        # period; tasks that were about to finish are left to finish.
+        with self._cancel_lock:
+            if task_id in self._cancelling:
+                return
+            self._cancelling.add(task_id)
+        self._cancellers.submit(self._cancel_if_running, generator)
+
+    def _cancel_if_running(self, generator: Any) -> None:
+        try:
+            done, _ = self._ray.wait(
+                [generator.completed()], timeout=_CANCEL_GRACE_S, fetch_local=False
+            )
+            if not done:
                 self._ray.cancel(generator)
-            except Exception:
-                pass
+        except Exception:
+            pass
 
     def put(self, block: Any) -> Any:
         return self._ray.put(block)

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from shardflow.sdk import BlockMetadata, Datasource, ReadTask
 
 import shardflow as sf
-from shardflow.sdk import BlockMetadata, Datasource, ReadTask
 
 
 def touch_marker(batch, folder):
@@ -51,7 +51,9 @@ def test_take(backend):
 
 
 def test_take_batch(backend):
-    ds = sf.range(100, override_num_blocks=4).map_batches(lambda b: {"id": b["id"], "f": b["id"] * 0.5})
+    ds = sf.range(100, override_num_blocks=4).map_batches(
+        lambda b: {"id": b["id"], "f": b["id"] * 0.5}
+    )
     batch = ds.take_batch(30)
     np.testing.assert_array_equal(batch["id"], np.arange(30))
     np.testing.assert_array_equal(batch["f"], np.arange(30) * 0.5)

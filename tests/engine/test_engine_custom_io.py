@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from shardflow.sdk import BlockMetadata, Datasink, Datasource, ReadTask, WriteResult
 
 import shardflow as sf
-from shardflow.sdk import BlockMetadata, Datasink, Datasource, ReadTask, WriteResult
 
 
 class SquaresDatasource(Datasource):
@@ -30,8 +30,10 @@ class SquaresDatasource(Datasource):
                 ids = np.arange(lo, hi)
                 yield pa.table({"i": ids, "square": ids * ids})
 
-            tasks.append(ReadTask(read_fn, BlockMetadata(num_rows=hi - lo, size_bytes=16 * (hi - lo),
-                                                         input_files=None, exec_stats=None)))
+            metadata = BlockMetadata(
+                num_rows=hi - lo, size_bytes=16 * (hi - lo), input_files=None, exec_stats=None
+            )
+            tasks.append(ReadTask(read_fn, metadata))
         return tasks
 
 
@@ -49,8 +51,8 @@ class PandasShardsDatasource(Datasource):
         self, parallelism: int, per_task_row_limit: Optional[int] = None, data_context=None
     ) -> List[ReadTask]:
         tasks = []
+        rows = self._rows
         for shard in range(self._num_shards):
-            rows = self._rows
 
             def read_fn(shard=shard):
                 # two blocks per shard, as a reader of a larger file would yield

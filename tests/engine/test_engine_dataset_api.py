@@ -160,16 +160,14 @@ def test_map_batches_numpy(backend):
     pd.testing.assert_frame_equal(df, expected, check_dtype=False)
 
 
-@pytest.mark.parametrize("batch_size, expected", [(7, [7] * 4 + [2]), (10, [10, 10, 10]), (None, [15, 15])])
+@pytest.mark.parametrize(
+    "batch_size, expected",
+    [(7, [7, 7, 1] * 2), (10, [10, 5] * 2), (15, [15, 15]), (None, [15, 15])],
+)
 def test_map_batches_batch_size(backend, batch_size, expected):
+    # two read tasks of 15 rows; a batch never spans two tasks
     ds = sf.range(30, override_num_blocks=2).map_batches(record_batch_size, batch_size=batch_size)
-    sizes = _ids(ds.take_all(), "n")
-    if batch_size is None:
-        assert sizes == expected  # whole blocks
-    else:
-        # a batch never spans two read tasks, so each task ends with its own remainder
-        assert sum(sizes) == 30 and max(sizes) <= batch_size
-        assert sizes.count(batch_size) >= 30 // batch_size - 1
+    assert _ids(ds.take_all(), "n") == expected
 
 
 def test_map_batches_batch_size_within_one_block(backend):
@@ -216,6 +214,31 @@ def test_map_batches_generator(backend):
     assert ds.count() == 40
 
 
+def writable_flags(batch):
+    return {"writable": np.array([batch["id"].flags.writeable])}
+
+
+def add_one_in_place(batch):
+    batch["id"] += 1
+    return batch
+
+
+def test_map_batches_zero_copy_by_default(backend):
+    flags = sf.range(10, override_num_blocks=2).map_batches(writable_flags).take_all()
+    assert flags == [{"writable": False}] * 2
+    with pytest.raises(ValueError, match="read-only"):
+        sf.range(10).map_batches(add_one_in_place).take_all()
+    copied = sf.range(10).map_batches(add_one_in_place, zero_copy_batch=False).take_all()
+    assert _ids(copied) == list(range(1, 11))
+
+
+def test_map_batches_auto_batch_size(backend):
+    ds = sf.range(5000, override_num_blocks=2).map_batches(double_batch, batch_size="auto")
+    rows = ds.take_all()
+    assert _ids(rows) == list(range(5000))
+    assert _ids(rows, "double") == [2 * i for i in range(5000)]
+
+
 def test_map_batches_can_change_row_count(backend):
     ds = sf.range(30).map_batches(lambda b: {"id": b["id"][b["id"] % 3 == 0]})
     assert _ids(ds.take_all()) == list(range(0, 30, 3))
@@ -224,7 +247,8 @@ def test_map_batches_can_change_row_count(backend):
 def test_map_batches_tensor_columns(backend):
     def to_images(batch):
         n = len(batch["id"])
-        return {"id": batch["id"], "img": np.ones((n, 4, 4), dtype=np.uint8) * batch["id"][:, None, None].astype(np.uint8)}
+        shades = batch["id"].astype(np.uint8)[:, None, None]
+        return {"id": batch["id"], "img": np.ones((n, 4, 4), dtype=np.uint8) * shades}
 
     batch = sf.range(8).map_batches(to_images).take_batch(8)
     assert batch["img"].shape == (8, 4, 4)
@@ -254,7 +278,8 @@ def test_flat_map(backend):
 
 
 def test_filter_function(backend):
-    assert _ids(sf.range(20, override_num_blocks=3).filter(is_even).take_all()) == list(range(0, 20, 2))
+    rows = sf.range(20, override_num_blocks=3).filter(is_even).take_all()
+    assert _ids(rows) == list(range(0, 20, 2))
 
 
 def test_filter_expression(backend):

@@ -8,8 +8,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-
-import shardflow as sf
 from shardflow.engine.context import DataContext
 from shardflow.engine.logical import MapOp
 from shardflow.engine.optimizer import optimize
@@ -17,6 +15,8 @@ from shardflow.engine.physical import LimitOperator, MapOperator
 from shardflow.engine.planner import plan_physical
 from shardflow.engine.transforms import ExprFilterStage
 from shardflow.sdk.expressions import Expr
+
+import shardflow as sf
 
 
 def plus_one(row):
@@ -208,7 +208,9 @@ class PushdownDatasource(sf.Datasource):
             yield table
 
         return [
-            sf.ReadTask(lambda lo=lo: read_fn(lo, lo + 10), sf.BlockMetadata(num_rows=None, size_bytes=None))
+            sf.ReadTask(
+                lambda lo=lo: read_fn(lo, lo + 10), sf.BlockMetadata(num_rows=None, size_bytes=None)
+            )
             for lo in range(0, 40, 10)
         ]
 
@@ -290,4 +292,5 @@ def test_optimized_plan_computes_the_same_rows():
     )
     df = _oracle()
     expected = df[df.a % 3 == 0][["a", "b"]].rename(columns={"b": "bee"}).head(6)
-    pd.testing.assert_frame_equal(ds.to_pandas(), expected.reset_index(drop=True), check_dtype=False)
+    expected = expected.reset_index(drop=True)
+    pd.testing.assert_frame_equal(ds.to_pandas(), expected, check_dtype=False)

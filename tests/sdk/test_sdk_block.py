@@ -7,7 +7,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from shardflow.sdk.block import (
     BATCH_FORMATS,
     BlockMetadata,

@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-
 from shardflow.sdk import BlockMetadata, Datasource, ReadTask
 
 

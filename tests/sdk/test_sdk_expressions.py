@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-
 from shardflow.sdk.expressions import and_all, col, lit
 
 DF = pd.DataFrame(

@@ -15,10 +15,10 @@ import textwrap
 import numpy as np
 import pyarrow as pa
 import pytest
-
-import shardflow as sf
 from shardflow.sdk import BlockMetadata, Datasink, Datasource, ReadTask
 from shardflow.sdk.registry import ENTRY_POINT_GROUP, ConnectorRegistry, ConnectorSpec
+
+import shardflow as sf
 
 
 class CountingDatasource(Datasource):
