@@ -175,6 +175,11 @@ class WorkerProcess:
 
     def _crash(self, spec: TaskSpec) -> WorkerCrashedError:
         code = self.poll()
+        for _ in range(20):  # the pipe closes a moment before the process can be reaped
+            if code is not None:
+                break
+            time.sleep(0.025)
+            code = self.poll()
         return WorkerCrashedError(
             f"{spec.op_name}: the worker process (pid {self.pid}) died"
             f"{'' if code is None else f' with exit code {code}'} while running a task; "
