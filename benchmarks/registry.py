@@ -6,7 +6,7 @@ family module defines ``BENCHMARKS`` (a list of :class:`Benchmark`) and a functi
 the standard library at top level, so listing benchmarks costs nothing and a child measuring
 start-up pays only for the system it measures.
 
-To add a benchmark (B4, B5, ...): write a module like the existing ones and add its name to
+To add a benchmark: write a module like the existing ones and add its name to
 :data:`FAMILIES`.
 """
 
@@ -17,7 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-FAMILIES: tuple[str, ...] = ("b1_first_row", "b2_vectorized", "b3_row_udf")
+FAMILIES: tuple[str, ...] = (
+    "b1_first_row", "b2_vectorized", "b3_row_udf", "b4_parquet_etl", "b5_images",
+)
 
 # Every system a benchmark may run; a benchmark lists the ones it supports.
 SHARDFLOW_LOCAL = "shardflow-local"
@@ -25,6 +27,8 @@ SHARDFLOW_LOCAL_1CPU = "shardflow-local-1cpu"
 SHARDFLOW_RAY = "shardflow-ray"
 RAY_DATA = "ray-data"
 NUMPY_2THREADS = "numpy-2threads"
+PYARROW_2THREADS = "pyarrow-2threads"
+PILLOW_2THREADS = "pillow-2threads"
 PANDAS = "pandas"
 
 
@@ -76,6 +80,8 @@ class Benchmark:
         check: Given ``{system: result}`` and the scale, returns an error message when the
             results are wrong or disagree, else None.
         targets: Goals printed as PASS/MISS.
+        prepare: Given the scale, creates the benchmark's input data when missing (in the
+            parent, once, before any child is spawned, so no measurement pays for it).
     """
 
     name: str
@@ -86,6 +92,7 @@ class Benchmark:
     from_spawn: bool = False
     check: Callable[[dict[str, Any], float], str | None] | None = None
     targets: tuple[Target, ...] = field(default_factory=tuple)
+    prepare: Callable[[float], Any] | None = None
 
 
 def load_family(family: str) -> Any:

@@ -161,6 +161,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{_versions()}; scale {args.scale:g}, repeat {args.repeat}")
     print()
 
+    for bench, systems in plan:
+        if bench.prepare is not None and systems:
+            print(f"[{bench.name} preparing input data ...]", end="", file=sys.stderr, flush=True)
+            t0 = time.perf_counter()
+            bench.prepare(args.scale)
+            print(f" {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+
     measurements: list[Measurement] = []
     for repeat in range(args.repeat):
         for bench, systems in plan:
