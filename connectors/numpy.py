@@ -199,7 +199,7 @@ def _read_exact(f: Any, size: int, offset: int, total: int) -> bytes:
 
 
 class NumpyDatasink(BlockBasedFileDatasink):
-    """Writes one column as ``.npy`` files, one per block.
+    """Writes one column as ``.npy`` files, one per write task.
 
     See :meth:`shardflow.Dataset.write_numpy` for the arguments.
     """

@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pyarrow as pa
 
-from shardflow.sdk.block import Block, block_to_rows
+from shardflow.sdk.block import Block, block_to_rows, concat_blocks
 from shardflow.sdk.datasink import Datasink, TaskContext, WriteResult
 from shardflow.sdk.filesystems import (
     basename,
@@ -87,7 +87,7 @@ class DefaultFilenameProvider(FilenameProvider):
 class FileDatasink(Datasink):
     """Base class of sinks that write files, all or nothing.
 
-    Subclass :class:`BlockBasedFileDatasink` (one file per block) or
+    Subclass :class:`BlockBasedFileDatasink` (one file per write task) or
     :class:`RowBasedFileDatasink` (one file per row) rather than this class.
 
     How the commit works, per filesystem:
@@ -242,7 +242,11 @@ class FileDatasink(Datasink):
 
     def _file_groups(self, blocks: Iterable[Block]) -> Iterator[Block]:
         if not self.min_rows_per_file:
-            yield from blocks
+            # One file per write task, as Ray Data writes: fewer, larger files encode and
+            # compress better than one per block.
+            nonempty = [block for block in blocks if block.num_rows]
+            if nonempty:
+                yield _concat(nonempty)
             return
         pending: List[Block] = []
         rows = 0
@@ -431,7 +435,7 @@ class FileDatasink(Datasink):
 
 
 class BlockBasedFileDatasink(FileDatasink):
-    """A file sink writing one file per block (per group of blocks with ``min_rows_per_file``).
+    """A file sink writing one file per write task (per group of blocks with ``min_rows_per_file``).
 
     Subclasses implement ``write_block_to_file(self, block, f)``, writing ``block`` into the
     open binary file ``f``. It runs in a worker and may be retried on a fresh file.
@@ -480,12 +484,7 @@ class RowBasedFileDatasink(FileDatasink):
 
 
 def _concat(blocks: List[Block]) -> Block:
-    if len(blocks) == 1:
-        return blocks[0]
-    try:
-        return pa.concat_tables(blocks)
-    except pa.ArrowInvalid:
-        return pa.concat_tables(blocks, promote_options="permissive")
+    return blocks[0] if len(blocks) == 1 else concat_blocks(blocks)
 
 
 def _quiet(fn: Any, default: Any = None) -> Any:
