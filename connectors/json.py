@@ -81,6 +81,8 @@ class JSONDatasource(FileBasedDatasource):
         return "JSON"
 
     def _read_stream(self, f: Any, path: str) -> Iterator[Block]:
+        if not f.seekable():  # some decompressors cannot go back after the peek below
+            f = io.BytesIO(f.read())
         head = f.read(_PEEK_BYTES)
         first = head.lstrip(_WHITESPACE)[:1]
         while not first and head:
@@ -112,9 +114,11 @@ class JSONDatasource(FileBasedDatasource):
         import pyarrow as pa
         import pyarrow.json as pajson
 
-        reader = pajson.open_json(
-            f, read_options=self._read_options, parse_options=self._parse_options
-        )
+        # A threaded streaming reader over a Python file object can abort the process at
+        # exit (std::terminate in pyarrow's thread pool); it parses one block at a time anyway.
+        block_size = (self._read_options or pajson.ReadOptions()).block_size
+        options = pajson.ReadOptions(use_threads=False, block_size=block_size)
+        reader = pajson.open_json(f, read_options=options, parse_options=self._parse_options)
         for batch in reader:
             yield pa.Table.from_batches([batch])
 

@@ -9,7 +9,10 @@ task reads the row groups that start in its range.
 Files whose schemas differ are read together: each file is unified with the first file of
 the dataset (missing columns become nulls, compatible types are promoted, e.g. int32 and
 int64 to int64) unless ``schema=`` is given; a file with an incompatible column raises an
-error naming it, the column, and both types.
+error naming it, the column, and both types. No footer is read on the driver, so blocks of
+different files can still differ (a column only later files have, a wider type); whole
+results (``to_arrow``, ``to_pandas``, batches spanning blocks) are unified when joined. Pass
+``schema=`` for one exact schema in every block.
 """
 
 from __future__ import annotations

@@ -74,13 +74,9 @@ class DefaultFilenameProvider(FilenameProvider):
         return f"{write_uuid}_{task_index:06}_{block_index:06}.{self.file_format}"
 
     def get_filename_for_row(
-        self,
-        row: Dict[str, Any],
-        write_uuid: str,
-        task_index: int,
-        block_index: int,
+        self, row: Dict[str, Any], write_uuid: str, task_index: int, block_index: int,
         row_index: int,
-    ) -> str:
+    ) -> str:  # fmt: skip
         return f"{write_uuid}_{task_index:06}_{block_index:06}_{row_index:06}.{self.file_format}"
 
 
@@ -110,9 +106,9 @@ class FileDatasink(Datasink):
         try_create_dir: Create the destination folder when it does not exist (local disk).
         open_stream_args: Keyword arguments for ``filesystem.open`` of each file.
         filename_provider: Names the files; :class:`DefaultFilenameProvider` by default.
-        min_rows_per_file: Write files of at least this many rows by joining the blocks of a
-            write task. Rows are never moved between tasks, so a task with fewer rows still
-            writes a smaller file.
+        min_rows_per_file: Write files of at least this many rows (the last file may be
+            smaller). The engine gives each write task at least this many rows (see
+            ``min_rows_per_write``) and the task joins its blocks into one file.
         partition_cols: Write hive folders ``col=value/`` per distinct value of these columns
             (the columns are stored in the folder names, not in the files).
         mode: ``"append"`` adds files (default, as in Ray Data); ``"overwrite"`` replaces the
@@ -177,6 +173,11 @@ class FileDatasink(Datasink):
         return f"{type(self).__name__}(path={self.path!r}, mode={self.mode!r})"
 
     @property
+    def min_rows_per_write(self) -> Optional[int]:
+        """Rows each write task should get: ``min_rows_per_file``, so files reach that size."""
+        return self.min_rows_per_file
+
+    @property
     def path(self) -> str:
         """The destination, as users write it."""
         return display_path(self._fs, self._path)
@@ -185,6 +186,7 @@ class FileDatasink(Datasink):
 
     def on_write_start(self, schema: Optional[pa.Schema] = None) -> None:
         fs, dest = self._fs, self._path
+        _quiet(lambda: fs.invalidate_cache(dest))
         if schema is not None and self.partition_cols:
             missing = [c for c in self.partition_cols if c not in schema.names]
             if missing:

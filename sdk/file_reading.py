@@ -73,10 +73,11 @@ def file_error(exc: BaseException, where: str, attempts: int = 1) -> BaseExcepti
 
 
 def coalesce(tables: Iterator[Block], min_bytes: int) -> Iterator[Block]:
-    """Join consecutive small tables until each holds at least ``min_bytes`` (the last may not).
+    """Join consecutive small tables of one schema until each holds at least ``min_bytes``.
 
-    Empty tables are dropped, except that a source of only empty tables yields its first one,
-    so an empty file still tells its schema.
+    A change of schema ends the current block, so tables of different files are joined only
+    when their schemas agree. Empty tables are dropped, except that a source of only empty
+    tables yields its first one, so an empty file still tells its schema.
     """
     pending: List[Block] = []
     size = 0
@@ -87,6 +88,10 @@ def coalesce(tables: Iterator[Block], min_bytes: int) -> Iterator[Block]:
             if first_empty is None:
                 first_empty = table
             continue
+        if pending and not table.schema.equals(pending[0].schema):
+            produced = True
+            yield _concat(pending)
+            pending, size = [], 0
         pending.append(table)
         size += table.nbytes
         if size >= min_bytes:
@@ -100,12 +105,7 @@ def coalesce(tables: Iterator[Block], min_bytes: int) -> Iterator[Block]:
 
 
 def _concat(tables: List[Block]) -> Block:
-    if len(tables) == 1:
-        return tables[0]
-    try:
-        return pa.concat_tables(tables)
-    except pa.ArrowInvalid:
-        return pa.concat_tables(tables, promote_options="permissive")
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
 
 class FileReadTask:
@@ -127,8 +127,8 @@ class FileReadTask:
         self.min_block_bytes = min_block_bytes
 
     def __call__(self) -> Iterator[Block]:
-        for unit in self.units:
-            yield from self._read_unit(unit)
+        blocks = (block for unit in self.units for block in self._read_unit(unit))
+        yield from coalesce(blocks, self.min_block_bytes)
 
     def _read_unit(self, unit: FileUnit) -> Iterator[Block]:
         ds = self.datasource
@@ -153,9 +153,9 @@ class FileReadTask:
                         emitted += block.num_rows
                         yield block
                 break
-            except _PROGRAM_ERRORS:
-                raise
             except Exception as exc:
+                if isinstance(exc, _PROGRAM_ERRORS) and not isinstance(exc, pa.ArrowException):
+                    raise  # a bug, not a bad file (Arrow's type errors are about the data)
                 if is_transient_error(exc) and attempt < self.retry.max_attempts:
                     wait = self.retry.backoff_s(attempt)
                     logger.info(

@@ -6,6 +6,10 @@ pass ``filesystem=``, an fsspec filesystem or a ``pyarrow.fs.FileSystem`` (wrapp
 use), and credentials through ``storage_options`` (a dict handed to fsspec). fsspec and the
 cloud clients are imported when a filesystem is first needed, never at ``import shardflow``.
 
+``memory://`` lives in the memory of one process: it suits tests and the local backend's
+threads, but tasks that run in worker processes (Ray, or pure-Python functions fused into a
+read on the local backend) see an empty store of their own.
+
 Credentials given in ``storage_options`` never appear in messages: errors name paths only,
 and paths are shown with any ``user:password@`` part removed.
 """

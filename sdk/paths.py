@@ -185,6 +185,9 @@ def expand_paths(
             ``ignore_missing_paths``.
     """
     retry = retry or RetryConfig()
+    if not is_local(fs) and hasattr(fs, "invalidate_cache"):
+        for path in paths:  # object-store clients cache listings; another process may have written
+            fs.invalidate_cache(_glob_root(path) if has_glob(path) else path)
     plain = [p for p in paths if not has_glob(p)]
     batched: Dict[str, Dict[str, Any]] = {}
     if len(plain) > _BATCH_INFO_THRESHOLD:

@@ -196,3 +196,51 @@ def test_csv_options_and_compression(tmp_path):
         schema=pa.schema([("a", pa.float64()), ("b", pa.string())]),
     )
     assert typed.to_arrow().schema.field("a").type == pa.float64()
+
+
+def test_gcs_scheme_alias(gcs_bucket, gcs_options):
+    df = make_frame(30)
+    folder = gcs_bucket.replace("gs://", "gcs://") + "/alias"
+    sf.from_pandas(df).write_json(folder, storage_options=gcs_options)
+    got = sorted_frame(sf.read_json(gcs_bucket + "/alias", storage_options=gcs_options).to_pandas())
+    pd.testing.assert_frame_equal(got, df)
+
+
+def test_import_stays_light():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, shardflow\n"
+        "heavy = [m for m in ('s3fs', 'gcsfs', 'pyarrow.dataset', 'fsspec') if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_pyarrow_s3_filesystem_round_trip(s3_bucket, s3_endpoint, s3_options):
+    import pyarrow.fs as pafs
+
+    fs = pafs.S3FileSystem(
+        access_key=s3_options["key"],
+        secret_key=s3_options["secret"],
+        region="us-east-1",
+        endpoint_override=s3_endpoint.replace("http://", ""),
+        scheme="http",
+    )
+    df = make_frame(60)
+    folder = s3_bucket + "/arrowfs"
+    sf.from_pandas(df, override_num_blocks=2).write_parquet(folder, filesystem=fs)
+    assert (
+        len(
+            [
+                i
+                for i in fs.get_file_info(pafs.FileSelector(folder[5:], recursive=True))
+                if i.is_file
+            ]
+        )
+        == 2
+    )
+    got = sorted_frame(sf.read_parquet(folder, filesystem=fs).to_pandas())
+    pd.testing.assert_frame_equal(got, df)

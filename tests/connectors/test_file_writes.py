@@ -146,20 +146,26 @@ def test_partition_overwrite_replaces_all_partitions(tmp_path):
     assert got["id"].tolist() == [3, 4, 5, 6]
 
 
-def test_min_rows_per_file_joins_blocks_of_a_task(tmp_path, fresh_context):
+def test_min_rows_per_file_joins_blocks(tmp_path, fresh_context, backend):
     source = tmp_path / "one.parquet"
     pq.write_table(pa.Table.from_pandas(frame(1000)), source, row_group_size=100)
     fresh_context.target_min_block_size = 1  # one block per row group
     ds = sf.read_parquet(str(source))
 
-    ds.write_csv(str(tmp_path / "plain"))  # one file per write task, whatever its blocks
-    plain = list((tmp_path / "plain").iterdir())
-    assert len(plain) == ds._last_stats.operators[0].tasks
-    assert sum(len(pd.read_csv(p)) for p in plain) == 1000
+    ds.write_csv(str(tmp_path / "plain"))  # one read task, so one file
+    assert len(list((tmp_path / "plain").iterdir())) == 1
 
     ds.write_csv(str(tmp_path / "sized"), min_rows_per_file=250)
     sizes = sorted(len(pd.read_csv(p)) for p in (tmp_path / "sized").iterdir())
-    assert sum(sizes) == 1000 and sizes == [100, 300, 300, 300]
+    assert sum(sizes) == 1000 and len(sizes) < 10 and all(s >= 250 for s in sizes[1:])
+
+    # blocks of different tasks are gathered too
+    many = sf.from_pandas(frame(1000), override_num_blocks=10)
+    many.write_parquet(str(tmp_path / "gathered"), min_rows_per_file=300)
+    counts = sorted(pq.read_metadata(p).num_rows for p in (tmp_path / "gathered").iterdir())
+    assert sum(counts) == 1000 and len(counts) <= 4 and all(c >= 300 for c in counts[1:])
+    got = sf.read_parquet(str(tmp_path / "gathered")).to_pandas().sort_values("id")
+    assert got["id"].tolist() == list(range(1000))
 
 
 def test_filename_provider_and_default_names(tmp_path):
