@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import math
+import threading
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
@@ -21,6 +22,10 @@ import pyarrow as pa
 from shardflow.sdk.block import Block, block_to_batch
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
 from shardflow.sdk.file_datasource import FileBasedDatasource
+
+# NumPy parses .npy headers with ast.literal_eval, which CPython 3.11 cannot run in two threads
+# at once ("AST constructor recursion depth mismatch"); header parsing is tiny, so serialize it.
+_HEADER_LOCK = threading.Lock()
 
 DATA_COLUMN = "data"
 _NPY_MAGIC = b"\x93NUMPY"
@@ -108,12 +113,15 @@ class NumpyDatasource(FileBasedDatasource):
         version = npy_format.read_magic(f)
         header_args = dict(self._load_args)
         if version == (1, 0):
-            shape, fortran_order, dtype = npy_format.read_array_header_1_0(f, **header_args)
+            with _HEADER_LOCK:
+                shape, fortran_order, dtype = npy_format.read_array_header_1_0(f, **header_args)
         elif version == (2, 0):
-            shape, fortran_order, dtype = npy_format.read_array_header_2_0(f, **header_args)
+            with _HEADER_LOCK:
+                shape, fortran_order, dtype = npy_format.read_array_header_2_0(f, **header_args)
         else:  # newer header versions: let NumPy parse the whole file
             f.seek(0)
-            values = np.load(f, allow_pickle=False, **header_args)
+            with _HEADER_LOCK:
+                values = np.load(f, allow_pickle=False, **header_args)
             yield _table({DATA_COLUMN: np.atleast_1d(values)})
             return
         _check_dtype(dtype)
@@ -142,7 +150,7 @@ class NumpyDatasource(FileBasedDatasource):
 
     def _read_npz(self, f: Any) -> Iterator[Block]:
         columns: Dict[str, np.ndarray] = {}
-        with np.load(f, allow_pickle=False, **self._load_args) as archive:
+        with _HEADER_LOCK, np.load(f, allow_pickle=False, **self._load_args) as archive:
             for name in archive.files:
                 values = archive[name]
                 if values.ndim == 0:
