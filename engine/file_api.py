@@ -57,7 +57,7 @@ class FileWriteMixin:
         filename_provider: Optional[FilenameProvider] = None,
         arrow_parquet_args_fn: Optional[Callable[[], Dict[str, Any]]] = None,
         min_rows_per_file: Optional[int] = None,
-        mode: str = "append",
+        mode: str = "error",
         compression: Optional[str] = "snappy",
         storage_options: Optional[Dict[str, Any]] = None,
         **arrow_parquet_args: Any,
@@ -78,7 +78,8 @@ class FileWriteMixin:
             arrow_parquet_args_fn: Returns extra ``pyarrow.parquet.write_table`` arguments,
                 called in each write task.
             min_rows_per_file: Join blocks of a write task into files of at least this many rows.
-            mode: ``"append"`` (default), ``"overwrite"`` or ``"error"``.
+            mode: ``"error"`` (default: raise when the destination already holds data),
+                ``"overwrite"`` (replace its contents at commit) or ``"append"`` (add files).
             compression: Parquet compression codec.
             storage_options: fsspec options such as credentials.
             arrow_parquet_args: More ``pyarrow.parquet.write_table`` arguments
@@ -118,7 +119,7 @@ class FileWriteMixin:
         arrow_open_stream_args: Optional[Dict[str, Any]] = None,
         filename_provider: Optional[FilenameProvider] = None,
         min_rows_per_file: Optional[int] = None,
-        mode: str = "append",
+        mode: str = "error",
         storage_options: Optional[Dict[str, Any]] = None,
         write_options: Any = None,
     ) -> None:
@@ -161,7 +162,7 @@ class FileWriteMixin:
         filename_provider: Optional[FilenameProvider] = None,
         pandas_json_args_fn: Optional[Callable[[], Dict[str, Any]]] = None,
         min_rows_per_file: Optional[int] = None,
-        mode: str = "append",
+        mode: str = "error",
         storage_options: Optional[Dict[str, Any]] = None,
         **pandas_json_args: Any,
     ) -> None:
@@ -205,7 +206,7 @@ class FileWriteMixin:
         arrow_open_stream_args: Optional[Dict[str, Any]] = None,
         filename_provider: Optional[FilenameProvider] = None,
         min_rows_per_file: Optional[int] = None,
-        mode: str = "append",
+        mode: str = "error",
         storage_options: Optional[Dict[str, Any]] = None,
     ) -> None:
         """Write one column as ``.npy`` files (one per write task) under the folder ``path``.
@@ -245,7 +246,7 @@ class FileWriteMixin:
         try_create_dir: bool = True,
         arrow_open_stream_args: Optional[Dict[str, Any]] = None,
         filename_provider: Optional[FilenameProvider] = None,
-        mode: str = "append",
+        mode: str = "error",
         storage_options: Optional[Dict[str, Any]] = None,
     ) -> None:
         """Write one image file per row, from the arrays in ``column``, under the folder ``path``.

@@ -111,8 +111,9 @@ class FileDatasink(Datasink):
             ``min_rows_per_write``) and the task joins its blocks into one file.
         partition_cols: Write hive folders ``col=value/`` per distinct value of these columns
             (the columns are stored in the folder names, not in the files).
-        mode: ``"append"`` adds files (default, as in Ray Data); ``"overwrite"`` replaces the
-            destination's contents at commit; ``"error"`` raises when it already holds data.
+        mode: ``"error"`` (the default) raises when the destination already holds data, so no
+            write mixes with earlier output by accident; ``"overwrite"`` replaces the
+            destination's contents at commit; ``"append"`` adds files (Ray Data's default).
         file_format: The format's file extension, e.g. ``"parquet"``.
         storage_options: Options for the inferred fsspec filesystem; never shown in messages.
         retry: Retry policy for transient storage faults (a RetryConfig or the engine's
@@ -129,7 +130,7 @@ class FileDatasink(Datasink):
         filename_provider: Optional[FilenameProvider] = None,
         min_rows_per_file: Optional[int] = None,
         partition_cols: Optional[List[str]] = None,
-        mode: str = "append",
+        mode: str = "error",
         file_format: str,
         storage_options: Optional[Dict[str, Any]] = None,
         retry: Any = None,
