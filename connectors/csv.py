@@ -63,10 +63,15 @@ class CSVDatasource(FileBasedDatasource):
         import pyarrow as pa
         import pyarrow.csv as pacsv
 
+        read_options = self._read_options
+        if read_options is None:
+            # Single-threaded, as for JSON: tasks already run in parallel, and Arrow threads
+            # reading a Python file object must not outlive the interpreter.
+            read_options = pacsv.ReadOptions(use_threads=False)
         try:
             reader = pacsv.open_csv(
                 f,
-                read_options=self._read_options,
+                read_options=read_options,
                 parse_options=self._parse_options,
                 convert_options=self._convert_options,
             )

@@ -217,7 +217,9 @@ class ParquetDatasource(FileBasedDatasource):
         if filter_expr is not None and row_groups:
             kept = {rg.id for rg in fragment.subset(filter=filter_expr, schema=schema).row_groups}
             row_groups = [i for i in row_groups if i in kept]
-        options = {"schema": schema, "columns": columns, "filter": filter_expr}
+        # Single-threaded: tasks already run in parallel, and Arrow's scanner threads reading a
+        # Python file object can still be running when the interpreter exits, which aborts it.
+        options = {"schema": schema, "columns": columns, "filter": filter_expr, "use_threads": False}
         if self._batch_size:
             options["batch_size"] = self._batch_size
         if not row_groups:

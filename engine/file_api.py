@@ -281,7 +281,10 @@ class FileWriteMixin:
 
 def _register_builtin_connectors() -> None:
     registry = get_registry()
+    from shardflow.connectors.range import RangeDatasource
+
     builtin = {
+        "range": (RangeDatasource, None),
         "parquet": (ParquetDatasource, ParquetDatasink),
         "csv": (CSVDatasource, CSVDatasink),
         "json": (JSONDatasource, JSONDatasink),

@@ -2,7 +2,8 @@
 
 The convention: the connector's package exposes an attribute named ``conformance`` that is
 a conformance suite class (a subclass of DatasourceConformance, DatasinkConformance or
-ConnectorConformance) or a function taking no arguments that returns one. It is looked up on
+ConnectorConformance), or a function returning one that takes no arguments or the
+connector's name (one function can then serve every connector of a package). It is looked up on
 
 1. the module its ``shardflow.connectors`` entry point names (``pkg:connector`` -> ``pkg``),
 2. the modules that define its Datasource and Datasink classes, and their parent packages.
@@ -45,11 +46,21 @@ def _candidate_modules(name: str, spec: ConnectorSpec) -> List[str]:
     return ordered
 
 
-def _as_suite(obj: Any) -> Optional[Any]:
+def _takes_an_argument(fn: Any) -> bool:
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+
+
+def _as_suite(obj: Any, name: str) -> Optional[Any]:
     if checks_for(obj):
         return obj
     if callable(obj) and not isinstance(obj, type):
-        made = obj()
+        made = obj(name) if _takes_an_argument(obj) else obj()
         if checks_for(made):
             return made
     return None
@@ -79,7 +90,7 @@ def find_conformance_suite(name: str) -> Any:
         obj = getattr(module, ATTRIBUTE, None)
         if obj is None:
             continue
-        suite = _as_suite(obj)
+        suite = _as_suite(obj, name)
         if suite is None:
             raise LookupError(
                 f"{module_name}.{ATTRIBUTE} of connector {name!r} is a {type(obj).__name__}, not a "

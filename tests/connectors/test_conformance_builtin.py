@@ -1,241 +1,16 @@
 """Every built-in connector passes the conformance kit (shardflow.sdk.testing).
 
-One class per connector, subclassing the kit's base classes like a third-party package would.
-The file connectors get a class when their ``read_<format>`` function exists.
+The suites live in shardflow.connectors.suites (so ``shardflow check-connector`` can run them);
+here each becomes a pytest class, as a third-party package's test module would subclass them.
 """
 
 from __future__ import annotations
 
-import json
-
-import numpy as np
-import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.json as pajson
-import pyarrow.parquet as pq
 import pytest
-from shardflow.connectors.range import RangeDatasource
+from shardflow.connectors.suites import SUITES
 from shardflow.sdk.registry import get_registry
-from shardflow.sdk.testing import ConnectorConformance, DatasourceConformance, run_conformance
-
-import shardflow as sf
-
-
-class TestRange(DatasourceConformance):
-    def make_datasource(self, tmp_path):
-        return RangeDatasource(1000)
-
-    def expected_table(self):
-        return pa.table({"id": pa.array(np.arange(1000), pa.int64())})
-
-    def make_empty_datasource(self, tmp_path):
-        return RangeDatasource(0)
-
-    def make_bad_datasource(self, tmp_path):
-        return RangeDatasource(-1)
-
-    def bad_source_mentions(self, tmp_path):
-        return ["range"]
-
-    def predicates(self):
-        return [sf.col("id") >= 500, sf.col("id").is_in([1, 3, 999])]
-
-
-# -- file connectors: a class for each one present ---------------------------------------------
-
-
-def _spec(name):
-    from shardflow.sdk.registry import get_registry
-
-    return get_registry().get(name)
-
-
-FILE_TABLE = pa.table(
-    {
-        "id": pa.array(np.arange(60), pa.int64()),
-        "name": pa.array([f"n{i % 6}" for i in range(60)], pa.string()),
-        "score": pa.array(np.arange(60) / 8, pa.float64()),
-    }
-)
-
-
-def _visible_files(folder):
-    return sorted(
-        p
-        for p in folder.rglob("*")
-        if p.is_file()
-        and not any(part.startswith((".", "_")) for part in p.relative_to(folder).parts)
-    )
-
-
-class FileConformance(ConnectorConformance):
-    """Shared hooks: the dataset as FILES files of format ``fmt`` in a folder."""
-
-    fmt = ""
-    files = 3
-
-    def write_file(self, table, path):
-        raise NotImplementedError
-
-    def read_file(self, path):
-        raise NotImplementedError
-
-    def expected_table(self):
-        return FILE_TABLE
-
-    def make_datasource(self, tmp_path):
-        folder = tmp_path / "data"
-        folder.mkdir()
-        table, step = self.expected_table(), -(-self.expected_table().num_rows // self.files)
-        for i in range(self.files):
-            self.write_file(table.slice(i * step, step), folder / f"part-{i}.{self.fmt}")
-        (folder / "_SUCCESS").write_text("")
-        return _spec(self.name).datasource(str(folder))
-
-    def make_empty_datasource(self, tmp_path):
-        (tmp_path / "empty").mkdir()
-        return _spec(self.name).datasource(str(tmp_path / "empty"))
-
-    def make_bad_datasource(self, tmp_path):
-        folder = tmp_path / "bad"
-        folder.mkdir()
-        self.write_file(self.expected_table().slice(0, 5), folder / f"good.{self.fmt}")
-        (folder / f"broken.{self.fmt}").write_bytes(self.bad_bytes)
-        return _spec(self.name).datasource(str(folder))
-
-    def bad_source_mentions(self, tmp_path):
-        return [f"broken.{self.fmt}"]
-
-    def make_datasink(self, tmp_path):
-        spec = _spec(self.name)
-        if spec.datasink is None:
-            return None
-        return spec.datasink(str(tmp_path / "out"))
-
-    def read_back(self, tmp_path):
-        files = _visible_files(tmp_path / "out")
-        if not files:
-            raise FileNotFoundError(f"{tmp_path / 'out'}: nothing committed")
-        return pa.concat_tables([self.read_file(f) for f in files])
-
-
-class ParquetSuite(FileConformance):
-    name, fmt, bad_bytes = "parquet", "parquet", b"PAR1 this is not parquet"
-
-    def write_file(self, table, path):
-        pq.write_table(table, path)
-
-    def read_file(self, path):
-        return pq.read_table(path)
-
-
-class CSVSuite(FileConformance):
-    name, fmt, bad_bytes = "csv", "csv", b'id,name,score\n1,"unterminated\n2,x'
-
-    def write_file(self, table, path):
-        pacsv.write_csv(table, path)
-
-    def read_file(self, path):
-        return pacsv.read_csv(path)
-
-
-class JSONSuite(FileConformance):
-    name, fmt, bad_bytes = "json", "jsonl", b'{"id": 1, "name": \n'
-
-    def write_file(self, table, path):
-        path.write_text("".join(json.dumps(row) + "\n" for row in table.to_pylist()))
-
-    def read_file(self, path):
-        return pajson.read_json(path)
-
-
-class TextSuite(FileConformance):
-    name, fmt, bad_bytes = "text", "txt", b"ok line\n\xff\xfe not utf-8 \xc3\x28\n"
-
-    def expected_table(self):
-        return pa.table({"text": [f"line {i} of the text" for i in range(30)]})
-
-    def write_file(self, table, path):
-        path.write_text("".join(line + "\n" for line in table.column("text").to_pylist()))
-
-
-class BinarySuite(FileConformance):
-    name, fmt = "binary", "bin"
-
-    def expected_table(self):
-        return pa.table({"bytes": pa.array([bytes([i]) * (i + 1) for i in range(5)], pa.binary())})
-
-    def make_datasource(self, tmp_path):
-        folder = tmp_path / "data"
-        folder.mkdir()
-        for i, data in enumerate(self.expected_table().column("bytes").to_pylist()):
-            (folder / f"f{i}.bin").write_bytes(data)
-        return _spec(self.name).datasource(str(folder))
-
-    def make_bad_datasource(self, tmp_path):
-        return _spec(self.name).datasource(str(tmp_path / "missing.bin"))
-
-    def bad_source_mentions(self, tmp_path):
-        return ["missing.bin"]
-
-
-def _tensor_table(column, arrays):
-    return pa.table({column: pa.FixedShapeTensorArray.from_numpy_ndarray(np.stack(arrays))})
-
-
-class NumpySuite(FileConformance):
-    name, fmt, bad_bytes = "numpy", "npy", b"\x93NUMPY but not really"
-
-    def expected_table(self):
-        return _tensor_table("data", list(np.arange(40, dtype=np.int64).reshape(20, 2)))
-
-    def write_file(self, table, path):
-        np.save(path, table.column("data").combine_chunks().to_numpy_ndarray())
-
-    def read_file(self, path):
-        return _tensor_table("data", list(np.load(path)))
-
-    def make_datasink(self, tmp_path):
-        return _spec(self.name).datasink(str(tmp_path / "out"), column="data")
-
-
-class ImagesSuite(FileConformance):
-    name, fmt, bad_bytes = "images", "png", b"\x89PNG\r\n\x1a\n truncated"
-
-    def expected_table(self):
-        rng = np.random.default_rng(0)
-        images = [rng.integers(0, 255, (4, 5, 3), dtype=np.uint8) for _ in range(6)]
-        return _tensor_table("image", images)
-
-    def make_datasource(self, tmp_path):
-        folder = tmp_path / "data"
-        folder.mkdir()
-        images = self.expected_table().column("image").combine_chunks().to_numpy_ndarray()
-        for i, image in enumerate(images):
-            self.write_file(image, folder / f"img-{i}.png")
-        return _spec(self.name).datasource(str(folder))
-
-    def write_file(self, image, path):
-        from PIL import Image
-
-        if isinstance(image, pa.Table):
-            image = image.column("image").combine_chunks().to_numpy_ndarray()[0]
-        Image.fromarray(image).save(path)
-
-    def read_file(self, path):
-        from PIL import Image
-
-        with Image.open(path) as image:
-            return _tensor_table("image", [np.asarray(image)])
-
-    def make_datasink(self, tmp_path):
-        return _spec(self.name).datasink(str(tmp_path / "out"), column="image", file_format="png")
-
-
-FILE_SUITES = {
-    s.name: s
-    for s in (ParquetSuite, CSVSuite, JSONSuite, TextSuite, BinarySuite, NumpySuite, ImagesSuite)
-}
+from shardflow.sdk.testing import ConnectorConformance, run_conformance
+from shardflow.sdk.testing.discovery import find_conformance_suite
 
 
 def _builtin_names():
@@ -248,24 +23,24 @@ def _builtin_names():
     return names
 
 
-PRESENT = sorted(set(FILE_SUITES) & _builtin_names())
-for _name in PRESENT:
-    _cls = type(f"Test{FILE_SUITES[_name].__name__[: -len('Suite')]}", (FILE_SUITES[_name],), {})
+for _name, _suite in SUITES.items():
+    _cls = type(f"Test{_suite.__name__[: -len('Suite')]}", (_suite,), {})
     globals()[_cls.__name__] = _cls
-BUILTIN_SUITES = {
-    "range": TestRange,
-    **{n: globals()[f"Test{FILE_SUITES[n].__name__[:-5]}"] for n in PRESENT},
-}
 
 
 def test_every_builtin_connector_has_a_suite():
-    missing = sorted(_builtin_names() - set(BUILTIN_SUITES))
-    assert not missing, f"built-in connectors without a conformance suite here: {missing}"
+    missing = sorted(_builtin_names() - set(SUITES))
+    assert not missing, f"built-in connectors without a conformance suite: {missing}"
 
 
-@pytest.mark.parametrize("name", sorted(BUILTIN_SUITES))
+@pytest.mark.parametrize("name", sorted(SUITES))
+def test_check_connector_finds_builtin_suites(name):
+    assert find_conformance_suite(name) is SUITES[name]
+
+
+@pytest.mark.parametrize("name", sorted(SUITES))
 def test_pipelines_on_both_backends(name, backend, tmp_path):
-    suite = BUILTIN_SUITES[name]
+    suite = SUITES[name]
     checks = ["pipeline_through_shardflow", "empty_source_reads_empty"]
     if issubclass(suite, ConnectorConformance):
         checks += ["write_through_shardflow", "failed_pipeline_write_leaves_nothing"]
