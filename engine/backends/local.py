@@ -11,6 +11,7 @@ import atexit
 import logging
 import os
 import queue
+import select
 import subprocess
 import sys
 import threading
@@ -92,15 +93,19 @@ class WorkerProcess:
     _fds_lock = threading.Lock()
 
     def __init__(self) -> None:
+        self._exit_code: Optional[int] = None
         if hasattr(os, "fork") and sys.platform.startswith("linux"):
             self._start_forked()
         else:
             self._start_spawned()
 
     def _start_forked(self) -> None:
-        to_child_r, to_child_w = os.pipe()
-        from_child_r, from_child_w = os.pipe()
+        # Pipes are made, forked over and closed on our side under one lock, so that no other
+        # worker forked at the same moment inherits an end of them (a dead worker's pipe
+        # would then never reach end-of-file).
         with WorkerProcess._fds_lock:
+            to_child_r, to_child_w = os.pipe()
+            from_child_r, from_child_w = os.pipe()
             inherited = set(WorkerProcess._open_fds)
             pid = os.fork()
             if pid == 0:  # the child: serve tasks, never return into the driver's code
@@ -118,8 +123,8 @@ class WorkerProcess:
                 finally:
                     os._exit(code)
             WorkerProcess._open_fds |= {to_child_w, from_child_r}
-        os.close(to_child_r)
-        os.close(from_child_w)
+            os.close(to_child_r)
+            os.close(from_child_w)
         self.pid = pid
         self._fds = (to_child_w, from_child_r)
         self.inbox = os.fdopen(to_child_w, "wb")
@@ -144,22 +149,27 @@ class WorkerProcess:
         """The exit code if the process has ended, else None."""
         if self._proc is not None:
             return self._proc.poll()
+        if self._exit_code is not None:
+            return self._exit_code
         try:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
         except ChildProcessError:
-            return -1
+            self._exit_code = -1
+            return self._exit_code
         if pid == 0:
             return None
-        return os.waitstatus_to_exitcode(status)
+        self._exit_code = os.waitstatus_to_exitcode(status)
+        return self._exit_code
 
     def kill(self) -> None:
         try:
             if self._proc is not None:
                 self._proc.kill()
                 self._proc.wait(timeout=5)
-            else:
+            elif self._exit_code is None:  # never signal a reaped pid: it may be reused
                 os.kill(self.pid, 9)
                 os.waitpid(self.pid, 0)
+                self._exit_code = -9
         except (OSError, ChildProcessError, subprocess.TimeoutExpired):
             pass
         self._close_pipes()
@@ -172,6 +182,11 @@ class WorkerProcess:
                 pass
         with WorkerProcess._fds_lock:
             WorkerProcess._open_fds -= set(self._fds)
+
+    def _receive(self) -> Any:
+        """The worker's next message; EOFError when the process has ended, even if another
+        process still holds its pipe open."""
+        return receive(_LivenessReader(self.outbox.fileno(), self.poll))
 
     def _crash(self, spec: TaskSpec) -> WorkerCrashedError:
         code = self.poll()
@@ -195,7 +210,7 @@ class WorkerProcess:
             return True
         try:
             send(self.inbox, ("run", payload))
-            reply = receive(self.outbox)
+            reply = self._receive()
             if reply[0] == "error":
                 spec.events.put((ERROR, spec.task_id, reply[1], None))
                 return True
@@ -203,10 +218,10 @@ class WorkerProcess:
             while True:
                 if not spec.gate.acquire():
                     send(self.inbox, ("close",))
-                    receive(self.outbox)
+                    self._receive()
                     break
                 send(self.inbox, ("next",))
-                reply = receive(self.outbox)
+                reply = self._receive()
                 if reply[0] == "done":
                     spec.gate.unused()
                     counters = reply[1] if len(reply) > 1 else None
@@ -240,6 +255,22 @@ class WorkerProcess:
         self.kill()
 
 
+class _LivenessReader:
+    """Reads a pipe with ``os.read``, giving up (end-of-file) once its writer has exited."""
+
+    def __init__(self, fd: int, exited: Any):
+        self._fd = fd
+        self._exited = exited
+
+    def read(self, n: int) -> bytes:
+        while True:
+            ready, _, _ = select.select([self._fd], [], [], 0.5)
+            if ready:
+                return os.read(self._fd, n)
+            if self._exited() is not None:
+                return b""
+
+
 class WorkerProcessPool:
     """Process-wide pool of worker processes, created on first use and stopped at exit."""
 
@@ -256,7 +287,10 @@ class WorkerProcessPool:
         with cls._lock:
             if cls._instance is None:
                 cls._instance = WorkerProcessPool()
-                atexit.register(cls._instance.stop)
+                # Stop workers before Python joins the threads that drive them at exit
+                # (concurrent.futures joins its threads then); plain atexit runs too late.
+                register = getattr(threading, "_register_atexit", atexit.register)
+                register(cls._instance.stop)
             return cls._instance
 
     def checkout(self) -> WorkerProcess:
