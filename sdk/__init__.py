@@ -15,12 +15,28 @@ from shardflow.sdk.block import (
 from shardflow.sdk.datasink import Datasink, TaskContext, WriteResult
 from shardflow.sdk.datasource import Datasource, ReadTask
 from shardflow.sdk.expressions import Expr, col, lit
+from shardflow.sdk.file_datasink import (
+    BlockBasedFileDatasink,
+    FileDatasink,
+    FilenameProvider,
+    RowBasedFileDatasink,
+)
+from shardflow.sdk.file_datasource import FileBasedDatasource, FileShuffleConfig
+from shardflow.sdk.partitioning import Partitioning, PathPartitionFilter
 from shardflow.sdk.registry import ConnectorSpec, get_registry, register_connector
 
 __all__ = [
     "BATCH_FORMATS",
     "Block",
+    "BlockBasedFileDatasink",
     "BlockMetadata",
+    "FileBasedDatasource",
+    "FileDatasink",
+    "FileShuffleConfig",
+    "FilenameProvider",
+    "Partitioning",
+    "PathPartitionFilter",
+    "RowBasedFileDatasink",
     "ConnectorSpec",
     "Datasink",
     "Datasource",
