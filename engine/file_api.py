@@ -43,6 +43,21 @@ def _retry_policy() -> Any:
     return DataContext.get_current().retry
 
 
+_SINK_ARGS = (
+    "partition_cols", "filesystem", "try_create_dir", "filename_provider", "min_rows_per_file",
+    "storage_options",
+)
+
+
+def _sink_args(args: Dict[str, Any]) -> Dict[str, Any]:
+    """The file-layer arguments every ``write_<format>`` shares, taken from its ``locals()``."""
+    common = {name: args[name] for name in _SINK_ARGS if name in args}
+    common["open_stream_args"] = args["arrow_open_stream_args"]
+    common["mode"] = _mode(args["mode"])
+    common["retry"] = _retry_policy()
+    return common
+
+
 class FileWriteMixin:
     """``write_<format>`` methods of Dataset. Every write is all-or-nothing."""
 
@@ -97,15 +112,7 @@ class FileWriteMixin:
             compression=compression,
             arrow_parquet_args_fn=arrow_parquet_args_fn,
             arrow_parquet_args=arrow_parquet_args,
-            partition_cols=partition_cols,
-            filesystem=filesystem,
-            try_create_dir=try_create_dir,
-            open_stream_args=arrow_open_stream_args,
-            filename_provider=filename_provider,
-            min_rows_per_file=min_rows_per_file,
-            mode=_mode(mode),
-            storage_options=storage_options,
-            retry=_retry_policy(),
+            **_sink_args(locals()),
         )
         self.write_datasink(sink)
 
@@ -139,15 +146,7 @@ class FileWriteMixin:
         sink = CSVDatasink(
             path,
             write_options=write_options,
-            partition_cols=partition_cols,
-            filesystem=filesystem,
-            try_create_dir=try_create_dir,
-            open_stream_args=arrow_open_stream_args,
-            filename_provider=filename_provider,
-            min_rows_per_file=min_rows_per_file,
-            mode=_mode(mode),
-            storage_options=storage_options,
-            retry=_retry_policy(),
+            **_sink_args(locals()),
         )
         self.write_datasink(sink)
 
@@ -184,15 +183,7 @@ class FileWriteMixin:
             path,
             pandas_json_args_fn=pandas_json_args_fn,
             pandas_json_args=pandas_json_args,
-            partition_cols=partition_cols,
-            filesystem=filesystem,
-            try_create_dir=try_create_dir,
-            open_stream_args=arrow_open_stream_args,
-            filename_provider=filename_provider,
-            min_rows_per_file=min_rows_per_file,
-            mode=_mode(mode),
-            storage_options=storage_options,
-            retry=_retry_policy(),
+            **_sink_args(locals()),
         )
         self.write_datasink(sink)
 
@@ -225,14 +216,7 @@ class FileWriteMixin:
         sink = NumpyDatasink(
             path,
             column=column,
-            filesystem=filesystem,
-            try_create_dir=try_create_dir,
-            open_stream_args=arrow_open_stream_args,
-            filename_provider=filename_provider,
-            min_rows_per_file=min_rows_per_file,
-            mode=_mode(mode),
-            storage_options=storage_options,
-            retry=_retry_policy(),
+            **_sink_args(locals()),
         )
         self.write_datasink(sink)
 
@@ -268,13 +252,7 @@ class FileWriteMixin:
             path,
             column=column,
             file_format=file_format,
-            filesystem=filesystem,
-            try_create_dir=try_create_dir,
-            open_stream_args=arrow_open_stream_args,
-            filename_provider=filename_provider,
-            mode=_mode(mode),
-            storage_options=storage_options,
-            retry=_retry_policy(),
+            **_sink_args(locals()),
         )
         self.write_datasink(sink)
 

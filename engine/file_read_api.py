@@ -33,30 +33,17 @@ def _read(datasource: Any, parallelism: int, override_num_blocks: Optional[int])
     )
 
 
-def _common(
-    filesystem: Any,
-    arrow_open_stream_args: Optional[Dict[str, Any]],
-    partition_filter: Any,
-    partitioning: Optional[Partitioning],
-    include_paths: bool,
-    ignore_missing_paths: bool,
-    shuffle: ShuffleArg,
-    file_extensions: Optional[List[str]],
-    storage_options: Optional[Dict[str, Any]],
-    on_bad_file: str,
-) -> Dict[str, Any]:
-    return dict(
-        filesystem=filesystem,
-        open_stream_args=arrow_open_stream_args,
-        partition_filter=partition_filter,
-        partitioning=partitioning,
-        include_paths=include_paths,
-        ignore_missing_paths=ignore_missing_paths,
-        shuffle=shuffle,
-        file_extensions=file_extensions,
-        storage_options=storage_options,
-        on_bad_file=on_bad_file,
-    )
+_COMMON_ARGS = (
+    "filesystem", "partition_filter", "partitioning", "include_paths", "ignore_missing_paths",
+    "shuffle", "file_extensions", "storage_options", "on_bad_file",
+)
+
+
+def _common(args: Dict[str, Any]) -> Dict[str, Any]:
+    """The file-layer arguments every ``read_<format>`` shares, taken from its ``locals()``."""
+    common = {name: args[name] for name in _COMMON_ARGS}
+    common["open_stream_args"] = args["arrow_open_stream_args"]
+    return common
 
 
 def read_parquet(
@@ -118,18 +105,7 @@ def read_parquet(
         schema=schema,
         filter=filter,
         **arrow_parquet_args,
-        **_common(
-            filesystem,
-            arrow_open_stream_args,
-            partition_filter,
-            partitioning,
-            include_paths,
-            ignore_missing_paths,
-            shuffle,
-            file_extensions,
-            storage_options,
-            on_bad_file,
-        ),
+        **_common(locals()),
     )
     return _read(datasource, parallelism, override_num_blocks)
 
@@ -175,18 +151,7 @@ def read_csv(
         paths,
         schema=schema,
         **arrow_csv_args,
-        **_common(
-            filesystem,
-            arrow_open_stream_args,
-            partition_filter,
-            partitioning,
-            include_paths,
-            ignore_missing_paths,
-            shuffle,
-            file_extensions,
-            storage_options,
-            on_bad_file,
-        ),
+        **_common(locals()),
     )
     return _read(datasource, parallelism, override_num_blocks)
 
@@ -235,18 +200,7 @@ def read_json(
         lines=lines,
         schema=schema,
         **arrow_json_args,
-        **_common(
-            filesystem,
-            arrow_open_stream_args,
-            partition_filter,
-            partitioning,
-            include_paths,
-            ignore_missing_paths,
-            shuffle,
-            file_extensions,
-            storage_options,
-            on_bad_file,
-        ),
+        **_common(locals()),
     )
     return _read(datasource, parallelism, override_num_blocks)
 
@@ -291,18 +245,7 @@ def read_text(
         paths,
         encoding=encoding,
         drop_empty_lines=drop_empty_lines,
-        **_common(
-            filesystem,
-            arrow_open_stream_args,
-            partition_filter,
-            partitioning,
-            include_paths,
-            ignore_missing_paths,
-            shuffle,
-            file_extensions,
-            storage_options,
-            on_bad_file,
-        ),
+        **_common(locals()),
     )
     return _read(datasource, parallelism, override_num_blocks)
 
@@ -342,18 +285,7 @@ def read_binary_files(
     """
     datasource = BinaryDatasource(
         paths,
-        **_common(
-            filesystem,
-            arrow_open_stream_args,
-            partition_filter,
-            partitioning,
-            include_paths,
-            ignore_missing_paths,
-            shuffle,
-            file_extensions,
-            storage_options,
-            on_bad_file,
-        ),
+        **_common(locals()),
     )
     return _read(datasource, parallelism, override_num_blocks)
 
@@ -399,18 +331,7 @@ def read_numpy(
     datasource = NumpyDatasource(
         paths,
         **numpy_load_args,
-        **_common(
-            filesystem,
-            arrow_open_stream_args,
-            partition_filter,
-            partitioning,
-            include_paths,
-            ignore_missing_paths,
-            shuffle,
-            file_extensions,
-            storage_options,
-            on_bad_file,
-        ),
+        **_common(locals()),
     )
     return _read(datasource, parallelism, override_num_blocks)
 
@@ -463,17 +384,6 @@ def read_images(
         paths,
         size=size,
         mode=mode,
-        **_common(
-            filesystem,
-            arrow_open_file_args,
-            partition_filter,
-            partitioning,
-            include_paths,
-            ignore_missing_paths,
-            shuffle,
-            file_extensions,
-            storage_options,
-            on_bad_file,
-        ),
+        **_common({**locals(), "arrow_open_stream_args": arrow_open_file_args}),
     )
     return _read(datasource, parallelism, override_num_blocks)
