@@ -6,6 +6,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pyarrow as pa
 
+from shardflow.engine.backends.base import Backend
 from shardflow.engine.context import DataContext
 from shardflow.engine.executor import StreamingExecutor
 from shardflow.engine.iteration import (
@@ -13,12 +14,69 @@ from shardflow.engine.iteration import (
     iter_rows_from_blocks,
     validate_batch_size,
 )
-from shardflow.engine.logical import BlocksSource, LimitOp, LogicalPlan, MapOp, ReadSource
+from shardflow.engine.logical import BlocksSource, Limit, LogicalPlan, ReadSource, is_row_preserving
 from shardflow.engine.optimizer import optimize
-from shardflow.engine.planner import plan_physical, plan_read_tasks
+from shardflow.engine.planner import ReadTaskCache, plan_physical
 from shardflow.engine.runtime import current_backend
-from shardflow.engine.transforms import PartialAggregateStage, combine_partials
-from shardflow.sdk.block import Block, block_to_batch, block_to_rows, concat_blocks, validate_batch_format
+from shardflow.sdk.block import Block, block_to_batch, concat_blocks, validate_batch_format
+
+
+class PreparedPlan:
+    """One optimized plan with its read tasks, shared by metadata questions and the run.
+
+    Read tasks are planned once per PreparedPlan, so count() or schema() that first look at
+    metadata and then execute ask the datasource only once.
+    """
+
+    def __init__(self, plan: LogicalPlan):
+        self.context = DataContext.get_current()
+        self.backend: Backend = current_backend(self.context)
+        self.plan = optimize(plan)
+        self.read_tasks = ReadTaskCache(self.context)
+
+    def executor(self) -> StreamingExecutor:
+        physical = plan_physical(self.plan, self.backend, self.context, self.read_tasks)
+        return StreamingExecutor(physical, self.backend, self.context)
+
+    def known_num_rows(self) -> Optional[int]:
+        """The row count when metadata gives it without running anything, else None."""
+        limit = None
+        for op in self.plan.ops:
+            if isinstance(op, Limit):
+                limit = op.limit if limit is None else min(limit, op.limit)
+            elif not is_row_preserving(op):
+                return None
+        source = self.plan.source
+        if isinstance(source, BlocksSource):
+            if source.metadata is None:
+                total = sum(b.num_rows for b in source.blocks)
+            else:
+                rows = [m.num_rows for m in source.metadata]
+                if any(r is None for r in rows):
+                    return None
+                total = sum(rows)
+        elif isinstance(source, ReadSource):
+            rows = [t.metadata.num_rows for t in self.read_tasks.get(source)]
+            if any(r is None for r in rows):
+                return None
+            total = sum(rows)
+        else:
+            return None
+        return total if limit is None else min(total, limit)
+
+    def known_schema(self) -> Optional[pa.Schema]:
+        """The schema when known without running anything, else None."""
+        source = self.plan.source
+        if self.plan.ops:
+            return None
+        if isinstance(source, BlocksSource) and source.metadata is None:
+            nonempty = [b for b in source.blocks if b.num_columns]
+            return nonempty[0].schema if nonempty else None
+        if isinstance(source, ReadSource):
+            tasks = self.read_tasks.get(source)
+            if tasks and tasks[0].schema is not None:
+                return tasks[0].schema
+        return None
 
 
 class ConsumptionMixin:
@@ -28,19 +86,21 @@ class ConsumptionMixin:
 
     # -- execution ----------------------------------------------------------------------
 
-    def _execute(self, plan: Optional[LogicalPlan] = None) -> Iterator[Tuple[Any, Any]]:
+    def _execute(
+        self, plan: Optional[LogicalPlan] = None, prepared: Optional[PreparedPlan] = None
+    ) -> Iterator[Tuple[Any, Any]]:
         """Stream (reference, metadata) pairs of the output blocks."""
-        context = DataContext.get_current()
-        backend = current_backend(context)
-        physical = plan_physical(optimize(plan or self._plan), backend.name, context)
-        executor = StreamingExecutor(physical, backend, context)
+        prepared = prepared or PreparedPlan(plan or self._plan)
+        executor = prepared.executor()
         self._last_stats = executor.stats
         for ref, meta in executor:
             yield ref, meta
 
-    def _iter_blocks(self, plan: Optional[LogicalPlan] = None) -> Iterator[Block]:
+    def _iter_blocks(
+        self, plan: Optional[LogicalPlan] = None, prepared: Optional[PreparedPlan] = None
+    ) -> Iterator[Block]:
         backend = current_backend()
-        for ref, _ in self._execute(plan):
+        for ref, _ in self._execute(plan, prepared):
             yield backend.get(ref)
 
     def _execute_blocks(self, plan: Optional[LogicalPlan] = None) -> List[Block]:
@@ -139,37 +199,16 @@ class ConsumptionMixin:
             >>> sf.range(1234).count()
             1234
         """
-        known = self._known_num_rows()
+        prepared = PreparedPlan(self._plan)
+        known = prepared.known_num_rows()
         if known is not None:
             return known
-        return self._aggregate([("count", "count", None)])["count"] or 0
-
-    def _known_num_rows(self) -> Optional[int]:
-        source = self._plan.source
-        limit = None
-        for op in self._plan.ops:
-            if isinstance(op, LimitOp):
-                limit = op.limit if limit is None else min(limit, op.limit)
-            elif not (isinstance(op, MapOp) and op.row_preserving):
-                return None
-        if isinstance(source, BlocksSource):
-            total = sum(b.num_rows for b in source.blocks) if source.metadata is None else sum(m.num_rows for m in source.metadata)
-        elif isinstance(source, ReadSource):
-            tasks = plan_read_tasks(source, DataContext.get_current())
-            rows = [t.metadata.num_rows for t in tasks]
-            if any(r is None for r in rows) or any(t.per_task_row_limit is not None for t in tasks):
-                return None
-            total = sum(rows)
-        else:
-            return None
-        return total if limit is None else min(total, limit)
+        return sum(meta.num_rows or 0 for _, meta in self._execute(prepared=prepared))
 
     def _cheap_schema(self) -> Optional[pa.Schema]:
-        """The schema when known without running anything, else None."""
-        if self._plan.ops:
-            return None
+        """The schema when known without running anything or asking a datasource, else None."""
         source = self._plan.source
-        if isinstance(source, BlocksSource) and source.metadata is None:
+        if not self._plan.ops and isinstance(source, BlocksSource) and source.metadata is None:
             nonempty = [b for b in source.blocks if b.num_columns]
             return nonempty[0].schema if nonempty else None
         return None
@@ -182,14 +221,11 @@ class ConsumptionMixin:
             >>> sf.range(3).schema().names
             ['id']
         """
-        schema = self._cheap_schema()
+        prepared = PreparedPlan(self._plan)
+        schema = prepared.known_schema()
         if schema is not None:
             return schema
-        if isinstance(self._plan.source, ReadSource) and not self._plan.ops:
-            tasks = plan_read_tasks(self._plan.source, DataContext.get_current())
-            if tasks and tasks[0].schema is not None:
-                return tasks[0].schema
-        for block in self._iter_blocks():
+        for block in self._iter_blocks(prepared=prepared):
             if block.num_columns:
                 return block.schema
         return None
@@ -227,7 +263,8 @@ class ConsumptionMixin:
 
     def to_arrow_refs(self) -> List[Any]:
         """References to the output blocks: ObjectRefs on Ray, the tables themselves locally."""
-        return [ref for ref, _ in self._execute()]
+        backend = current_backend()
+        return [backend.export_ref(ref) for ref, _ in self._execute()]
 
     def to_arrow(self) -> pa.Table:
         """All rows as one pyarrow Table."""
@@ -242,8 +279,10 @@ class ConsumptionMixin:
     # -- aggregates ---------------------------------------------------------------------
 
     def _aggregate(self, aggs: List[tuple]) -> Dict[str, Any]:
-        stage = PartialAggregateStage("Aggregate", aggs)
-        blocks = self._execute_blocks(self._plan.with_op(MapOp(stage)))
+        from shardflow.engine.logical import PartialAggregate
+        from shardflow.engine.transforms import combine_partials
+
+        blocks = self._execute_blocks(self._plan.with_op(PartialAggregate(tuple(aggs))))
         return combine_partials(blocks, aggs)
 
     def sum(self, on: str) -> Any:
@@ -292,5 +331,5 @@ class ConsumptionMixin:
     def _repr_rows(self) -> Optional[int]:
         source = self._plan.source
         if isinstance(source, BlocksSource) and not self._plan.ops:
-            return self._known_num_rows()
+            return PreparedPlan(self._plan).known_num_rows()
         return None

@@ -13,15 +13,18 @@ import pyarrow as pa
 
 from shardflow.engine.consumption import ConsumptionMixin
 from shardflow.engine.file_api import FileWriteMixin
-from shardflow.engine.logical import LimitOp, LogicalPlan, MapOp, WriteOp
-from shardflow.engine.transforms import (
-    AddColumnStage,
-    BatchMapStage,
-    ExprFilterStage,
-    FlatMapStage,
-    ProjectStage,
-    RowFilterStage,
-    RowMapStage,
+from shardflow.engine.logical import (
+    AddColumn,
+    FilterExpr,
+    FilterRows,
+    FlatMap,
+    Limit,
+    LogicalPlan,
+    MapBatches,
+    MapRows,
+    Project,
+    UDFCall,
+    Write,
 )
 from shardflow.engine.iteration import validate_batch_size
 from shardflow.sdk.block import validate_batch_format
@@ -31,8 +34,8 @@ from shardflow.sdk.expressions import Expr
 DEFAULT_BATCH_SIZE = 1024
 
 
-def _fn_name(fn: Any) -> str:
-    return getattr(fn, "__name__", None) or type(fn).__name__
+def _udf(fn: Any, fn_args: Any, fn_kwargs: Any, ctor_args: Any, ctor_kwargs: Any) -> UDFCall:
+    return UDFCall(fn, tuple(fn_args or ()), dict(fn_kwargs or {}), tuple(ctor_args or ()), dict(ctor_kwargs or {}))
 
 
 def _check_fn(fn: Any, method: str) -> None:
@@ -102,9 +105,7 @@ class Dataset(ConsumptionMixin, FileWriteMixin):
             [{'sq': 0}, {'sq': 1}, {'sq': 4}]
         """
         _check_fn(fn, "map")
-        stage = RowMapStage(fn, f"Map({_fn_name(fn)})", fn_args or (), fn_kwargs,
-                            fn_constructor_args or (), fn_constructor_kwargs)
-        return self._with(MapOp(stage, row_preserving=True))
+        return self._with(MapRows(_udf(fn, fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)))
 
     def map_batches(
         self,
@@ -149,11 +150,8 @@ class Dataset(ConsumptionMixin, FileWriteMixin):
         if batch_size != "auto":
             batch_size = validate_batch_size(batch_size)
         batch_format = validate_batch_format(batch_format)
-        stage = BatchMapStage(
-            fn, f"MapBatches({_fn_name(fn)})", batch_size, batch_format, fn_args or (), fn_kwargs,
-            fn_constructor_args or (), fn_constructor_kwargs, zero_copy_batch,
-        )
-        return self._with(MapOp(stage))
+        udf = _udf(fn, fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)
+        return self._with(MapBatches(udf, batch_size, batch_format, zero_copy_batch))
 
     def flat_map(
         self,
@@ -172,9 +170,7 @@ class Dataset(ConsumptionMixin, FileWriteMixin):
             [{'id': 0}, {'id': 0}, {'id': 1}, {'id': 1}]
         """
         _check_fn(fn, "flat_map")
-        stage = FlatMapStage(fn, f"FlatMap({_fn_name(fn)})", fn_args or (), fn_kwargs,
-                             fn_constructor_args or (), fn_constructor_kwargs)
-        return self._with(MapOp(stage))
+        return self._with(FlatMap(_udf(fn, fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)))
 
     def filter(
         self,
@@ -210,11 +206,9 @@ class Dataset(ConsumptionMixin, FileWriteMixin):
         if expr is not None:
             if not isinstance(expr, Expr):
                 raise TypeError(f"expr must be an expression built with sf.col(...); got {type(expr).__name__}.")
-            return self._with(MapOp(ExprFilterStage(expr, f"Filter({expr!r})")))
+            return self._with(FilterExpr(expr))
         _check_fn(fn, "filter")
-        stage = RowFilterStage(fn, f"Filter({_fn_name(fn)})", fn_args or (), fn_kwargs,
-                               fn_constructor_args or (), fn_constructor_kwargs)
-        return self._with(MapOp(stage))
+        return self._with(FilterRows(_udf(fn, fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)))
 
     def add_column(self, col: str, fn: Callable[[Any], Any], *, batch_format: Optional[str] = "pandas") -> "Dataset":
         """Add (or replace) column ``col`` computed by ``fn`` from each batch.
@@ -228,7 +222,7 @@ class Dataset(ConsumptionMixin, FileWriteMixin):
             raise TypeError(f"add_column needs a column name, got {col!r}.")
         _check_fn(fn, "add_column")
         batch_format = validate_batch_format(batch_format)
-        return self._with(MapOp(AddColumnStage(col, fn, f"AddColumn({col})", batch_format), row_preserving=True))
+        return self._with(AddColumn(col, fn, batch_format))
 
     def select_columns(self, cols: Union[str, List[str]]) -> "Dataset":
         """Keep only ``cols``, in that order.
@@ -239,7 +233,7 @@ class Dataset(ConsumptionMixin, FileWriteMixin):
             [{'b': 2}]
         """
         cols = _check_columns(cols, "select_columns")
-        return self._with(MapOp(ProjectStage(f"SelectColumns({cols})", select=cols), row_preserving=True))
+        return self._with(Project(select=tuple(cols)))
 
     def drop_columns(self, cols: Union[str, List[str]]) -> "Dataset":
         """Remove ``cols``.
@@ -250,7 +244,7 @@ class Dataset(ConsumptionMixin, FileWriteMixin):
             [{'a': 1}]
         """
         cols = _check_columns(cols, "drop_columns")
-        return self._with(MapOp(ProjectStage(f"DropColumns({cols})", drop=cols), row_preserving=True))
+        return self._with(Project(drop=tuple(cols)))
 
     def rename_columns(self, names: Union[Dict[str, str], List[str]]) -> "Dataset":
         """Rename columns with a mapping ``{old: new}`` (or a full list of new names).
@@ -273,7 +267,7 @@ class Dataset(ConsumptionMixin, FileWriteMixin):
             raise TypeError("rename_columns takes a dict of {old name: new name} or a list of new names.")
         if len(set(names.values())) != len(names):
             raise ValueError(f"rename_columns would give two columns the same name: {names!r}.")
-        return self._with(MapOp(ProjectStage(f"RenameColumns({names})", rename=dict(names)), row_preserving=True))
+        return self._with(Project(rename=dict(names)))
 
     def limit(self, limit: int) -> "Dataset":
         """Keep only the first ``limit`` rows.
@@ -287,7 +281,7 @@ class Dataset(ConsumptionMixin, FileWriteMixin):
             raise TypeError(f"limit must be an int, got {limit!r}.")
         if limit < 0:
             raise ValueError(f"limit must be >= 0, got {limit}.")
-        return self._with(LimitOp(limit))
+        return self._with(Limit(limit))
 
     # -- writes -------------------------------------------------------------------------
 
@@ -318,7 +312,7 @@ class Dataset(ConsumptionMixin, FileWriteMixin):
         write_uuid = uuid.uuid4().hex
         datasink.on_write_start(self._cheap_schema())
         try:
-            outputs = self._execute_blocks(self._plan.with_op(WriteOp(datasink, write_uuid)))
+            outputs = self._execute_blocks(self._plan.with_op(Write(datasink, write_uuid)))
             returns, rows, size = decode_write_returns(outputs)
         except BaseException as exc:
             datasink.on_write_failed(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))

@@ -1,127 +1,43 @@
-"""The streaming executor: pulls blocks through a chain of operators under a memory budget.
+"""The streaming executor: a generic loop over physical operators under a memory budget.
 
-A scheduling thread launches tasks on the backend, routes produced blocks to the next
-operator (in input order when ``preserve_order``), and hands final blocks to the consumer.
-Memory is bounded two ways: new read tasks start only while the budget has room, and every
-task waits at its gate before producing each block (backpressure). Downstream operators are
-served first, and no operator takes every worker slot while another has work, so reads are
-never starved and memory drains before more is read.
+One scheduling thread per execution repeats three steps until the last operator completes:
+move every ready output bundle to the operator that consumes it (or to the user), grant free
+worker slots to operators that have a task to start (downstream operators first, and no
+operator takes every slot while another has work), then hand each task event to the operator
+that launched the task. The loop never looks at an operator's kind: operators follow the
+protocol in engine/operators/base.py.
+
+Memory is bounded by the budget (engine/memory.py): operators that start new work check it,
+and every task waits at its gate before producing each block (backpressure).
 """
 
 from __future__ import annotations
 
-import itertools
 import queue
 import threading
 import time
-from collections import deque
-from typing import Any, Deque, Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from shardflow.engine.backends.base import Backend, TaskSpec
-from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR
+from shardflow.engine.backends.base import Backend
+from shardflow.engine.backends.task_runner import DONE, ERROR
 from shardflow.engine.context import DataContext
 from shardflow.engine.memory import MemoryBudget
-from shardflow.engine.physical import LimitOperator, MapOperator, PhysicalPlan
+from shardflow.engine.operators.base import OperatorRuntime, PhysicalOperator
+from shardflow.engine.physical import PhysicalPlan
 from shardflow.engine.progress import ProgressBars
-from shardflow.engine.stats import ExecutionStats, OperatorStats
+from shardflow.engine.refs import RefBundle
+from shardflow.engine.stats import ExecutionStats
 from shardflow.sdk.block import BlockMetadata
-from shardflow.sdk.datasink import TaskContext
-from shardflow.sdk.datasource import ReadTask
 
 _END = object()
-_task_ids = itertools.count()
-
-
-class Bundle(NamedTuple):
-    """A block reference with its metadata; ``charge`` is what it counts in the budget."""
-
-    ref: Any
-    meta: BlockMetadata
-    charge: int
-
-
-class _Task:
-    def __init__(self, op: "_OpState", index: int, inputs: List[Bundle]):
-        self.id = next(_task_ids)
-        self.op = op
-        self.index = index
-        self.inputs = inputs
-        self.started = time.perf_counter()
-
-
-class _OpState:
-    def __init__(self, position: int, op: Any):
-        self.position = position
-        self.op = op
-        self.stats = OperatorStats(op.name)
-        self.inputs: Deque[Bundle] = deque()
-        self.inputs_done = False
-        self.running: Dict[int, _Task] = {}
-        self.next_index = 0
-        self.outputs: Dict[int, Deque[Bundle]] = {}
-        self.finished: set = set()
-        self.head = 0
-        self.cancelled = False
-        self.done = False
-        self.queued_bytes = 0
-        self.est_block_bytes = 0
-        self.remaining = op.limit if isinstance(op, LimitOperator) else None
-        self.total_inputs: Optional[int] = None
-
-    @property
-    def is_map(self) -> bool:
-        return isinstance(self.op, MapOperator)
-
-    def has_work(self) -> bool:
-        return bool(self.inputs) or bool(self.running)
-
-
-class _Gate:
-    """The per-task gate handed to the backend (see backends.base.Gate)."""
-
-    def __init__(self, executor: "StreamingExecutor", task: _Task):
-        self._executor = executor
-        self._task = task
-        self._reserved = 0
-
-    def _is_head(self) -> bool:
-        return self._executor.preserve_order and self._task.op.head == self._task.index
-
-    def _exempt(self) -> bool:
-        # The head of an ordered stream may pass a full budget only when nothing delivered
-        # waits for the consumer; otherwise the consumer frees room as it reads.
-        return self._is_head() and self._executor._out.empty()
-
-    def _cancelled(self) -> bool:
-        return self._executor.cancelled.is_set() or self._task.op.cancelled
-
-    def acquire(self) -> bool:
-        est = self._task.op.est_block_bytes
-        # Tasks behind the head leave room for one block of the head, which ordered output
-        # waits for, so that the head rarely needs its exemption.
-        headroom = est if self._executor.preserve_order and not self._is_head() else 0
-        ok = self._executor.budget.reserve(est, self._exempt, self._cancelled, headroom)
-        self._reserved = est if ok else 0
-        return ok
-
-    def produced(self, nbytes: int) -> None:
-        self._executor.budget.commit(self._reserved, nbytes)
-        self._reserved = 0
-        op = self._task.op
-        if nbytes > op.est_block_bytes:
-            op.est_block_bytes = nbytes
-
-    def unused(self) -> None:
-        if self._reserved:
-            self._executor.budget.unreserve(self._reserved)
-            self._reserved = 0
+_WAIT_S = 0.05
 
 
 class StreamingExecutor:
-    """Executes a physical plan, yielding output bundles in order.
+    """Executes a physical plan, yielding ``(reference, metadata)`` of its output blocks.
 
-    Iterate it once; ``stats`` is filled as it runs. Closing the iterator early (or an
-    error) cancels outstanding work.
+    Iterate it once; ``stats`` is filled as it runs. Closing the iterator early (or an error)
+    cancels outstanding work.
     """
 
     def __init__(self, plan: PhysicalPlan, backend: Backend, context: DataContext):
@@ -129,23 +45,32 @@ class StreamingExecutor:
         self.plan = plan
         self.backend = backend
         self.context = context
-        self.preserve_order = context.preserve_order
         self.budget = MemoryBudget(context.memory_budget_bytes)
         self.cancelled = threading.Event()
         self._events: "queue.Queue" = queue.Queue()
         self._out: "queue.Queue" = queue.Queue()
-        self._ops = [_OpState(i, op) for i, op in enumerate(plan.operators)]
-        self.stats = ExecutionStats(backend.name, context.memory_budget_bytes, [s.stats for s in self._ops])
+        self._ops: List[PhysicalOperator] = plan.operators
+        self._consumer: Dict[int, Tuple[PhysicalOperator, int]] = {}
+        for op in self._ops:
+            for index, upstream in enumerate(op.input_ops):
+                self._consumer[id(upstream)] = (op, index)
+        self._done: set = set()
+        self._stopped: set = set()
+        self.runtime = OperatorRuntime(
+            backend, self.budget, context, self._events, self._out.empty, self.cancelled
+        )
+        shown = [op for op in self._ops if op.shown_in_stats]
+        self.stats = ExecutionStats(backend.name, context.memory_budget_bytes, [op.stats for op in shown])
         self._thread: Optional[threading.Thread] = None
         self._started_at = 0.0
         self._bars: Optional[ProgressBars] = None
-        self._source_bundles: Optional[List[Bundle]] = None
+        self._shown = shown
 
     # -- consumer side ------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Tuple[Any, BlockMetadata]]:
         self._start()
-        held: Optional[Bundle] = None
+        held: Optional[RefBundle] = None
         try:
             while True:
                 item = self._out.get()
@@ -166,7 +91,7 @@ class StreamingExecutor:
             self.shutdown()
 
     def shutdown(self) -> None:
-        """Stop all work and wait for the scheduling thread."""
+        """Stop all work, wait for the scheduling thread, and remove temporary files."""
         self.cancelled.set()
         self.budget.wake()
         if self._thread is not None and self._thread is not threading.current_thread():
@@ -175,6 +100,7 @@ class StreamingExecutor:
 
     def _finish_stats(self) -> None:
         self.stats.peak_bytes_in_flight = self.budget.peak
+        self.stats.bytes_spilled = sum(op.stats.bytes_spilled for op in self._ops)
         if self._started_at:
             self.stats.wall_time_s = time.perf_counter() - self._started_at
         if self._bars is not None:
@@ -184,45 +110,36 @@ class StreamingExecutor:
 
     def _start(self) -> None:
         self._started_at = time.perf_counter()
-        first = self._ops[0] if self._ops else None
-        metas = self.plan.source_metadata or [_meta_of_source(i) for i in self.plan.source_items]
-        items = [(self.backend.prepare_source_item(i), m) for i, m in zip(self.plan.source_items, metas)]
-        if first is None:
-            for item, meta in items:
-                self._out.put(Bundle(item, meta, 0))
-            self._out.put(_END)
-            return
-        if first.is_map:
-            for item, meta in items:
-                first.inputs.append(Bundle(item, meta, 0))
-            first.inputs_done = True
-        else:
-            self._source_bundles = [Bundle(item, meta, 0) for item, meta in items]
-        first.total_inputs = len(items)
+        for op in self._ops:
+            op.start(self.runtime)
         self._bars = ProgressBars(
-            [s.stats for s in self._ops],
-            [first.total_inputs] + [None] * (len(self._ops) - 1),
+            [op.stats for op in self._shown],
+            [None] * len(self._shown),
             self.context.progress_bars_enabled(),
-            [s.is_map for s in self._ops],
+            [getattr(op, "runs_tasks", False) for op in self._shown],
         )
         self._thread = threading.Thread(target=self._run, name="shardflow-executor", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
+        ended = False
         try:
-            if self._source_bundles is not None:
-                for bundle in self._source_bundles:
-                    self._deliver(0, bundle)
-                self._ops[0].inputs_done = True
-                self._source_bundles = None
-            while not self._all_done():
+            while True:
                 if self.cancelled.is_set():
-                    self._cancel_running()
-                    if not any(s.running for s in self._ops):
+                    self._cancel_all()
+                    if not self.runtime.num_running():
                         return
-                self._dispatch()
+                if self._route():
+                    if not ended:
+                        ended = True
+                        self._out.put(_END)
+                    # Tasks of operators stopped by a limit may still be finishing.
+                    if not self.runtime.num_running():
+                        return
+                else:
+                    self._dispatch()
                 try:
-                    event = self._events.get(timeout=0.05)
+                    event = self._events.get(timeout=_WAIT_S)
                 except queue.Empty:
                     continue
                 self._handle(event)
@@ -231,233 +148,111 @@ class StreamingExecutor:
                         self._handle(self._events.get_nowait())
                     except queue.Empty:
                         break
-            self._out.put(_END)
         except BaseException as exc:
             self.cancelled.set()
-            self._cancel_running()
+            self._cancel_all()
             self._wait_for_running(timeout_s=10)
-            self._out.put(exc)
+            if not ended:
+                self._out.put(exc)
+        finally:
+            for op in self._ops:
+                try:
+                    op.shutdown()
+                except Exception:
+                    pass
+            self.runtime.remove_spill_dir()
 
-    def _all_done(self) -> bool:
-        self._route()
-        for state in self._ops:
-            if not state.done:
-                if state.cancelled and not state.running:
-                    state.done = True
-                    state.stats.mark_finished()
-                elif state.inputs_done and not state.inputs and not state.running and not state.outputs:
-                    state.done = True
-                    state.stats.mark_finished()
-                    if state.position + 1 < len(self._ops):
-                        self._ops[state.position + 1].inputs_done = True
-                    if state.is_map and self._bars is not None:
-                        self._bars.update(state.position, state.stats, state.next_index)
-            if not state.done:
-                return False
-        return True
+    def _route(self) -> bool:
+        """Move ready outputs downstream and propagate completion; True when all is done."""
+        moved = True
+        while moved:
+            moved = False
+            for op in self._ops:
+                consumer = self._consumer.get(id(op))
+                while op.has_next():
+                    bundle = op.get_next()
+                    moved = True
+                    if consumer is None:
+                        self._out.put(bundle)
+                    elif consumer[0].needs_more_input() and not consumer[0].cancelled:
+                        consumer[0].add_input(bundle, consumer[1])
+                    else:
+                        self.budget.release(bundle.charge)
+                if id(op) not in self._done and op.completed():
+                    self._done.add(id(op))
+                    op.stats.mark_finished()
+                    self._update_bar(op)
+                    moved = True
+                    if consumer is not None:
+                        consumer[0].input_done(consumer[1])
+                if id(op) not in self._stopped and not op.needs_more_input():
+                    self._stopped.add(id(op))
+                    self._stop_upstream(op)
+                    moved = True
+        return id(self._ops[-1]) in self._done
+
+    def _stop_upstream(self, op: PhysicalOperator) -> None:
+        """``op`` needs no more input: cancel everything that only feeds it."""
+        for index, upstream in enumerate(op.input_ops):
+            for node in _ancestors(upstream):
+                if not node.cancelled and id(node) not in self._done:
+                    node.cancel()
+            op.input_done(index)
+        self.budget.wake()
 
     def _dispatch(self) -> None:
-        maps = [s for s in self._ops if s.is_map]
-        for state in reversed(maps):
-            kind = state.op.kind
-            slots = self.backend.num_slots(kind)
-            others = sum(1 for s in maps if s is not state and s.op.kind == kind and s.has_work() and not s.cancelled)
-            cap = max(1, slots - others)
-            while state.inputs and not state.cancelled and self._enough_input(state):
-                busy = sum(len(s.running) for s in maps if s.op.kind == kind)
-                if busy >= slots or len(state.running) >= cap:
+        active = [op for op in self._ops if not op.cancelled and id(op) not in self._done]
+        for op in reversed(active):
+            while True:
+                kind = op.next_task_kind()
+                if kind is None:
                     break
-                if state.position == 0 and not self._source_has_room(state):
+                slots = self.backend.num_slots(kind)
+                others = sum(1 for o in active if o is not op and o.has_pending_work(kind))
+                cap = max(1, slots - others)
+                if self.runtime.num_running(kind) >= slots or self.runtime.num_running(op=op) >= cap:
                     break
-                self._launch(state)
-
-    def _enough_input(self, state: _OpState) -> bool:
-        """An operator with ``min_rows_per_task`` waits until its queued inputs reach it."""
-        need = state.op.min_rows_per_task
-        if not need or state.inputs_done:
-            return True
-        return sum(b.meta.num_rows or 0 for b in state.inputs) >= need
-
-    def _take_inputs(self, state: _OpState) -> List[Bundle]:
-        need = state.op.min_rows_per_task
-        taken = [state.inputs.popleft()]
-        rows = taken[0].meta.num_rows or 0
-        while need and rows < need and state.inputs:
-            bundle = state.inputs.popleft()
-            taken.append(bundle)
-            rows += bundle.meta.num_rows or 0
-        return taken
-
-    def _source_has_room(self, state: _OpState) -> bool:
-        return self.budget.has_room(state.est_block_bytes)
-
-    def _launch(self, state: _OpState) -> None:
-        bundles = self._take_inputs(state)
-        task = _Task(state, state.next_index, bundles)
-        state.next_index += 1
-        state.running[task.id] = task
-        state.outputs.setdefault(task.index, deque())
-        state.stats.tasks += 1
-        state.stats.mark_started()
-        spec = TaskSpec(
-            task_id=task.id,
-            op_name=state.op.name,
-            transform=state.op.transform,
-            inputs=[bundle.ref for bundle in bundles],
-            ctx=TaskContext(task_idx=task.index, op_name=state.op.name),
-            kind=state.op.kind,
-            events=self._events,
-            gate=_Gate(self, task),
-        )
-        self.backend.launch(spec)
+                op.launch_next()
 
     def _handle(self, event: tuple) -> None:
         kind, task_id, payload, meta = event
-        task = self._find_task(task_id)
-        if task is None:
+        op = self.runtime.owner(task_id)
+        if op is None:
             return
-        state = task.op
-        if kind == BLOCK:
-            bundle = Bundle(payload, meta, meta.size_bytes or 0)
-            if state.cancelled:
-                self.budget.release(bundle.charge)
-                return
-            state.outputs[task.index].append(bundle)
-            state.queued_bytes += bundle.charge
-            state.stats.peak_queued_bytes = max(state.stats.peak_queued_bytes, state.queued_bytes)
-            state.stats.rows_out += meta.num_rows or 0
-            state.stats.bytes_out += meta.size_bytes or 0
-        elif kind == DONE:
-            if payload:  # per-task counters (sdk.task_stats), e.g. files skipped as unreadable
-                state.stats.skipped_files += payload.get("skipped_files", 0)
-            self._task_finished(task)
-        elif kind == ERROR:
-            self._task_finished(task)
-            if state.cancelled:
-                return
-            raise payload.to_exception()
+        try:
+            op.on_task_event(task_id, kind, payload, meta)
+        finally:
+            if kind in (DONE, ERROR):
+                self.runtime.task_finished(task_id)
+                self._update_bar(op)
 
-    def _find_task(self, task_id: int) -> Optional[_Task]:
-        for state in self._ops:
-            task = state.running.get(task_id)
-            if task is not None:
-                return task
-        return None
+    def _update_bar(self, op: PhysicalOperator) -> None:
+        if self._bars is not None and op in self._shown:
+            total = getattr(op, "inputs_received", None) if op.inputs_complete else None
+            self._bars.update(self._shown.index(op), op.stats, total)
 
-    def _task_finished(self, task: _Task) -> None:
-        state = task.op
-        del state.running[task.id]
-        state.finished.add(task.index)
-        for bundle in task.inputs:
-            self.budget.release(bundle.charge)
-        state.stats.tasks_finished += 1
-        state.stats.task_time_s += time.perf_counter() - task.started
-        if self._bars is not None:
-            self._bars.update(state.position, state.stats, state.total_inputs)
-
-    # -- routing ------------------------------------------------------------------------
-
-    def _route(self) -> None:
-        for state in self._ops:
-            if not state.is_map:
-                continue
-            for bundle in list(self._ready_outputs(state)):
-                state.queued_bytes -= bundle.charge
-                self._deliver(state.position + 1, bundle)
-
-    def _ready_outputs(self, state: _OpState) -> Iterator[Bundle]:
-        if not self.preserve_order:
-            for index in list(state.outputs):
-                queue_ = state.outputs[index]
-                while queue_:
-                    yield queue_.popleft()
-                if index in state.finished:
-                    del state.outputs[index]
-            return
-        while state.head in state.outputs:
-            queue_ = state.outputs[state.head]
-            while queue_:
-                yield queue_.popleft()
-            if state.head in state.finished:
-                del state.outputs[state.head]
-                state.head += 1
-            else:
-                break
-
-    def _deliver(self, position: int, bundle: Bundle) -> None:
-        if position >= len(self._ops):
-            self._out.put(bundle)
-            return
-        state = self._ops[position]
-        if state.is_map:
-            if state.cancelled:
-                self.budget.release(bundle.charge)
-                return
-            state.inputs.append(bundle)
-            if state.total_inputs is None:
-                state.total_inputs = 0
-            state.total_inputs += 1
-            return
-        self._apply_limit(state, bundle)
-
-    def _apply_limit(self, state: _OpState, bundle: Bundle) -> None:
-        state.stats.mark_started()
-        if state.remaining <= 0:
-            self.budget.release(bundle.charge)
-            return
-        rows = bundle.meta.num_rows or 0
-        if rows > state.remaining:
-            block = self.backend.get(bundle.ref).slice(0, state.remaining)
-            self.budget.release(bundle.charge)
-            bundle = Bundle(self.backend.put(block), BlockMetadata.of(block), block.nbytes)
-            self.budget.add(bundle.charge)
-            rows = block.num_rows
-        state.remaining -= rows
-        state.stats.rows_out += rows
-        state.stats.bytes_out += bundle.meta.size_bytes or 0
-        self._deliver(state.position + 1, bundle)
-        if state.remaining <= 0:
-            self._stop_upstream(state.position)
-            state.inputs_done = True
-
-    def _stop_upstream(self, position: int) -> None:
-        for state in self._ops[:position]:
-            if state.cancelled or state.done:
-                continue
-            state.cancelled = True
-            for bundle in state.inputs:
-                self.budget.release(bundle.charge)
-            state.inputs.clear()
-            for queue_ in state.outputs.values():
-                for bundle in queue_:
-                    self.budget.release(bundle.charge)
-            state.outputs.clear()
-            state.queued_bytes = 0
-            for task_id in list(state.running):
-                self.backend.cancel(task_id)
-        self.budget.wake()
-
-    def _cancel_running(self) -> None:
-        for state in self._ops:
-            if not state.cancelled:
-                state.cancelled = True
-                for task_id in list(state.running):
-                    self.backend.cancel(task_id)
+    def _cancel_all(self) -> None:
+        for op in self._ops:
+            if not op.cancelled:
+                op.cancel()
         self.budget.wake()
 
     def _wait_for_running(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        while any(s.running for s in self._ops) and time.monotonic() < deadline:
+        while self.runtime.num_running() and time.monotonic() < deadline:
             try:
-                event = self._events.get(timeout=0.05)
+                event = self._events.get(timeout=_WAIT_S)
             except queue.Empty:
                 continue
-            task = self._find_task(event[1])
-            if task is not None and event[0] in (DONE, ERROR):
-                self._task_finished(task)
+            try:
+                self._handle(event)
+            except BaseException:
+                pass
 
 
-def _meta_of_source(item: Any) -> BlockMetadata:
-    if isinstance(item, ReadTask):
-        return item.metadata
-    return BlockMetadata(getattr(item, "num_rows", None), getattr(item, "nbytes", None))
+def _ancestors(op: PhysicalOperator) -> List[PhysicalOperator]:
+    """``op`` and every operator upstream of it."""
+    found = [op]
+    for upstream in op.input_ops:
+        found.extend(_ancestors(upstream))
+    return found

@@ -1,17 +1,27 @@
-"""The logical plan: a source and the chain of operations a Dataset was built from."""
+"""The logical plan: a source and the operations a Dataset was built from, as plain data.
+
+Logical operators hold only what the user asked for (a function and its arguments, a key, a
+seed, a number of outputs); nothing here runs. The optimizer rewrites plans of these values,
+and the planner turns them into physical operators (engine/planner.py).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Tuple
 
-import pyarrow as pa
-
-from shardflow.engine.transforms import ExprFilterStage, ProjectStage, RowMapStage, Stage
 from shardflow.sdk.datasource import Datasource
+from shardflow.sdk.expressions import Expr
 
 
-@dataclass(frozen=True)
+def _fn_name(fn: Any) -> str:
+    return getattr(fn, "__name__", None) or type(fn).__name__
+
+
+# -- sources ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
 class ReadSource:
     """Read through a Datasource.
 
@@ -30,42 +40,142 @@ class ReadSource:
         return f"Read{self.datasource.get_name()}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class BlocksSource:
-    """Blocks already in memory (from_items, from_pandas, materialize, ...)."""
+    """Blocks already computed (from_items, from_pandas, materialize, splits, ...).
+
+    ``blocks`` holds tables or block references (engine.refs); ``metadata`` one
+    BlockMetadata per block when known.
+    """
 
     blocks: Tuple[Any, ...]
     name: str = "FromBlocks"
     metadata: Optional[Tuple[Any, ...]] = None
 
 
-@dataclass(frozen=True)
-class MapOp:
-    """A map-like operation that fuses into tasks: one stage of a FusedTransform.
+# -- one-to-one operations (fused into tasks) --------------------------------------------
 
-    ``row_preserving`` marks operations that keep the number and order of rows (a limit may
-    be pushed past them).
+
+@dataclass(frozen=True, eq=False)
+class UDFCall:
+    """A user function and the arguments it is called or constructed with."""
+
+    fn: Any
+    fn_args: Tuple[Any, ...] = ()
+    fn_kwargs: Dict[str, Any] = field(default_factory=dict)
+    fn_constructor_args: Tuple[Any, ...] = ()
+    fn_constructor_kwargs: Dict[str, Any] = field(default_factory=dict)
+
+
+class MapLike:
+    """Marker of operations that run inside map tasks and fuse with their neighbours.
+
+    ``row_preserving`` marks those that keep the number and order of rows (a limit may be
+    pushed past them, and a known row count stays known).
     """
 
-    stage: Stage
-    row_preserving: bool = False
+    row_preserving = False
+
+
+@dataclass(frozen=True, eq=False)
+class MapRows(MapLike):
+    udf: UDFCall
+    row_preserving = True
 
     @property
     def name(self) -> str:
-        return self.stage.name
+        return f"Map({_fn_name(self.udf.fn)})"
 
 
-@dataclass(frozen=True)
-class LimitOp:
-    limit: int
+@dataclass(frozen=True, eq=False)
+class FlatMap(MapLike):
+    udf: UDFCall
 
     @property
     def name(self) -> str:
-        return f"Limit[{self.limit}]"
+        return f"FlatMap({_fn_name(self.udf.fn)})"
 
 
-@dataclass(frozen=True)
-class WriteOp:
+@dataclass(frozen=True, eq=False)
+class FilterRows(MapLike):
+    udf: UDFCall
+
+    @property
+    def name(self) -> str:
+        return f"Filter({_fn_name(self.udf.fn)})"
+
+
+@dataclass(frozen=True, eq=False)
+class FilterExpr(MapLike):
+    expr: Expr
+
+    @property
+    def name(self) -> str:
+        return f"Filter({self.expr!r})"
+
+
+@dataclass(frozen=True, eq=False)
+class MapBatches(MapLike):
+    udf: UDFCall
+    batch_size: Any = None
+    batch_format: str = "numpy"
+    zero_copy_batch: bool = True
+
+    @property
+    def name(self) -> str:
+        return f"MapBatches({_fn_name(self.udf.fn)})"
+
+
+@dataclass(frozen=True, eq=False)
+class Project(MapLike):
+    """select_columns, drop_columns or rename_columns (exactly one of the three is set)."""
+
+    select: Optional[Tuple[str, ...]] = None
+    drop: Optional[Tuple[str, ...]] = None
+    rename: Optional[Dict[str, str]] = None
+    row_preserving = True
+
+    @property
+    def name(self) -> str:
+        if self.select is not None:
+            return f"SelectColumns({list(self.select)})"
+        if self.drop is not None:
+            return f"DropColumns({list(self.drop)})"
+        return f"RenameColumns({self.rename})"
+
+
+@dataclass(frozen=True, eq=False)
+class AddColumn(MapLike):
+    col: str
+    fn: Any
+    batch_format: str = "pandas"
+    row_preserving = True
+
+    @property
+    def name(self) -> str:
+        return f"AddColumn({self.col})"
+
+
+@dataclass(frozen=True, eq=False)
+class RandomSample(MapLike):
+    """Keep each row with probability ``fraction``."""
+
+    fraction: float
+    seed: Optional[int] = None
+
+    @property
+    def name(self) -> str:
+        return f"RandomSample({self.fraction})"
+
+
+@dataclass(frozen=True, eq=False)
+class PartialAggregate(MapLike):
+    aggs: Tuple[Any, ...]
+    name: str = "Aggregate"
+
+
+@dataclass(frozen=True, eq=False)
+class Write:
     datasink: Any
     write_uuid: str = ""
 
@@ -74,9 +184,123 @@ class WriteOp:
         return f"Write{self.datasink.get_name()}"
 
 
+# -- operations on the whole stream -------------------------------------------------------
+
+
 @dataclass(frozen=True)
+class Limit:
+    limit: int
+
+    @property
+    def name(self) -> str:
+        return f"Limit[{self.limit}]"
+
+
+@dataclass(frozen=True, eq=False)
+class SortKey:
+    """Columns to order by, each ascending or descending; nulls always last."""
+
+    columns: Tuple[str, ...]
+    descending: Tuple[bool, ...]
+
+    def arrow_sort_keys(self) -> List[Tuple[str, str, str]]:
+        return [
+            (c, "descending" if d else "ascending", "at_end")
+            for c, d in zip(self.columns, self.descending)
+        ]
+
+
+@dataclass(frozen=True, eq=False)
+class RandomShuffle:
+    seed: Optional[int] = None
+    num_blocks: Optional[int] = None
+    name: str = "RandomShuffle"
+
+
+@dataclass(frozen=True, eq=False)
+class RandomizeBlockOrder:
+    seed: Optional[int] = None
+    name: str = "RandomizeBlockOrder"
+
+
+@dataclass(frozen=True, eq=False)
+class Repartition:
+    """Ray's repartition: split/merge in order, shuffle, hash by keys, or rows per block."""
+
+    num_blocks: Optional[int] = None
+    target_num_rows_per_block: Optional[int] = None
+    strict: bool = False
+    shuffle: bool = False
+    keys: Optional[Tuple[str, ...]] = None
+    sort: bool = False
+
+    @property
+    def name(self) -> str:
+        return "Repartition"
+
+
+@dataclass(frozen=True, eq=False)
+class Sort:
+    key: SortKey
+    boundaries: Optional[Tuple[Any, ...]] = None
+    name: str = "Sort"
+
+
+@dataclass(frozen=True, eq=False)
+class Aggregate:
+    """Group by ``keys`` (empty for one group over everything) and compute ``aggs``."""
+
+    keys: Tuple[str, ...]
+    aggs: Tuple[Any, ...]
+    num_partitions: Optional[int] = None
+    name: str = "Aggregate"
+
+
+@dataclass(frozen=True, eq=False)
+class MapGroups:
+    keys: Tuple[str, ...]
+    udf: UDFCall
+    batch_format: str = "numpy"
+    num_partitions: Optional[int] = None
+
+    @property
+    def name(self) -> str:
+        return f"MapGroups({_fn_name(self.udf.fn)})"
+
+
+@dataclass(frozen=True, eq=False)
+class Union:
+    others: Tuple["LogicalPlan", ...]
+    name: str = "Union"
+
+
+@dataclass(frozen=True, eq=False)
+class Zip:
+    others: Tuple["LogicalPlan", ...]
+    name: str = "Zip"
+
+
+@dataclass(frozen=True, eq=False)
+class Join:
+    right: "LogicalPlan"
+    join_type: str
+    on: Tuple[str, ...]
+    right_on: Tuple[str, ...]
+    left_suffix: Optional[str] = None
+    right_suffix: Optional[str] = None
+    num_partitions: Optional[int] = None
+    name: str = "Join"
+
+
+# -- the plan -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
 class LogicalPlan:
-    """A source and its operations, oldest first. Immutable: each Dataset call makes a new one."""
+    """A source and its operations, oldest first. Immutable: each Dataset call makes a new one.
+
+    Operations that combine datasets (Union, Zip, Join) hold the other plans.
+    """
 
     source: Any
     ops: Tuple[Any, ...] = field(default_factory=tuple)
@@ -88,31 +312,23 @@ class LogicalPlan:
         return [self.source.name] + [op.name for op in self.ops]
 
 
-def is_projection(op: Any) -> bool:
-    return isinstance(op, MapOp) and isinstance(op.stage, ProjectStage)
+def is_row_preserving(op: Any) -> bool:
+    return isinstance(op, MapLike) and op.row_preserving
 
 
-def is_expr_filter(op: Any) -> bool:
-    return isinstance(op, MapOp) and isinstance(op.stage, ExprFilterStage)
-
-
-def is_row_map(op: Any) -> bool:
-    return isinstance(op, MapOp) and isinstance(op.stage, RowMapStage)
-
-
-def projection_map_of(stage: ProjectStage, current: Optional[Dict[str, str]]) -> Optional[Dict[str, str]]:
+def projection_map_of(op: Project, current: Optional[Dict[str, str]]) -> Optional[Dict[str, str]]:
     """Compose a select or rename with the current {source column: output name} map.
 
-    Returns None when the stage cannot be expressed as a projection map (a drop without a
+    Returns None when the operation cannot be expressed as a projection map (a drop without a
     known column list).
     """
-    if stage.select is not None:
+    if op.select is not None:
         if current is None:
-            return {c: c for c in stage.select}
+            return {c: c for c in op.select}
         inverse = {out: src for src, out in current.items()}
-        if any(c not in inverse for c in stage.select):
+        if any(c not in inverse for c in op.select):
             return None
-        return {inverse[c]: c for c in stage.select}
-    if stage.rename is not None and current is not None:
-        return {src: stage.rename.get(out, out) for src, out in current.items()}
+        return {inverse[c]: c for c in op.select}
+    if op.rename is not None and current is not None:
+        return {src: op.rename.get(out, out) for src, out in current.items()}
     return None

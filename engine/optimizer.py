@@ -10,19 +10,26 @@ from dataclasses import replace
 from typing import Any, List
 
 from shardflow.engine.logical import (
-    LimitOp,
+    FilterExpr,
+    Join,
+    Limit,
     LogicalPlan,
-    MapOp,
+    Project,
     ReadSource,
-    is_expr_filter,
-    is_projection,
+    is_row_preserving,
+    Union,
+    Zip,
     projection_map_of,
 )
 from shardflow.sdk.expressions import and_all
 
 
 def optimize(plan: LogicalPlan) -> LogicalPlan:
-    """Apply every rule; the result computes exactly the same rows as ``plan``."""
+    """Apply every rule; the result computes exactly the same rows as ``plan``.
+
+    Plans held by operations that combine datasets (union, zip, join) are optimized too.
+    """
+    plan = replace(plan, ops=tuple(_optimize_inputs(op) for op in plan.ops))
     plan = _merge_limits(plan)
     plan = _push_filters(plan)
     plan = _push_projection(plan)
@@ -30,11 +37,19 @@ def optimize(plan: LogicalPlan) -> LogicalPlan:
     return plan
 
 
+def _optimize_inputs(op: Any) -> Any:
+    if isinstance(op, (Union, Zip)):
+        return replace(op, others=tuple(optimize(p) for p in op.others))
+    if isinstance(op, Join):
+        return replace(op, right=optimize(op.right))
+    return op
+
+
 def _merge_limits(plan: LogicalPlan) -> LogicalPlan:
     ops: List[Any] = []
     for op in plan.ops:
-        if isinstance(op, LimitOp) and ops and isinstance(ops[-1], LimitOp):
-            ops[-1] = LimitOp(min(ops[-1].limit, op.limit))
+        if isinstance(op, Limit) and ops and isinstance(ops[-1], Limit):
+            ops[-1] = Limit(min(ops[-1].limit, op.limit))
         else:
             ops.append(op)
     return replace(plan, ops=tuple(ops))
@@ -47,12 +62,12 @@ def _push_filters(plan: LogicalPlan) -> LogicalPlan:
         return plan
     leading = []
     for op in plan.ops:
-        if not is_expr_filter(op):
+        if not isinstance(op, FilterExpr):
             break
         leading.append(op)
     if not leading:
         return plan
-    datasource = source.datasource.apply_predicate(and_all(op.stage.expr for op in leading))
+    datasource = source.datasource.apply_predicate(and_all(op.expr for op in leading))
     rest = plan.ops[len(leading):]
     if not datasource.is_predicate_pushdown_exact():
         rest = tuple(leading) + rest
@@ -66,17 +81,17 @@ def _push_projection(plan: LogicalPlan) -> LogicalPlan:
         return plan
     ops = list(plan.ops)
     filters = []
-    while ops and is_expr_filter(ops[0]):
+    while ops and isinstance(ops[0], FilterExpr):
         filters.append(ops.pop(0))
     needed = set()
     for op in filters:
-        needed |= op.stage.expr.referenced_columns()
+        needed |= op.expr.referenced_columns()
     current = source.datasource.get_projection_map()
     pushed = 0
     for op in ops:
-        if not is_projection(op):
+        if not isinstance(op, Project):
             break
-        new_map = projection_map_of(op.stage, current)
+        new_map = projection_map_of(op, current)
         if new_map is None:
             break
         if not needed <= {src for src, out in new_map.items() if src == out}:
@@ -95,11 +110,11 @@ def _push_limit(plan: LogicalPlan) -> LogicalPlan:
     if not isinstance(source, ReadSource):
         return plan
     for op in plan.ops:
-        if isinstance(op, LimitOp):
+        if isinstance(op, Limit):
             limit = op.limit
             if source.per_task_row_limit is not None:
                 limit = min(limit, source.per_task_row_limit)
             return LogicalPlan(replace(source, per_task_row_limit=limit), plan.ops)
-        if not (isinstance(op, MapOp) and op.row_preserving):
+        if not is_row_preserving(op):
             return plan
     return plan

@@ -1,19 +1,40 @@
-"""From an optimized logical plan to a physical plan of fused operators."""
+"""From an optimized logical plan to physical operators.
+
+Runs of one-to-one operations fuse into one MapOperator whose tasks run every stage back to
+back; a read fuses with the operations that follow it. Limits, exchanges (shuffle, sort,
+aggregate, repartition), unions, zips and joins become operators of their own. Read tasks are
+planned once per execution: ``ReadTaskCache`` remembers them for the metadata questions
+(count, schema) asked before the same plan runs.
+"""
 
 from __future__ import annotations
 
 import inspect
 import logging
 import math
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 import cloudpickle
 
-from shardflow.engine.backends.base import DRIVER, PROCESS, THREAD
+from shardflow.engine.backends.base import DRIVER, PROCESS, THREAD, Backend
 from shardflow.engine.context import DataContext
-from shardflow.engine.logical import BlocksSource, LimitOp, LogicalPlan, MapOp, ReadSource, WriteOp
-from shardflow.engine.physical import LimitOperator, MapOperator, PhysicalPlan
+from shardflow.engine.logical import (
+    BlocksSource,
+    Limit,
+    LogicalPlan,
+    MapLike,
+    ReadSource,
+    Write,
+)
+from shardflow.engine.operators.base import PhysicalOperator
+from shardflow.engine.operators.input import InputOperator
+from shardflow.engine.operators.limit import LimitOperator
+from shardflow.engine.operators.map import MapOperator
+from shardflow.engine.physical import PhysicalPlan
+from shardflow.engine.refs import RefBundle
+from shardflow.engine.stages import stage_for
 from shardflow.engine.transforms import FusedTransform, WriteStage
+from shardflow.sdk.block import BlockMetadata
 from shardflow.sdk.datasource import ReadTask
 
 logger = logging.getLogger(__name__)
@@ -33,11 +54,28 @@ def auto_parallelism(datasource: Any, context: DataContext) -> int:
     return max(floor, min(200, math.ceil(size / (8 * 1024 * 1024))))
 
 
+class ReadTaskCache:
+    """Read tasks of each read source of one execution, planned on first request."""
+
+    def __init__(self, context: DataContext):
+        self.context = context
+        self._tasks: Dict[int, List[ReadTask]] = {}
+        self._keep: List[ReadSource] = []  # keeps ids stable while cached
+
+    def get(self, source: ReadSource) -> List[ReadTask]:
+        tasks = self._tasks.get(id(source))
+        if tasks is None:
+            tasks = plan_read_tasks(source, self.context)
+            self._tasks[id(source)] = tasks
+            self._keep.append(source)
+        return tasks
+
+
 def plan_read_tasks(source: ReadSource, context: DataContext) -> List[ReadTask]:
     """Ask the datasource for its read tasks, passing only arguments its signature accepts."""
     datasource = source.datasource
     parallelism = source.parallelism if source.parallelism and source.parallelism > 0 else auto_parallelism(datasource, context)
-    kwargs = {}
+    kwargs: Dict[str, Any] = {}
     params = inspect.signature(datasource.get_read_tasks).parameters
     accepts_any = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
     if source.per_task_row_limit is not None and ("per_task_row_limit" in params or accepts_any):
@@ -72,53 +110,89 @@ def _tasks_for_limit(tasks: List[ReadTask], limit: int) -> List[ReadTask]:
     return tasks
 
 
-def plan_physical(plan: LogicalPlan, backend_name: str, context: DataContext) -> PhysicalPlan:
-    """Fuse runs of map-like operations into MapOperators, split at limits."""
-    source = plan.source
-    metadata = None
+def source_bundles(source: Any, backend: Backend, read_tasks: ReadTaskCache) -> List[RefBundle]:
+    """The input items of a plan's source: read tasks, or references to blocks in hand."""
     if isinstance(source, ReadSource):
-        items: List[Any] = plan_read_tasks(source, context)
-        source_name = source.name
-    elif isinstance(source, BlocksSource):
-        items = list(source.blocks)
-        source_name = source.name
-        metadata = list(source.metadata) if source.metadata is not None else None
-    else:
-        raise TypeError(f"Unknown source {source!r}.")
+        return [RefBundle(task, task.metadata, 0) for task in read_tasks.get(source)]
+    if isinstance(source, BlocksSource):
+        metas = source.metadata or [_meta_of_block(b) for b in source.blocks]
+        return [RefBundle(backend.prepare_source_item(b), m, 0) for b, m in zip(source.blocks, metas)]
+    raise TypeError(f"Unknown source {source!r}.")
 
-    operators: List[Any] = []
-    names: List[str] = [source_name] if isinstance(source, ReadSource) else []
-    min_bytes = context.target_min_block_size
-    fused: Optional[FusedTransform] = FusedTransform([], source_name, min_bytes)
-    passthrough = isinstance(source, BlocksSource)
 
-    def close_map() -> None:
-        nonlocal fused, names, passthrough
-        if fused is not None and (fused.stages or not passthrough):
-            name = "->".join(names) if names else "Map"
-            operators.append(MapOperator(name, fused, _choose_kind(fused, name, backend_name, context)))
-        fused, names, passthrough = None, [], False
+def _meta_of_block(block: Any) -> BlockMetadata:
+    return BlockMetadata(getattr(block, "num_rows", None), getattr(block, "nbytes", None))
 
-    for op in plan.ops:
-        if isinstance(op, LimitOp):
-            close_map()
-            operators.append(LimitOperator(op.name, op.limit))
-            continue
-        if fused is None:
-            fused = FusedTransform([], op.name, min_bytes)
-        if isinstance(op, MapOp):
-            fused = fused.then(op.stage)
-        elif isinstance(op, WriteOp) and _needs_own_operator(op.datasink):
-            close_map()
-            operators.append(_write_operator(op, min_bytes))
-            continue
-        elif isinstance(op, WriteOp):
-            fused = fused.then(WriteStage(op.datasink, op.name, op.write_uuid))
-        else:
-            raise TypeError(f"Unknown operation {op!r}.")
-        names.append(op.name)
-    close_map()
-    return PhysicalPlan(items, source_name, operators, metadata)
+
+class Planner:
+    """Builds the operator DAG of one execution (operators listed upstream first)."""
+
+    def __init__(self, backend: Backend, context: DataContext, read_tasks: ReadTaskCache):
+        self.backend = backend
+        self.context = context
+        self.read_tasks = read_tasks
+        self.operators: List[PhysicalOperator] = []
+
+    def plan(self, plan: LogicalPlan) -> PhysicalPlan:
+        self.operators = []
+        self.chain(plan)
+        return PhysicalPlan(self.operators)
+
+    def add(self, op: PhysicalOperator) -> PhysicalOperator:
+        self.operators.append(op)
+        return op
+
+    def chain(self, plan: LogicalPlan) -> PhysicalOperator:
+        """Plan one source and its operations; returns the last operator."""
+        from shardflow.engine.plan_exchange import plan_special
+
+        source = plan.source
+        last = self.add(InputOperator(source.name, source_bundles(source, self.backend, self.read_tasks)))
+        fusion = _Fusion(source, self.context)
+        for op in plan.ops:
+            if isinstance(op, MapLike):
+                fusion.add(stage_for(op), op.name)
+                continue
+            if isinstance(op, Write) and not _needs_own_operator(op.datasink):
+                fusion.add(WriteStage(op.datasink, op.name, op.write_uuid), op.name)
+                continue
+            last = fusion.close(self, last)
+            if isinstance(op, Limit):
+                last = self.add(LimitOperator(op.name, last, op.limit))
+            elif isinstance(op, Write):
+                last = self.add(_write_operator(op, last, self.context.target_min_block_size))
+            else:
+                last = plan_special(self, op, last)
+        return fusion.close(self, last)
+
+
+class _Fusion:
+    """The run of one-to-one stages being fused into the next MapOperator."""
+
+    def __init__(self, source: Any, context: DataContext):
+        self.context = context
+        self.reads = isinstance(source, ReadSource)
+        self.source_name = source.name
+        self.stages: List[Any] = []
+        self.names: List[str] = [source.name] if self.reads else []
+
+    def add(self, stage: Any, name: str) -> None:
+        self.stages.append(stage)
+        self.names.append(name)
+
+    def close(self, planner: Planner, upstream: PhysicalOperator) -> PhysicalOperator:
+        if not self.stages and not self.reads:
+            return upstream
+        transform = FusedTransform(
+            self.stages, self.source_name, self.context.target_min_block_size,
+            self.context.target_max_block_size,
+        )
+        name = "->".join(self.names) if self.names else "Map"
+        kind = _choose_kind(transform, name, planner.backend.name, self.context)
+        op = planner.add(MapOperator(name, upstream, transform, kind))
+        self.stages, self.names, self.reads = [], [], False
+        self.source_name = name
+        return op
 
 
 def _needs_own_operator(datasink: Any) -> bool:
@@ -126,14 +200,14 @@ def _needs_own_operator(datasink: Any) -> bool:
     return bool(datasink.min_rows_per_write) or not datasink.supports_distributed_writes
 
 
-def _write_operator(op: WriteOp, min_bytes: int) -> MapOperator:
+def _write_operator(op: Write, upstream: PhysicalOperator, min_bytes: int) -> MapOperator:
     sink = op.datasink
     minimum = sink.min_rows_per_write
     if minimum is not None and (isinstance(minimum, bool) or not isinstance(minimum, int) or minimum < 1):
         raise ValueError(f"{type(sink).__name__}.min_rows_per_write must be a positive int or None, got {minimum!r}.")
     transform = FusedTransform([WriteStage(sink, op.name, op.write_uuid)], op.name, min_bytes)
     kind = THREAD if sink.supports_distributed_writes else DRIVER
-    return MapOperator(op.name, transform, kind, min_rows_per_task=minimum)
+    return MapOperator(op.name, upstream, transform, kind, min_rows_per_task=minimum)
 
 
 def _choose_kind(transform: FusedTransform, name: str, backend_name: str, context: DataContext) -> str:
@@ -152,3 +226,13 @@ def _choose_kind(transform: FusedTransform, name: str, backend_name: str, contex
             )
         return THREAD
     return PROCESS
+
+
+def plan_physical(
+    plan: LogicalPlan,
+    backend: Backend,
+    context: DataContext,
+    read_tasks: Optional[ReadTaskCache] = None,
+) -> PhysicalPlan:
+    """The physical plan of an optimized logical plan."""
+    return Planner(backend, context, read_tasks or ReadTaskCache(context)).plan(plan)

@@ -29,6 +29,7 @@ class OperatorStats:
     started_at: Optional[float] = None
     finished_at: Optional[float] = None
     skipped_files: int = 0
+    bytes_spilled: int = 0
 
     @property
     def wall_time_s(self) -> float:
@@ -55,6 +56,7 @@ class ExecutionStats:
     peak_bytes_in_flight: int = 0
     wall_time_s: float = 0.0
     rows_out: int = 0
+    bytes_spilled: int = 0
 
     def to_string(self) -> str:
         lines = [
@@ -63,12 +65,16 @@ class ExecutionStats:
             f"Peak bytes in flight: {_fmt_bytes(self.peak_bytes_in_flight)} "
             f"(budget {_fmt_bytes(self.memory_budget_bytes)})",
         ]
+        if self.bytes_spilled:
+            lines.append(f"Spilled to disk: {_fmt_bytes(self.bytes_spilled)}")
         for i, op in enumerate(self.operators, 1):
             line = (
                 f"Operator {i} {op.name}: {op.tasks} tasks, {op.wall_time_s:.3f}s wall, "
                 f"{op.task_time_s:.3f}s in tasks, {op.rows_out} rows out, "
                 f"{_fmt_bytes(op.bytes_out)} out, peak queued {_fmt_bytes(op.peak_queued_bytes)}"
             )
+            if op.bytes_spilled:
+                line += f", {_fmt_bytes(op.bytes_spilled)} spilled"
             if op.skipped_files:
                 line += f", {op.skipped_files} bad files skipped"
             lines.append(line)

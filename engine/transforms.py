@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from shardflow.engine.errors import UserCodeError, wrap_user_exception
+from shardflow.engine.refs import resolve
 from shardflow.sdk.block import (
     Block,
     block_to_batch,
@@ -321,6 +322,26 @@ def decode_write_returns(blocks: Iterable[Block]) -> tuple:
     return returns, rows, size
 
 
+class RandomSampleStage(Stage):
+    """``random_sample``: keep each row with probability ``fraction``.
+
+    With a seed, the rows kept depend only on the seed and the position of the block in the
+    stream, so runs (and backends) agree.
+    """
+
+    def __init__(self, fraction: float, seed: Optional[int], name: str):
+        self.fraction, self.seed, self.name = fraction, seed, name
+
+    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
+        for number, block in enumerate(blocks):
+            if self.seed is None:
+                rng = np.random.default_rng()
+            else:
+                rng = np.random.default_rng([self.seed, ctx.task_idx, number])
+            mask = rng.random(block.num_rows) < self.fraction
+            yield block.filter(pa.array(mask, type=pa.bool_()))
+
+
 class PartialAggregateStage(Stage):
     """Reduce each task's blocks to one row of partial aggregates (count, sum, min, max)."""
 
@@ -372,19 +393,31 @@ def combine_partials(blocks: Iterable[Block], aggs: List[tuple]) -> Dict[str, An
 
 
 class FusedTransform:
-    """Runs stages back to back inside one task; exceptions are tagged with the stage's name."""
+    """Runs stages back to back inside one task; exceptions are tagged with the stage's name.
 
-    def __init__(self, stages: List[Stage], source_name: str = "Read", min_block_bytes: int = 0):
+    Output blocks are kept between ``min_block_bytes`` (small outputs of stages are joined)
+    and ``max_block_bytes`` (larger ones are cut into zero-copy slices), as
+    DataContext.target_min_block_size / target_max_block_size ask.
+    """
+
+    def __init__(
+        self,
+        stages: List[Stage],
+        source_name: str = "Read",
+        min_block_bytes: int = 0,
+        max_block_bytes: Optional[int] = None,
+    ):
         self.stages = list(stages)
         self.source_name = source_name
         self.min_block_bytes = min_block_bytes
+        self.max_block_bytes = max_block_bytes
 
     @property
     def python_heavy(self) -> bool:
         return any(s.python_heavy for s in self.stages)
 
     def then(self, stage: Stage) -> "FusedTransform":
-        return FusedTransform(self.stages + [stage], self.source_name, self.min_block_bytes)
+        return FusedTransform(self.stages + [stage], self.source_name, self.min_block_bytes, self.max_block_bytes)
 
     def __call__(self, inputs: List[Any], ctx: TaskContext) -> Iterator[Block]:
         stream = _guard(self.source_name, _read_inputs(inputs))
@@ -392,10 +425,25 @@ class FusedTransform:
             stream = _guard(stage.name, stage(stream, ctx))
         if self.min_block_bytes and self.stages:
             stream = coalesce_blocks(stream, self.min_block_bytes)
+        if self.max_block_bytes:
+            stream = split_large_blocks(stream, self.max_block_bytes)
         return stream
 
     def names(self) -> List[str]:
         return [s.name for s in self.stages]
+
+
+def split_large_blocks(blocks: Iterator[Block], max_bytes: int) -> Iterator[Block]:
+    """Cut blocks larger than ``max_bytes`` into zero-copy slices of about that size."""
+    for block in blocks:
+        size = block.nbytes
+        if size <= max_bytes or block.num_rows <= 1:
+            yield block
+            continue
+        pieces = -(-size // max_bytes)
+        step = -(-block.num_rows // pieces)
+        for offset in range(0, block.num_rows, step):
+            yield block.slice(offset, step)
 
 
 def coalesce_blocks(blocks: Iterator[Block], min_bytes: int) -> Iterator[Block]:
@@ -424,7 +472,7 @@ def _read_inputs(inputs: List[Any]) -> Iterator[Block]:
         if isinstance(item, ReadTask):
             yield from item()
         else:
-            yield item
+            yield resolve(item)
 
 
 def _guard(name: str, stream: Iterator[Block]) -> Iterator[Block]:

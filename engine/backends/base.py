@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import queue
 from dataclasses import dataclass
-from typing import Any, List, Protocol
+from typing import Any, List, Optional, Protocol
 
 from shardflow.engine.transforms import FusedTransform
 from shardflow.sdk.datasink import TaskContext
@@ -43,6 +43,7 @@ class TaskSpec:
     kind: str
     events: "queue.Queue"
     gate: Gate
+    spill_dir: Optional[str] = None  # local backend: store produced blocks as files here
 
 
 class Backend:
@@ -62,16 +63,27 @@ class Backend:
         """Best-effort stop of a running task (its gate also answers False)."""
 
     def put(self, block: Any) -> Any:
-        """Store a block, returning a reference."""
+        """Store a block, returning a reference (engine.refs)."""
         raise NotImplementedError
 
     def get(self, ref: Any) -> Any:
         """The block behind a reference."""
-        raise NotImplementedError
+        from shardflow.engine.refs import resolve
+
+        return resolve(ref)
+
+    def export_ref(self, ref: Any) -> Any:
+        """The reference a user receives (``to_arrow_refs``): the table itself here."""
+        return self.get(ref)
 
     def prepare_source_item(self, item: Any) -> Any:
-        """Turn an in-memory source block into something a task can take."""
+        """Turn an in-memory source block (or reference) into a reference tasks can take."""
         return item
+
+    @property
+    def spills_locally(self) -> bool:
+        """Whether exchanges should spill to local disk themselves (Ray spills on its own)."""
+        return False
 
     def can_run_kind(self, kind: str) -> bool:
         return True

@@ -17,14 +17,17 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 import cloudpickle
+import pyarrow as pa
 
 from shardflow.engine.backends.base import PROCESS, THREAD, Backend, TaskSpec
 from shardflow.engine.backends.process_worker import receive, send, serve
 from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR, drive_task
 from shardflow.engine.errors import TaskFailure, WorkerCrashedError
+from shardflow.engine.refs import MemoryRef
+from shardflow.engine.spill import spill_block
 from shardflow.sdk.block import BlockMetadata
 
 logger = logging.getLogger(__name__)
@@ -56,10 +59,24 @@ class LocalBackend(Backend):
             self._threads.submit(_run_in_thread, spec)
 
     def put(self, block: Any) -> Any:
-        return block
+        return MemoryRef(block)
 
-    def get(self, ref: Any) -> Any:
-        return ref
+    def prepare_source_item(self, item: Any) -> Any:
+        if isinstance(item, pa.Table):
+            return MemoryRef(item)
+        return item
+
+    @property
+    def spills_locally(self) -> bool:
+        return True
+
+
+def store_for(spec: TaskSpec) -> Callable[[Any], Any]:
+    """How a block a task produced becomes a reference: in memory, or spilled to disk."""
+    if spec.spill_dir is None:
+        return MemoryRef
+    folder = spec.spill_dir
+    return lambda block: spill_block(block, folder)
 
 
 def _run_in_thread(spec: TaskSpec) -> None:
@@ -68,7 +85,7 @@ def _run_in_thread(spec: TaskSpec) -> None:
     except BaseException as exc:
         spec.events.put((ERROR, spec.task_id, TaskFailure(spec.op_name, exc), None))
         return
-    drive_task(spec, blocks, store=lambda block: block)
+    drive_task(spec, blocks, store=store_for(spec))
 
 
 def _run_in_process(spec: TaskSpec) -> None:
@@ -215,6 +232,7 @@ class WorkerProcess:
                 spec.events.put((ERROR, spec.task_id, reply[1], None))
                 return True
             counters = None
+            store = store_for(spec)
             while True:
                 if not spec.gate.acquire():
                     send(self.inbox, ("close",))
@@ -232,7 +250,7 @@ class WorkerProcess:
                     return True
                 block = reply[1]
                 spec.gate.produced(block.nbytes)
-                spec.events.put((BLOCK, spec.task_id, block, BlockMetadata.of(block)))
+                spec.events.put((BLOCK, spec.task_id, store(block), BlockMetadata.of(block)))
             spec.events.put((DONE, spec.task_id, counters or None, None))
             return True
         except (EOFError, BrokenPipeError, OSError):

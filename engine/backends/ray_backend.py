@@ -13,6 +13,7 @@ from typing import Any, Dict, Optional
 from shardflow.engine.backends.base import DRIVER, Backend, TaskSpec
 from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR, drive_task
 from shardflow.engine.errors import TaskFailure, WorkerCrashedError
+from shardflow.engine.refs import MemoryRef, RayRef
 from shardflow.sdk.block import BlockMetadata
 
 _remote_task = None
@@ -81,18 +82,17 @@ class RayBackend(Backend):
             name=spec.op_name,
             _generator_backpressure_num_objects=2,
             max_retries=0,
-        ).remote(spec.transform, spec.ctx, *spec.inputs)
+        ).remote(spec.transform, spec.ctx, *[_task_arg(i) for i in spec.inputs])
         self._generators[spec.task_id] = generator
         self._drivers.submit(self._drive, spec, generator)
 
     def _run_on_driver(self, spec: TaskSpec) -> None:
         try:
-            inputs = [self._ray.get(i) if isinstance(i, self._ray.ObjectRef) else i for i in spec.inputs]
-            blocks = spec.transform(inputs, spec.ctx)
+            blocks = spec.transform(spec.inputs, spec.ctx)
         except BaseException as exc:
             spec.events.put((ERROR, spec.task_id, TaskFailure(spec.op_name, _unwrap(exc)), None))
             return
-        drive_task(spec, blocks, store=self._ray.put)
+        drive_task(spec, blocks, store=self.put)
 
     def _drive(self, spec: TaskSpec, generator: Any) -> None:
         ray = self._ray
@@ -114,7 +114,7 @@ class RayBackend(Backend):
                     break
                 block_ref = next(generator)
                 spec.gate.produced(nbytes)
-                spec.events.put((BLOCK, spec.task_id, block_ref, BlockMetadata(rows, nbytes)))
+                spec.events.put((BLOCK, spec.task_id, RayRef(block_ref), BlockMetadata(rows, nbytes)))
             spec.events.put((DONE, spec.task_id, counters, None))
         except BaseException as exc:
             spec.gate.unused()
@@ -151,15 +151,25 @@ class RayBackend(Backend):
             pass
 
     def put(self, block: Any) -> Any:
-        return self._ray.put(block)
+        return RayRef(self._ray.put(block))
 
-    def get(self, ref: Any) -> Any:
-        return self._ray.get(ref)
+    def export_ref(self, ref: Any) -> Any:
+        """An ObjectRef, as Ray Data's ``to_arrow_refs`` returns."""
+        if isinstance(ref, RayRef):
+            return ref.object_ref
+        return self.put(self.get(ref)).object_ref
 
     def prepare_source_item(self, item: Any) -> Any:
         import pyarrow as pa
 
-        return self._ray.put(item) if isinstance(item, pa.Table) else item
+        if isinstance(item, MemoryRef):
+            item = item.block
+        return self.put(item) if isinstance(item, pa.Table) else item
+
+
+def _task_arg(item: Any) -> Any:
+    """Top-level object references are resolved by Ray before the task starts."""
+    return item.object_ref if isinstance(item, RayRef) else item
 
 
 def _unwrap(exc: BaseException) -> BaseException:

@@ -259,8 +259,10 @@ def test_worker_process_crash_is_reported(fresh_context):
     fresh_context.num_cpus = 2
     ds = sf.range(20, override_num_blocks=2).map(kill_worker)
     # os._exit in this process would end the test session: make sure it runs in a worker
-    physical = plan_physical(optimize(ds._plan), "local", fresh_context)
-    assert [op.kind for op in physical.operators] == [PROCESS]
+    from shardflow.engine.runtime import current_backend
+
+    physical = plan_physical(optimize(ds._plan), current_backend(fresh_context), fresh_context)
+    assert [op.kind for op in physical.shown()] == [PROCESS]
     with pytest.raises(sf.WorkerCrashedError) as info:
         ds.take_all()
     message = str(info.value)

@@ -9,11 +9,12 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 from shardflow.engine.context import DataContext
-from shardflow.engine.logical import MapOp
+from shardflow.engine.logical import FilterExpr
+from shardflow.engine.operators.limit import LimitOperator
+from shardflow.engine.operators.map import MapOperator
 from shardflow.engine.optimizer import optimize
-from shardflow.engine.physical import LimitOperator, MapOperator
 from shardflow.engine.planner import plan_physical
-from shardflow.engine.transforms import ExprFilterStage
+from shardflow.engine.runtime import current_backend
 from shardflow.sdk.expressions import Expr
 
 import shardflow as sf
@@ -28,7 +29,9 @@ def times_two(batch):
 
 
 def _physical(ds, backend_name="local"):
-    return plan_physical(optimize(ds._plan), backend_name, DataContext.get_current())
+    """The operators that appear in stats (the plan's input operators do not)."""
+    context = DataContext.get_current()
+    return plan_physical(optimize(ds._plan), current_backend(context), context).shown()
 
 
 def _operator_lines(stats: str) -> List[str]:
@@ -50,10 +53,10 @@ def test_consecutive_map_like_ops_fuse_into_one_operator(backend):
         .rename_columns({"neg": "minus"})
         .drop_columns(["minus"])
     )
-    physical = _physical(ds, backend)
-    assert len(physical.operators) == 1
-    assert isinstance(physical.operators[0], MapOperator)
-    assert len(physical.operators[0].transform.stages) == 8
+    operators = _physical(ds, backend)
+    assert len(operators) == 1
+    assert isinstance(operators[0], MapOperator)
+    assert len(operators[0].transform.stages) == 8
 
     rows = ds.take_all()
     assert rows == [{"id": (i + 1) * 2} for i in range(100) if (i + 1) * 2 > 10]
@@ -67,7 +70,7 @@ def test_consecutive_map_like_ops_fuse_into_one_operator(backend):
 
 def test_limit_splits_fusion(backend):
     ds = sf.range(100, override_num_blocks=4).map(plus_one).limit(10).map_batches(times_two)
-    kinds = [type(op) for op in _physical(ds, backend).operators]
+    kinds = [type(op) for op in _physical(ds, backend)]
     assert kinds == [MapOperator, LimitOperator, MapOperator]
     assert [r["id"] for r in ds.take_all()] == [(i + 1) * 2 for i in range(10)]
     assert len(_operator_lines(ds.stats())) == 3
@@ -75,7 +78,7 @@ def test_limit_splits_fusion(backend):
 
 def test_in_memory_source_without_ops_needs_no_operator():
     ds = sf.from_items([{"a": 1}])
-    assert _physical(ds).operators == []
+    assert _physical(ds) == []
 
 
 # -- limit pushdown ----------------------------------------------------------------------
@@ -228,7 +231,7 @@ def _oracle():
 
 def _filters_left(ds) -> int:
     return sum(
-        isinstance(op, MapOp) and isinstance(op.stage, ExprFilterStage)
+        isinstance(op, FilterExpr)
         for op in optimize(ds._plan).ops
     )
 
