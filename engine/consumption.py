@@ -205,6 +205,12 @@ class ConsumptionMixin:
             return known
         return sum(meta.num_rows or 0 for _, meta in self._execute(prepared=prepared))
 
+    def _cheap_num_rows(self) -> Optional[int]:
+        """The row count when blocks in hand give it without asking a datasource, else None."""
+        if not isinstance(self._plan.source, BlocksSource):
+            return None
+        return PreparedPlan(self._plan).known_num_rows()
+
     def _cheap_schema(self) -> Optional[pa.Schema]:
         """The schema when known without running anything or asking a datasource, else None."""
         source = self._plan.source
@@ -252,6 +258,22 @@ class ConsumptionMixin:
         ds = Dataset(LogicalPlan(BlocksSource(tuple(refs), "Materialized", tuple(metas))))
         ds._last_stats = self._last_stats
         return ds
+
+    def num_blocks(self) -> int:
+        """Number of blocks of a materialized dataset (as in Ray Data, only those know it).
+
+        Examples:
+            >>> import shardflow as sf
+            >>> sf.range(10, override_num_blocks=2).materialize().num_blocks()
+            2
+        """
+        source = self._plan.source
+        if isinstance(source, BlocksSource) and not self._plan.ops:
+            return len(source.blocks)
+        raise NotImplementedError(
+            "Number of blocks is only available for a materialized dataset, because the number "
+            "of blocks may change during execution. Call `ds.materialize()` first."
+        )
 
     def to_pandas(self, limit: Optional[int] = None) -> "Any":
         """All rows as one pandas DataFrame; ValueError when there are more than ``limit``."""

@@ -48,6 +48,11 @@ class MemoryBudget:
         """True when no bytes are in flight except those the consumer holds."""
         return self.in_flight - self.consumer_held + self.reserved <= 0
 
+    def used(self) -> int:
+        """Bytes in flight plus bytes reserved."""
+        with self._cond:
+            return self.in_flight + self.reserved
+
     def has_room(self, nbytes: int) -> bool:
         with self._cond:
             used = self.in_flight + self.reserved

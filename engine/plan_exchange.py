@@ -4,8 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardflow.engine.logical import Union
+from shardflow.engine.exchange.shuffle import (
+    RandomizeBlockOrderSpec,
+    RandomShuffleSpec,
+    RepartitionSpec,
+)
+from shardflow.engine.exchange.sort import KeyedRepartitionSpec, SortSpec
+from shardflow.engine.logical import (
+    RandomizeBlockOrder,
+    RandomShuffle,
+    Repartition,
+    Sort,
+    SortKey,
+    Union,
+)
 from shardflow.engine.operators.base import PhysicalOperator
+from shardflow.engine.operators.exchange import ExchangeOperator
+from shardflow.engine.operators.rebatch import RebatchOperator
 from shardflow.engine.operators.union import UnionOperator
 
 
@@ -14,4 +29,22 @@ def plan_special(planner: Any, op: Any, last: PhysicalOperator) -> PhysicalOpera
     if isinstance(op, Union):
         others = [planner.chain(p) for p in op.others]
         return planner.add(UnionOperator(op.name, [last] + others))
+    if isinstance(op, Repartition) and op.num_blocks is None:
+        return planner.add(RebatchOperator(op.name, last, op.target_num_rows_per_block))
+    spec = _exchange_spec(op)
+    min_bytes = planner.context.target_min_block_size
+    return planner.add(ExchangeOperator(op.name, [last], spec, min_bytes))
+
+
+def _exchange_spec(op: Any) -> Any:
+    if isinstance(op, RandomShuffle):
+        return RandomShuffleSpec(op.seed, op.num_blocks)
+    if isinstance(op, RandomizeBlockOrder):
+        return RandomizeBlockOrderSpec(op.seed)
+    if isinstance(op, Sort):
+        return SortSpec(op.key, op.boundaries)
+    if isinstance(op, Repartition):
+        if op.keys:
+            return KeyedRepartitionSpec(SortKey(op.keys, (False,) * len(op.keys)), op.num_blocks, op.sort)
+        return RepartitionSpec(op.num_blocks, op.shuffle)
     raise TypeError(f"Unknown operation {op!r}.")

@@ -85,17 +85,29 @@ class SpillGate:
         pass
 
 
+class CountingGate(SpillGate):
+    """The gate of a task that replaces its input with an output of about the same size (an
+    exchange's prepare task): it never waits, but its blocks count in the budget. Waiting
+    there could deadlock, because its input is only released when it ends."""
+
+    def produced(self, nbytes: int) -> None:
+        self._pool.runtime.budget.add(nbytes)
+
+
 class TaskPool:
     """The running tasks of one operator and the blocks they produced.
 
     Args:
         op: The operator owning the tasks (their events name it).
         ordered: Hand out blocks in task order (else as they come).
+        counts_output: Whether its blocks are the operator's output in stats (an exchange's
+            prepared runs are not).
     """
 
-    def __init__(self, op: PhysicalOperator, ordered: bool):
+    def __init__(self, op: PhysicalOperator, ordered: bool, counts_output: bool = True):
         self.op = op
         self.ordered = ordered
+        self.counts_output = counts_output
         self.running: Dict[int, PoolTask] = {}
         self.outputs: Dict[int, Deque[RefBundle]] = {}
         self.finished: Set[int] = set()
@@ -108,11 +120,22 @@ class TaskPool:
     def runtime(self) -> Any:
         return self.op.runtime
 
-    def launch(self, transform: Any, inputs: List[RefBundle], kind: str, *, spill: bool = False) -> PoolTask:
-        """Start a task of ``transform`` over ``inputs`` (their charges are released at its end)."""
+    def launch(
+        self, transform: Any, inputs: List[RefBundle], kind: str, *, spill: bool = False, wait: bool = True
+    ) -> PoolTask:
+        """Start a task of ``transform`` over ``inputs`` (their charges are released at its end).
+
+        ``spill`` stores its blocks on local disk; ``wait=False`` lets it produce without
+        waiting for room in the budget (its blocks still count).
+        """
         index = self.next_index
         self.next_index += 1
-        gate = SpillGate(self) if spill else BudgetGate(self, index)
+        if spill:
+            gate: Any = SpillGate(self)
+        elif not wait:
+            gate = CountingGate(self)
+        else:
+            gate = BudgetGate(self, index)
         spill_dir = self.runtime.spill_dir() if spill else None
         task_id = self.runtime.launch(
             self.op, transform, [b.ref for b in inputs], kind, gate, index, spill_dir
@@ -138,8 +161,9 @@ class TaskPool:
             self.outputs[task.index].append(bundle)
             self.queued_bytes += bundle.charge
             stats.peak_queued_bytes = max(stats.peak_queued_bytes, self.queued_bytes)
-            stats.rows_out += meta.num_rows or 0
-            stats.bytes_out += meta.size_bytes or 0
+            if self.counts_output:
+                stats.rows_out += meta.num_rows or 0
+                stats.bytes_out += meta.size_bytes or 0
             if task.spilled:
                 stats.bytes_spilled += meta.size_bytes or 0
         elif event == DONE:

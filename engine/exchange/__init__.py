@@ -1,0 +1,1 @@
+"""Exchanges: shuffles, sorts, aggregations, repartitions and joins (see base.py)."""

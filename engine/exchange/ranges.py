@@ -1,0 +1,131 @@
+"""Range partitioning: sorting runs, sampling keys, choosing boundaries, finding them again.
+
+Order is Arrow's: each key ascending or descending, NaN after every number and nulls after
+everything, whatever the direction. Boundaries are tuples of Python values (a prefix of the
+key columns); a partition is the rows from the first row not before one boundary up to the
+first row not before the next.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from shardflow.engine.logical import SortKey
+from shardflow.sdk.block import Block
+
+SAMPLES_PER_RUN = 64
+
+
+def sort_block(block: Block, key: SortKey) -> Block:
+    """``block`` ordered by ``key`` (stable)."""
+    if block.num_rows <= 1:
+        return block
+    return block.take(pc.sort_indices(block, sort_keys=key.arrow_sort_keys()))
+
+
+def sample_keys(sorted_block: Block, key: SortKey, count: int = SAMPLES_PER_RUN) -> Block:
+    """Up to ``count`` evenly spaced rows of the key columns of a sorted block."""
+    n = sorted_block.num_rows
+    keys = sorted_block.select(list(key.columns))
+    if n <= count:
+        return keys
+    positions = np.linspace(0, n - 1, count).round().astype(np.int64)
+    return keys.take(pa.array(positions))
+
+
+def choose_boundaries(samples: Sequence[Block], key: SortKey, parts: int) -> List[Tuple[Any, ...]]:
+    """``parts - 1`` boundaries splitting the sampled key distribution into equal parts."""
+    tables = [s for s in samples if s is not None and s.num_rows]
+    if parts <= 1 or not tables:
+        return []
+    merged = sort_block(pa.concat_tables(tables, promote_options="permissive"), key)
+    rows = list(zip(*[merged.column(c).to_pylist() for c in key.columns]))
+    n = len(rows)
+    return [rows[min(n - 1, (n * j) // parts)] for j in range(1, parts)]
+
+
+def _rank(value: Any) -> int:
+    if value is None:
+        return 2
+    if isinstance(value, float) and math.isnan(value):
+        return 1
+    return 0
+
+
+def compare_keys(a: Sequence[Any], b: Sequence[Any], descending: Sequence[bool]) -> int:
+    """-1, 0 or 1: the order of two key tuples (compared over the shorter one's length)."""
+    for x, y, desc in zip(a, b, descending):
+        rx, ry = _rank(x), _rank(y)
+        if rx != ry:
+            return -1 if rx < ry else 1
+        if rx or x == y:
+            continue
+        less = x < y
+        return (1 if less else -1) if desc else (-1 if less else 1)
+    return 0
+
+
+def lower_bound(sorted_block: Block, key: SortKey, boundary: Optional[Tuple[Any, ...]]) -> int:
+    """The number of rows of a sorted block that come before ``boundary`` (None: none do)."""
+    if boundary is None:
+        return 0
+    n = sorted_block.num_rows
+    if n == 0:
+        return 0
+    if len(boundary) == 1:
+        fast = _numeric_lower_bound(sorted_block.column(key.columns[0]), key.descending[0], boundary[0])
+        if fast is not None:
+            return fast
+    columns = [sorted_block.column(c) for c in key.columns[: len(boundary)]]
+    descending = key.descending[: len(boundary)]
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        row = tuple(col[mid].as_py() for col in columns)
+        if compare_keys(row, boundary, descending) < 0:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _numeric_lower_bound(column: pa.ChunkedArray, descending: bool, value: Any) -> Optional[int]:
+    """Vectorized lower bound for one numeric key column; None when the fast path does not apply."""
+    arrow_type = column.type
+    if not (pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)):
+        return None
+    if value is not None and not isinstance(value, (int, float)):
+        return None
+    n = len(column)
+    nulls = column.null_count
+    values = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    valid = values.slice(0, n - nulls).to_numpy(zero_copy_only=False)
+    nans = int(np.isnan(valid).sum()) if pa.types.is_floating(arrow_type) else 0
+    ordered = valid[: len(valid) - nans]
+    if value is None:
+        return n - nulls
+    if isinstance(value, float) and math.isnan(value):
+        return len(ordered)
+    if not descending:
+        return int(np.searchsorted(ordered, value, side="left"))
+    # Descending: the rows before ``value`` are those greater than it.
+    return len(ordered) - int(np.searchsorted(ordered[::-1], value, side="right"))
+
+
+def partition_of(sorted_block: Block, key: SortKey, lo: Optional[tuple], hi: Optional[tuple]) -> Block:
+    """The rows of a sorted block from boundary ``lo`` (inclusive) to ``hi`` (exclusive)."""
+    start = lower_bound(sorted_block, key, lo)
+    end = sorted_block.num_rows if hi is None else lower_bound(sorted_block, key, hi)
+    return sorted_block.slice(start, max(0, end - start))
+
+
+def partition_limits(boundaries: List[tuple], j: int) -> Tuple[Optional[tuple], Optional[tuple]]:
+    """(lower, upper) boundary of partition ``j`` of ``len(boundaries) + 1``."""
+    lo = boundaries[j - 1] if j > 0 else None
+    hi = boundaries[j] if j < len(boundaries) else None
+    return lo, hi

@@ -1,0 +1,112 @@
+"""Exchanges that order rows by key: sort, and repartition by keys."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, List, Optional, Tuple
+
+from shardflow.engine.exchange.base import ExchangeSpec, PlanContext, PrepareTransform, ReducePlan, Run, gather
+from shardflow.engine.exchange.ranges import (
+    choose_boundaries,
+    partition_limits,
+    partition_of,
+    sample_keys,
+    sort_block,
+)
+from shardflow.engine.logical import SortKey
+from shardflow.engine.refs import resolve
+from shardflow.sdk.block import Block, concat_blocks
+from shardflow.sdk.datasink import TaskContext
+
+
+class SortRun(PrepareTransform):
+    """Prepare: the block sorted by key, then a sample of its keys (the side block)."""
+
+    def __init__(self, key: SortKey):
+        self.key = key
+
+    def prepare(self, block: Block, index: int) -> Iterator[Block]:
+        ordered = sort_block(block, self.key)
+        yield ordered
+        yield sample_keys(ordered, self.key)
+
+
+class MergeRange:
+    """Reduce: the rows of every run between two boundaries, sorted (or just gathered)."""
+
+    def __init__(self, key: SortKey, lo: Optional[tuple], hi: Optional[tuple], sort: bool = True):
+        self.key, self.lo, self.hi, self.sort = key, lo, hi, sort
+
+    def pieces(self, inputs: List[Any]) -> List[Block]:
+        return [partition_of(resolve(i), self.key, self.lo, self.hi) for i in inputs]
+
+    def __call__(self, inputs: List[Any], ctx: TaskContext) -> Iterator[Block]:
+        block = concat_blocks(self.pieces(inputs))
+        yield sort_block(block, self.key) if self.sort else block
+
+
+def range_plans(
+    runs: List[Run],
+    key: SortKey,
+    parts: int,
+    boundaries: Optional[List[Tuple[Any, ...]]],
+    make_reduce: Any,
+) -> List[ReducePlan]:
+    """One reduce plan per key range; every run goes whole to every reduce task, which cuts
+    its own range out (a binary search over the sorted run)."""
+    if boundaries is None:
+        boundaries = choose_boundaries([r.side for r in runs], key, parts)
+    refs = [r.bundle.ref for r in runs]
+    expected = sum(r.size_bytes for r in runs) // max(1, len(boundaries) + 1)
+    return [
+        ReducePlan(refs, make_reduce(*partition_limits(boundaries, j)), expected)
+        for j in range(len(boundaries) + 1)
+    ]
+
+
+class SortSpec(ExchangeSpec):
+    """sort(key, descending, boundaries): range partitions by sampled (or given) boundaries,
+    each sorted; nulls last."""
+
+    name = "Sort"
+
+    def __init__(self, key: SortKey, boundaries: Optional[Tuple[Any, ...]] = None):
+        self.key, self.boundaries = key, boundaries
+
+    def prepare(self, input_index: int) -> Any:
+        return SortRun(self.key)
+
+    def has_side(self, input_index: int) -> bool:
+        return True
+
+    def plan(self, runs: List[Run], ctx: PlanContext) -> List[ReducePlan]:
+        if not runs:
+            return []
+        given = None
+        if self.boundaries is not None:
+            values = sorted(self.boundaries, reverse=self.key.descending[0])
+            given = [(v,) for v in values]
+        parts = ctx.num_partitions(None, runs, ctx.num_input_blocks[0])
+        return range_plans(runs, self.key, parts, given, lambda lo, hi: MergeRange(self.key, lo, hi))
+
+
+class KeyedRepartitionSpec(ExchangeSpec):
+    """repartition(num_blocks, keys=...): rows with equal keys land in the same block
+    (range partitioning by key); blocks sorted by key when ``sort``."""
+
+    name = "Repartition"
+
+    def __init__(self, key: SortKey, num_blocks: int, sort: bool):
+        self.key, self.num_blocks, self.sort = key, num_blocks, sort
+
+    def prepare(self, input_index: int) -> Any:
+        return SortRun(self.key)
+
+    def has_side(self, input_index: int) -> bool:
+        return True
+
+    def plan(self, runs: List[Run], ctx: PlanContext) -> List[ReducePlan]:
+        if not runs:
+            return []
+        return range_plans(
+            runs, self.key, self.num_blocks, None, lambda lo, hi: MergeRange(self.key, lo, hi, self.sort)
+        )

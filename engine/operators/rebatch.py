@@ -1,0 +1,105 @@
+"""The rebatch operator: blocks of exactly ``rows`` rows, cut from the stream as it flows.
+
+Used by ``repartition(target_num_rows_per_block=...)``. It is streaming, not a barrier: as soon
+as enough rows have arrived, a task joins the pieces of one output block (inputs are cut with
+zero-copy slice references).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Deque, List, Optional
+
+from shardflow.engine.backends.base import THREAD
+from shardflow.engine.exchange.base import gather
+from shardflow.engine.operators.base import PhysicalOperator
+from shardflow.engine.operators.task_pool import TaskPool
+from shardflow.engine.refs import RefBundle, slice_metadata, slice_ref
+
+
+class _Join:
+    def __call__(self, inputs: List[Any], ctx: Any) -> Any:
+        yield gather(inputs)
+
+
+class RebatchOperator(PhysicalOperator):
+    """Re-cuts its input into blocks of ``rows`` rows (the last may be smaller)."""
+
+    runs_tasks = True
+
+    def __init__(self, name: str, input_op: PhysicalOperator, rows: int):
+        super().__init__(name, [input_op])
+        self.rows = rows
+        self._pending: Deque[RefBundle] = deque()
+        self._pending_rows = 0
+        self._offset = 0  # rows of the first pending bundle already used
+        self._ready: Deque[RefBundle] = deque()
+        self._pool: Optional[TaskPool] = None
+        self.inputs_received = 0
+        self._charges: List[RefBundle] = []
+
+    def start(self, runtime: Any) -> None:
+        self._pool = TaskPool(self, runtime.preserve_order)
+        super().start(runtime)
+
+    def add_input(self, bundle: RefBundle, input_index: int) -> None:
+        self.inputs_received += 1
+        if bundle.num_rows == 0:
+            self.runtime.budget.release(bundle.charge)
+            return
+        self._pending.append(bundle)
+        self._pending_rows += bundle.num_rows
+
+    def next_task_kind(self) -> Optional[str]:
+        if self.cancelled:
+            return None
+        if self._pending_rows >= self.rows or (self.inputs_complete and self._pending_rows):
+            return THREAD
+        return None
+
+    def launch_next(self) -> None:
+        want = min(self.rows, self._pending_rows)
+        pieces: List[RefBundle] = []
+        consumed: List[RefBundle] = []
+        while want:
+            head = self._pending[0]
+            take = min(want, head.num_rows - self._offset)
+            pieces.append(RefBundle(
+                slice_ref(head.ref, self._offset, take), slice_metadata(head.meta, self._offset, take), 0
+            ))
+            self._offset += take
+            want -= take
+            self._pending_rows -= take
+            if self._offset == head.num_rows:
+                consumed.append(self._pending.popleft())
+                self._offset = 0
+        # A consumed block's charge is released when the task using its last rows ends.
+        pieces[-1].charge = sum(b.charge for b in consumed)
+        self._pool.launch(_Join(), pieces, THREAD)
+
+    def has_pending_work(self, kind: str) -> bool:
+        return kind == THREAD and (bool(self._pending) or bool(self._pool.running))
+
+    def on_task_event(self, task_id: int, event: str, payload: Any, meta: Any) -> None:
+        self._pool.on_event(task_id, event, payload, meta)
+
+    def has_next(self) -> bool:
+        if not self._ready:
+            self._ready.extend(self._pool.pop_ready())
+        return bool(self._ready)
+
+    def get_next(self) -> RefBundle:
+        return self._ready.popleft()
+
+    def completed(self) -> bool:
+        if self.cancelled:
+            return not self._pool.running
+        return self.inputs_complete and not self._pending and not self._ready and self._pool.idle
+
+    def cancel(self) -> None:
+        super().cancel()
+        for bundle in list(self._pending) + list(self._ready):
+            self.runtime.budget.release(bundle.charge)
+        self._pending.clear()
+        self._ready.clear()
+        self._pool.cancel()
