@@ -298,47 +298,6 @@ class ConsumptionMixin:
             return "This dataset has not been executed yet."
         return self._last_stats.to_string()
 
-    # -- aggregates ---------------------------------------------------------------------
-
-    def _aggregate(self, aggs: List[tuple]) -> Dict[str, Any]:
-        from shardflow.engine.logical import PartialAggregate
-        from shardflow.engine.transforms import combine_partials
-
-        blocks = self._execute_blocks(self._plan.with_op(PartialAggregate(tuple(aggs))))
-        return combine_partials(blocks, aggs)
-
-    def sum(self, on: str) -> Any:
-        """Sum of column ``on``; None for an empty dataset.
-
-        Examples:
-            >>> import shardflow as sf
-            >>> sf.range(5).sum("id")
-            10
-        """
-        return self._aggregate([("sum", "sum", on)])["sum"]
-
-    def min(self, on: str) -> Any:
-        """Minimum of column ``on``; None for an empty dataset."""
-        return self._aggregate([("min", "min", on)])["min"]
-
-    def max(self, on: str) -> Any:
-        """Maximum of column ``on``; None for an empty dataset."""
-        return self._aggregate([("max", "max", on)])["max"]
-
-    def mean(self, on: str) -> Optional[float]:
-        """Mean of the non-null values of column ``on``; None when there are none."""
-        result = self._aggregate([("sum", "sum", on), ("n", "count", on)])
-        return None if not result["n"] else result["sum"] / result["n"]
-
-    def std(self, on: str, ddof: int = 1) -> Optional[float]:
-        """Standard deviation of column ``on`` (``ddof`` as in numpy)."""
-        result = self._aggregate([("s", "sum", on), ("ss", "sumsq", on), ("n", "count", on)])
-        n = result["n"] or 0
-        if n - ddof <= 0:
-            return None
-        mean = result["s"] / n
-        return max(0.0, (result["ss"] - n * mean * mean) / (n - ddof)) ** 0.5
-
     # -- display ------------------------------------------------------------------------
 
     def __repr__(self) -> str:

@@ -169,12 +169,6 @@ class RandomSample(MapLike):
 
 
 @dataclass(frozen=True, eq=False)
-class PartialAggregate(MapLike):
-    aggs: Tuple[Any, ...]
-    name: str = "Aggregate"
-
-
-@dataclass(frozen=True, eq=False)
 class Write:
     datasink: Any
     write_uuid: str = ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shardflow.engine.exchange.grouping import AggregateSpec, MapGroupsSpec
 from shardflow.engine.exchange.shuffle import (
     RandomizeBlockOrderSpec,
     RandomShuffleSpec,
@@ -11,6 +12,8 @@ from shardflow.engine.exchange.shuffle import (
 )
 from shardflow.engine.exchange.sort import KeyedRepartitionSpec, SortSpec
 from shardflow.engine.logical import (
+    Aggregate,
+    MapGroups,
     RandomizeBlockOrder,
     RandomShuffle,
     Repartition,
@@ -43,6 +46,10 @@ def _exchange_spec(op: Any) -> Any:
         return RandomizeBlockOrderSpec(op.seed)
     if isinstance(op, Sort):
         return SortSpec(op.key, op.boundaries)
+    if isinstance(op, Aggregate):
+        return AggregateSpec(op.keys, op.aggs, op.num_partitions)
+    if isinstance(op, MapGroups):
+        return MapGroupsSpec(op.keys, op.udf, op.batch_format, op.name, op.num_partitions)
     if isinstance(op, Repartition):
         if op.keys:
             return KeyedRepartitionSpec(SortKey(op.keys, (False,) * len(op.keys)), op.num_blocks, op.sort)

@@ -11,7 +11,6 @@ from shardflow.engine.logical import (
     FlatMap,
     MapBatches,
     MapRows,
-    PartialAggregate,
     Project,
     RandomSample,
 )
@@ -20,7 +19,6 @@ from shardflow.engine.transforms import (
     BatchMapStage,
     ExprFilterStage,
     FlatMapStage,
-    PartialAggregateStage,
     ProjectStage,
     RandomSampleStage,
     RowFilterStage,
@@ -59,8 +57,6 @@ def stage_for(op: Any) -> Stage:
         )
     if isinstance(op, AddColumn):
         return AddColumnStage(op.col, op.fn, op.name, op.batch_format)
-    if isinstance(op, PartialAggregate):
-        return PartialAggregateStage(op.name, list(op.aggs))
     if isinstance(op, RandomSample):
         return RandomSampleStage(op.fraction, op.seed, op.name)
     raise TypeError(f"No stage for logical operation {op!r}.")

@@ -342,56 +342,6 @@ class RandomSampleStage(Stage):
             yield block.filter(pa.array(mask, type=pa.bool_()))
 
 
-class PartialAggregateStage(Stage):
-    """Reduce each task's blocks to one row of partial aggregates (count, sum, min, max)."""
-
-    def __init__(self, name: str, aggs: List[tuple]):
-        self.name = name
-        self.aggs = aggs  # (output name, kind, column or None)
-
-    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
-        import pyarrow.compute as pc
-
-        partial: Dict[str, Any] = {name: None for name, _, _ in self.aggs}
-        for block in blocks:
-            for name, kind, column in self.aggs:
-                if kind == "count":
-                    value = block.num_rows if column is None else block.num_rows - block.column(column).null_count
-                else:
-                    if column not in block.column_names:
-                        if block.num_columns == 0:
-                            continue
-                        raise ValueError(
-                            f"{self.name}: unknown column {column!r}; the data has columns {block.column_names}."
-                        )
-                    arr = block.column(column)
-                    if kind == "sumsq":
-                        arr = pc.multiply(pc.cast(arr, pa.float64()), pc.cast(arr, pa.float64()))
-                    value = {"sum": pc.sum, "sumsq": pc.sum, "min": pc.min, "max": pc.max}[kind](arr).as_py()
-                partial[name] = _combine(kind, partial[name], value)
-        yield pa.table({name: _binary_cell(cloudpickle.dumps(v)) for name, v in partial.items()})
-
-
-def _combine(kind: str, a: Any, b: Any) -> Any:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    if kind in ("count", "sum", "sumsq"):
-        return a + b
-    return min(a, b) if kind == "min" else max(a, b)
-
-
-def combine_partials(blocks: Iterable[Block], aggs: List[tuple]) -> Dict[str, Any]:
-    """Merge the partial aggregates of every task on the driver."""
-    result: Dict[str, Any] = {name: None for name, _, _ in aggs}
-    for block in blocks:
-        for name, kind, _ in aggs:
-            for payload in block.column(name).to_pylist():
-                result[name] = _combine(kind, result[name], pickle.loads(payload))
-    return result
-
-
 class FusedTransform:
     """Runs stages back to back inside one task; exceptions are tagged with the stage's name.
 

@@ -1,0 +1,197 @@
+"""The built-in aggregations computed over whole blocks with Arrow's hash aggregations.
+
+Each built-in (Count, Sum, Min, Max, Mean, Std, AbsMax) maps to partial state columns per
+group of a block, a combination of those states across blocks, and a final column. Rows are
+grouped by a group-id column the caller computes (engine/exchange/groups.py), so groups here
+and in the generic path always agree. Subclasses of the built-ins that override their
+methods take the generic path instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from shardflow.engine.aggregate import AbsMax, AggregateFn, Count, Max, Mean, Min, Std, Sum
+from shardflow.sdk.block import Block
+
+GID = "__group"
+
+
+def _opts(ignore_nulls: bool) -> pc.ScalarAggregateOptions:
+    return pc.ScalarAggregateOptions(skip_nulls=ignore_nulls, min_count=1)
+
+
+def _count_opts(ignore_nulls: bool) -> pc.CountOptions:
+    return pc.CountOptions(mode="only_valid" if ignore_nulls else "all")
+
+
+class Vectorized:
+    """How one built-in aggregation runs in bulk; ``prefix`` names its state columns."""
+
+    def __init__(self, agg: AggregateFn, prefix: str):
+        self.agg = agg
+        self.prefix = prefix
+        self.on: Optional[str] = agg.get_target_column()  # type: ignore[attr-defined]
+        self.ignore_nulls: bool = agg._ignore_nulls  # type: ignore[attr-defined]
+
+    def state(self, k: int) -> str:
+        return f"{self.prefix}_{k}"
+
+    def values(self, block: Block) -> Any:
+        """The aggregated column (a column of nulls only is read as float64 nulls)."""
+        column = block.column(self.on)
+        return pc.cast(column, pa.float64()) if pa.types.is_null(column.type) else column
+
+    def partial(self, block: Block, gid: np.ndarray) -> Dict[str, pa.Array]:
+        """State columns, one row per group of ``block`` (groups numbered by ``gid``)."""
+        raise NotImplementedError
+
+    def combine(self, states: Block, gid: np.ndarray, groups: int) -> Dict[str, pa.Array]:
+        """States of several blocks merged, one row per group."""
+        raise NotImplementedError
+
+    def finalize(self, combined: Dict[str, pa.Array]) -> pa.Array:
+        raise NotImplementedError
+
+
+def _hash_aggregate(columns: Dict[str, Any], gid: np.ndarray, specs: List[tuple]) -> Block:
+    table = pa.table({GID: pa.array(gid), **columns})
+    out = table.group_by(GID, use_threads=False).aggregate(specs)
+    return out
+
+
+class _Fold(Vectorized):
+    """Aggregations whose state is one column folded with the same function (sum, min, max)."""
+
+    function = "sum"
+
+    def _input(self, block: Block) -> Any:
+        return self.values(block)
+
+    def partial(self, block: Block, gid: np.ndarray) -> Dict[str, pa.Array]:
+        out = _hash_aggregate({"v": self._input(block)}, gid, [("v", self.function, _opts(self.ignore_nulls))])
+        return {self.state(0): out.column(f"v_{self.function}")}
+
+    def combine(self, states: Block, gid: np.ndarray, groups: int) -> Dict[str, pa.Array]:
+        specs = [("v", self.function, _opts(self.ignore_nulls))]
+        out = _hash_aggregate({"v": states.column(self.state(0))}, gid, specs)
+        return {self.state(0): out.column(f"v_{self.function}")}
+
+    def finalize(self, combined: Dict[str, pa.Array]) -> pa.Array:
+        return combined[self.state(0)]
+
+
+class _Sum(_Fold):
+    function = "sum"
+
+
+class _Min(_Fold):
+    function = "min"
+
+
+class _Max(_Fold):
+    function = "max"
+
+
+class _AbsMax(_Fold):
+    function = "max"
+
+    def _input(self, block: Block) -> Any:
+        return pc.abs(self.values(block))
+
+
+class _Count(Vectorized):
+    def partial(self, block: Block, gid: np.ndarray) -> Dict[str, pa.Array]:
+        if self.on is None:
+            counts = np.bincount(gid, minlength=int(gid.max()) + 1 if len(gid) else 0)
+            return {self.state(0): pa.array(counts.astype(np.int64))}
+        out = _hash_aggregate({"v": self.values(block)}, gid, [("v", "count", _count_opts(self.ignore_nulls))])
+        return {self.state(0): out.column("v_count")}
+
+    def combine(self, states: Block, gid: np.ndarray, groups: int) -> Dict[str, pa.Array]:
+        values = states.column(self.state(0)).to_numpy()
+        return {self.state(0): pa.array(np.bincount(gid, weights=values, minlength=groups).astype(np.int64))}
+
+    def finalize(self, combined: Dict[str, pa.Array]) -> pa.Array:
+        return combined[self.state(0)]
+
+
+class _Mean(Vectorized):
+    def partial(self, block: Block, gid: np.ndarray) -> Dict[str, pa.Array]:
+        specs = [("v", "sum", _opts(self.ignore_nulls)), ("v", "count", _count_opts(self.ignore_nulls))]
+        out = _hash_aggregate({"v": self.values(block)}, gid, specs)
+        return {self.state(0): out.column("v_sum"), self.state(1): out.column("v_count")}
+
+    def combine(self, states: Block, gid: np.ndarray, groups: int) -> Dict[str, pa.Array]:
+        specs = [("s", "sum", _opts(self.ignore_nulls)), ("n", "sum")]
+        out = _hash_aggregate(
+            {"s": states.column(self.state(0)), "n": states.column(self.state(1))}, gid, specs
+        )
+        return {self.state(0): out.column("s_sum"), self.state(1): out.column("n_sum")}
+
+    def finalize(self, combined: Dict[str, pa.Array]) -> pa.Array:
+        total = pc.cast(combined[self.state(0)], pa.float64())
+        count = pc.cast(combined[self.state(1)], pa.float64())
+        return pc.divide(total, count)
+
+
+class _Std(Vectorized):
+    """State: count, mean and M2 (sum of squared deviations) per group; merged with Chan's
+    formula, which stays accurate when the mean is large against the spread."""
+
+    def partial(self, block: Block, gid: np.ndarray) -> Dict[str, pa.Array]:
+        skip = self.ignore_nulls
+        specs = [
+            ("v", "count", _count_opts(skip)),
+            ("v", "mean", _opts(skip)),
+            ("v", "variance", pc.VarianceOptions(ddof=0, skip_nulls=skip, min_count=1)),
+        ]
+        out = _hash_aggregate({"v": self.values(block)}, gid, specs)
+        count = out.column("v_count")
+        m2 = pc.multiply(out.column("v_variance"), pc.cast(count, pa.float64()))
+        return {self.state(0): count, self.state(1): out.column("v_mean"), self.state(2): m2}
+
+    def combine(self, states: Block, gid: np.ndarray, groups: int) -> Dict[str, pa.Array]:
+        n_col, mean_col, m2_col = (states.column(self.state(k)) for k in range(3))
+        null = pc.or_(pc.is_null(mean_col), pc.is_null(m2_col)).to_numpy(zero_copy_only=False)
+        n = n_col.to_numpy(zero_copy_only=False).astype(np.float64)
+        mean = pc.fill_null(mean_col, 0.0).to_numpy(zero_copy_only=False)
+        m2 = pc.fill_null(m2_col, 0.0).to_numpy(zero_copy_only=False)
+        n = np.where(null, 0.0, n)
+        total = np.bincount(gid, weights=n, minlength=groups)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            group_mean = np.bincount(gid, weights=n * mean, minlength=groups) / total
+        spread = n * (mean - np.nan_to_num(group_mean[gid])) ** 2
+        group_m2 = np.bincount(gid, weights=m2, minlength=groups) + np.bincount(gid, weights=spread, minlength=groups)
+        if self.ignore_nulls:
+            invalid = total == 0  # no value at all: the result is null
+        else:
+            invalid = np.bincount(gid, weights=null.astype(np.float64), minlength=groups) > 0
+        mask = pa.array(invalid)
+        return {
+            self.state(0): pa.array(total.astype(np.int64)),
+            self.state(1): pc.if_else(mask, None, pa.array(group_mean)),
+            self.state(2): pc.if_else(mask, None, pa.array(group_m2)),
+        }
+
+    def finalize(self, combined: Dict[str, pa.Array]) -> pa.Array:
+        n = combined[self.state(0)].to_numpy(zero_copy_only=False).astype(np.float64)
+        m2_col = combined[self.state(2)]
+        m2 = pc.fill_null(m2_col, 0.0).to_numpy(zero_copy_only=False)
+        ddof = self.agg._ddof  # type: ignore[attr-defined]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            std = np.where(n - ddof > 0, np.sqrt(np.maximum(m2, 0.0) / (n - ddof)), np.nan)
+        return pc.if_else(pc.is_null(m2_col), None, pa.array(std))
+
+
+_VECTORIZED = {Count: _Count, Sum: _Sum, Min: _Min, Max: _Max, Mean: _Mean, Std: _Std, AbsMax: _AbsMax}
+
+
+def vectorized(agg: AggregateFn, prefix: str) -> Optional[Vectorized]:
+    """The bulk form of a built-in aggregation, or None (custom aggregations)."""
+    impl = _VECTORIZED.get(type(agg))
+    return None if impl is None else impl(agg, prefix)

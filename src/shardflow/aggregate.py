@@ -1,0 +1,31 @@
+"""Aggregations for ``Dataset.aggregate`` and ``GroupedData.aggregate``, as in ``ray.data.aggregate``."""
+
+from shardflow.engine.aggregate import (
+    AbsMax,
+    AggregateFn,
+    AggregateFnV2,
+    ApproximateQuantile,
+    Count,
+    Max,
+    Mean,
+    Min,
+    Quantile,
+    Std,
+    Sum,
+    Unique,
+)
+
+__all__ = [
+    "AbsMax",
+    "AggregateFn",
+    "AggregateFnV2",
+    "ApproximateQuantile",
+    "Count",
+    "Max",
+    "Mean",
+    "Min",
+    "Quantile",
+    "Std",
+    "Sum",
+    "Unique",
+]
