@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from shardflow.engine.exchange.grouping import AggregateSpec, MapGroupsSpec
+from shardflow.engine.exchange.join import JoinSpec
 from shardflow.engine.exchange.shuffle import (
     RandomizeBlockOrderSpec,
     RandomShuffleSpec,
@@ -13,6 +14,7 @@ from shardflow.engine.exchange.shuffle import (
 from shardflow.engine.exchange.sort import KeyedRepartitionSpec, SortSpec
 from shardflow.engine.logical import (
     Aggregate,
+    Join,
     MapGroups,
     RandomizeBlockOrder,
     RandomShuffle,
@@ -20,11 +22,13 @@ from shardflow.engine.logical import (
     Sort,
     SortKey,
     Union,
+    Zip,
 )
 from shardflow.engine.operators.base import PhysicalOperator
 from shardflow.engine.operators.exchange import ExchangeOperator
 from shardflow.engine.operators.rebatch import RebatchOperator
 from shardflow.engine.operators.union import UnionOperator
+from shardflow.engine.operators.zip import ZipOperator
 
 
 def plan_special(planner: Any, op: Any, last: PhysicalOperator) -> PhysicalOperator:
@@ -32,6 +36,14 @@ def plan_special(planner: Any, op: Any, last: PhysicalOperator) -> PhysicalOpera
     if isinstance(op, Union):
         others = [planner.chain(p) for p in op.others]
         return planner.add(UnionOperator(op.name, [last] + others))
+    if isinstance(op, Zip):
+        others = [planner.chain(p) for p in op.others]
+        return planner.add(ZipOperator(op.name, [last] + others))
+    if isinstance(op, Join):
+        right = planner.chain(op.right)
+        spec = JoinSpec(op.join_type, op.on, op.right_on, op.left_suffix, op.right_suffix, op.num_partitions)
+        min_bytes = planner.context.target_min_block_size
+        return planner.add(ExchangeOperator(op.name, [last, right], spec, min_bytes))
     if isinstance(op, Repartition) and op.num_blocks is None:
         return planner.add(RebatchOperator(op.name, last, op.target_num_rows_per_block))
     spec = _exchange_spec(op)

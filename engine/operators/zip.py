@@ -1,0 +1,113 @@
+"""The zip operator: the columns of several inputs side by side, row by row (streaming)."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Deque, List, Optional
+
+import pyarrow as pa
+
+from shardflow.engine.backends.base import THREAD
+from shardflow.engine.operators.base import PhysicalOperator
+from shardflow.engine.operators.task_pool import TaskPool
+from shardflow.engine.refs import RefBundle, resolve, slice_metadata, slice_ref
+
+
+class ZipColumns:
+    """Task: one row range of every input, their columns joined (duplicates renamed)."""
+
+    def __call__(self, inputs: List[Any], ctx: Any) -> Any:
+        columns: dict = {}
+        for position, item in enumerate(inputs):
+            block = resolve(item)
+            for name in block.column_names:
+                out = name
+                if out in columns:
+                    out = f"{name}_{position}"
+                columns[out] = block.column(name)
+        yield pa.table(columns)
+
+
+class ZipOperator(PhysicalOperator):
+    """Zips its inputs' streams; each output block covers the rows where no input block ends.
+
+    Raises ValueError naming the row counts when the inputs differ in length.
+    """
+
+    runs_tasks = True
+
+    def __init__(self, name: str, inputs: List[PhysicalOperator]):
+        super().__init__(name, inputs)
+        self._pending: List[Deque[RefBundle]] = [deque() for _ in inputs]
+        self._offsets = [0] * len(inputs)
+        self._rows = [0] * len(inputs)
+        self._ready: Deque[RefBundle] = deque()
+        self._pool: Optional[TaskPool] = None
+        self.inputs_received = 0
+
+    def start(self, runtime: Any) -> None:
+        self._pool = TaskPool(self, ordered=True)
+        super().start(runtime)
+
+    def add_input(self, bundle: RefBundle, input_index: int) -> None:
+        self.inputs_received += 1
+        self._rows[input_index] += bundle.num_rows
+        if bundle.num_rows == 0:
+            self.runtime.budget.release(bundle.charge)
+            return
+        self._pending[input_index].append(bundle)
+
+    def all_inputs_done(self) -> None:
+        if len(set(self._rows)) > 1:
+            counts = ", ".join(str(r) for r in self._rows)
+            raise ValueError(f"Cannot zip datasets of different number of rows: {counts}")
+
+    def next_task_kind(self) -> Optional[str]:
+        if self.cancelled or not all(self._pending):
+            return None
+        return THREAD
+
+    def launch_next(self) -> None:
+        length = min(q[0].num_rows - off for q, off in zip(self._pending, self._offsets))
+        pieces = []
+        for i, queue_ in enumerate(self._pending):
+            head = queue_[0]
+            piece = RefBundle(slice_ref(head.ref, self._offsets[i], length),
+                              slice_metadata(head.meta, self._offsets[i], length), 0)
+            self._offsets[i] += length
+            if self._offsets[i] == head.num_rows:
+                queue_.popleft()
+                self._offsets[i] = 0
+                piece.charge = head.charge  # released when the task using its last rows ends
+            pieces.append(piece)
+        self._pool.launch(ZipColumns(), pieces, THREAD)
+
+    def has_pending_work(self, kind: str) -> bool:
+        return kind == THREAD and (bool(self._pool.running) or all(self._pending))
+
+    def on_task_event(self, task_id: int, event: str, payload: Any, meta: Any) -> None:
+        self._pool.on_event(task_id, event, payload, meta)
+
+    def has_next(self) -> bool:
+        if not self._ready:
+            self._ready.extend(self._pool.pop_ready())
+        return bool(self._ready)
+
+    def get_next(self) -> RefBundle:
+        return self._ready.popleft()
+
+    def completed(self) -> bool:
+        if self.cancelled:
+            return not self._pool.running
+        return self.inputs_complete and not any(self._pending) and not self._ready and self._pool.idle
+
+    def cancel(self) -> None:
+        super().cancel()
+        for queue_ in self._pending:
+            for bundle in queue_:
+                self.runtime.budget.release(bundle.charge)
+            queue_.clear()
+        for bundle in self._ready:
+            self.runtime.budget.release(bundle.charge)
+        self._ready.clear()
+        self._pool.cancel()
