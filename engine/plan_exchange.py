@@ -42,13 +42,17 @@ def plan_special(planner: Any, op: Any, last: PhysicalOperator) -> PhysicalOpera
     if isinstance(op, Join):
         right = planner.chain(op.right)
         spec = JoinSpec(op.join_type, op.on, op.right_on, op.left_suffix, op.right_suffix, op.num_partitions)
-        min_bytes = planner.context.target_min_block_size
-        return planner.add(ExchangeOperator(op.name, [last, right], spec, min_bytes))
+        return planner.add(ExchangeOperator(op.name, [last, right], spec, _run_bytes(planner.context)))
     if isinstance(op, Repartition) and op.num_blocks is None:
         return planner.add(RebatchOperator(op.name, last, op.target_num_rows_per_block))
     spec = _exchange_spec(op)
-    min_bytes = planner.context.target_min_block_size
-    return planner.add(ExchangeOperator(op.name, [last], spec, min_bytes))
+    return planner.add(ExchangeOperator(op.name, [last], spec, _run_bytes(planner.context)))
+
+
+def _run_bytes(context: Any) -> int:
+    """Prepare tasks gather input blocks into runs of about one partition's size."""
+    partition = min(context.target_max_block_size, context.memory_budget_bytes // 8)
+    return max(context.target_min_block_size, partition)
 
 
 def _exchange_spec(op: Any) -> Any:

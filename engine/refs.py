@@ -15,7 +15,7 @@ for a top-level object reference) into a ``pyarrow.Table``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, List, Optional, Tuple
 
 import pyarrow as pa
 
@@ -40,18 +40,64 @@ class MemoryRef(BlockRef):
 
 @dataclass(frozen=True)
 class SpilledRef(BlockRef):
-    """A block stored as the Arrow IPC file at ``path`` (one block per file)."""
+    """A block stored in the Arrow IPC file at ``path`` as record batches of ``batch_rows``
+    rows each, so that a row range reads only the batches it overlaps (plain reads, not a
+    memory map: what is read is exactly what is held)."""
 
     path: str
+    batch_rows: Tuple[int, ...] = ()
 
     in_memory = False
 
-    def load(self) -> pa.Table:
-        """Memory-map the file and return the block (zero-copy; pages are read on access)."""
+    @property
+    def num_rows(self) -> int:
+        return sum(self.batch_rows)
+
+    def load(self, columns: Optional[List[str]] = None) -> pa.Table:
+        """The whole block (or only ``columns``)."""
+        return self.load_rows(0, self.num_rows, columns)
+
+    def load_rows(self, offset: int, length: int, columns: Optional[List[str]] = None) -> pa.Table:
+        """Rows ``offset .. offset + length``, reading only the batches that hold them."""
+        with self.reader(columns) as reader:
+            batches, first, start = [], None, 0
+            for index, rows in enumerate(self.batch_rows):
+                if start >= offset + length and batches:
+                    break
+                if start + rows > offset or (rows == 0 and start == offset):
+                    first = start if first is None else first
+                    batches.append(reader.get_batch(index))
+                start += rows
+            table = pa.Table.from_batches(batches, schema=reader.schema)
+        return table.slice(offset - (first or 0), length)
+
+    def reader(self, columns: Optional[List[str]] = None) -> "_SpillReader":
+        """A reader of the file's batches (only ``columns`` when given); use it in a with."""
+        return _SpillReader(self.path, columns)
+
+
+class _SpillReader:
+    def __init__(self, path: str, columns: Optional[List[str]]):
+        self.path, self.columns = path, columns
+
+    def __enter__(self) -> Any:
         import pyarrow.ipc as ipc
 
-        with pa.memory_map(self.path, "r") as source:
-            return ipc.open_file(source).read_all()
+        self._source = pa.OSFile(self.path, "rb")
+        return ipc.open_file(self._source, options=_read_options(self._source, self.columns, self.path))
+
+    def __exit__(self, *exc: Any) -> None:
+        self._source.close()
+
+
+def _read_options(source: Any, columns: Optional[List[str]], path: str) -> Any:
+    import pyarrow.ipc as ipc
+
+    if columns is None:
+        return None
+    schema = ipc.open_file(source).schema
+    source.seek(0)
+    return ipc.IpcReadOptions(included_fields=[schema.get_field_index(c) for c in columns])
 
 
 @dataclass(frozen=True)
@@ -81,6 +127,8 @@ def resolve(item: Any) -> pa.Table:
     if isinstance(item, MemoryRef):
         return item.block
     if isinstance(item, SliceRef):
+        if isinstance(item.parent, SpilledRef):
+            return item.parent.load_rows(item.offset, item.length)
         return resolve(item.parent).slice(item.offset, item.length)
     if isinstance(item, SpilledRef):
         return item.load()

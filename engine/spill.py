@@ -45,12 +45,19 @@ def forget_spill_dir(path: str) -> None:
         _live.discard(path)
 
 
+#: Spilled blocks are written as record batches of about this size, the unit of reading back.
+BATCH_BYTES = 256 * 1024
+
+
 def spill_block(block: pa.Table, folder: str) -> SpilledRef:
     """Write ``block`` to a new IPC file in ``folder`` and return its reference."""
     path = os.path.join(folder, f"{uuid.uuid4().hex}.arrow")
+    row_bytes = max(1, block.nbytes // max(1, block.num_rows))
+    batches = block.to_batches(max_chunksize=max(1024, BATCH_BYTES // row_bytes))
     with ipc.new_file(path, block.schema) as writer:
-        writer.write_table(block)
-    return SpilledRef(path)
+        for batch in batches:
+            writer.write_batch(batch)
+    return SpilledRef(path, tuple(len(b) for b in batches))
 
 
 def _remove_orphans() -> None:

@@ -79,6 +79,13 @@ class PlanContext:
         total = sum(r.size_bytes for r in runs)
         return max(1, default, math.ceil(total / self.partition_bytes()))
 
+    def reduce_tasks(self, outputs: int, runs: List[Run]) -> int:
+        """How many reduce tasks make ``outputs`` blocks: one per partition-sized share of
+        the data at most, so each task reads large pieces of each run (many tiny pieces of
+        memory-mapped runs would cost far more memory and time than their size)."""
+        total = sum(r.size_bytes for r in runs)
+        return max(1, min(outputs, math.ceil(total / self.partition_bytes())))
+
 
 class ExchangeSpec:
     """One kind of exchange. Specs are picklable; their prepare/reduce transforms run in tasks."""
@@ -126,6 +133,17 @@ def even_ranges(num_rows: int, parts: int) -> List[tuple]:
     """``parts`` contiguous (offset, length) ranges of ``num_rows`` rows, sizes within one."""
     bounds = [num_rows * j // parts for j in range(parts + 1)]
     return [(bounds[j], bounds[j + 1] - bounds[j]) for j in range(parts)]
+
+
+def spread(outputs: int, tasks: int) -> List[int]:
+    """How many of ``outputs`` blocks each of ``tasks`` tasks emits (as even as can be)."""
+    return [length for _, length in even_ranges(outputs, tasks)]
+
+
+def split_even(block: Block, parts: int) -> Iterator[Block]:
+    """``block`` as ``parts`` zero-copy slices of nearly equal row counts (empty ones too)."""
+    for offset, length in even_ranges(block.num_rows, max(1, parts)):
+        yield block.slice(offset, length)
 
 
 def seeded_rng(seed: Optional[int], *stream: int) -> Any:

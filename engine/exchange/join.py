@@ -15,7 +15,6 @@ import pyarrow as pa
 from shardflow.engine.exchange.base import ExchangeSpec, PlanContext, PrepareTransform, ReducePlan, Run
 from shardflow.engine.exchange.ranges import choose_boundaries, partition_limits, partition_of, sample_keys, sort_block
 from shardflow.engine.logical import SortKey
-from shardflow.engine.refs import resolve
 from shardflow.sdk.block import Block, concat_blocks
 from shardflow.sdk.datasink import TaskContext
 
@@ -65,8 +64,8 @@ class _JoinPartition:
 
     def __call__(self, inputs: List[Any], ctx: TaskContext) -> Iterator[Block]:
         spec = self.spec
-        left = [partition_of(resolve(i), _key(spec.on), self.lo, self.hi) for i in inputs[: self.num_left]]
-        right = [partition_of(resolve(i), _key(spec.right_on), self.lo, self.hi) for i in inputs[self.num_left:]]
+        left = [partition_of(i, _key(spec.on), self.lo, self.hi) for i in inputs[: self.num_left]]
+        right = [partition_of(i, _key(spec.right_on), self.lo, self.hi) for i in inputs[self.num_left:]]
         yield join_blocks(concat_blocks(left), concat_blocks(right), spec)
 
 

@@ -8,6 +8,7 @@ first row not before the next.
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Any, List, Optional, Sequence, Tuple
 
@@ -16,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardflow.engine.logical import SortKey
+from shardflow.engine.refs import SpilledRef, resolve
 from shardflow.sdk.block import Block
 
 SAMPLES_PER_RUN = 64
@@ -95,33 +97,73 @@ def lower_bound(sorted_block: Block, key: SortKey, boundary: Optional[Tuple[Any,
 
 
 def _numeric_lower_bound(column: pa.ChunkedArray, descending: bool, value: Any) -> Optional[int]:
-    """Vectorized lower bound for one numeric key column; None when the fast path does not apply."""
+    """Lower bound on one numeric key column by binary search, touching only the values it
+    compares (runs may be memory-mapped files); None when the fast path does not apply."""
     arrow_type = column.type
     if not (pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)):
         return None
     if value is not None and not isinstance(value, (int, float)):
         return None
-    n = len(column)
-    nulls = column.null_count
-    values = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    valid = values.slice(0, n - nulls).to_numpy(zero_copy_only=False)
-    nans = int(np.isnan(valid).sum()) if pa.types.is_floating(arrow_type) else 0
-    ordered = valid[: len(valid) - nans]
+    valid = len(column) - column.null_count  # nulls sort last
     if value is None:
-        return n - nulls
+        return valid
+    ordered = valid
+    if pa.types.is_floating(arrow_type):  # NaNs sort after numbers, before nulls
+        ordered = bisect.bisect_left(range(valid), True, key=lambda i: math.isnan(column[i].as_py()))
     if isinstance(value, float) and math.isnan(value):
-        return len(ordered)
-    if not descending:
-        return int(np.searchsorted(ordered, value, side="left"))
-    # Descending: the rows before ``value`` are those greater than it.
-    return len(ordered) - int(np.searchsorted(ordered[::-1], value, side="right"))
+        return ordered
+    position = 0
+    for chunk in column.chunks:
+        size = min(len(chunk), ordered - position)
+        if size <= 0:
+            break
+        values = chunk.slice(0, size).to_numpy(zero_copy_only=False)
+        if descending:  # the rows before ``value`` are those greater than it
+            found = size - int(np.searchsorted(values[::-1], value, side="right"))
+        else:
+            found = int(np.searchsorted(values, value, side="left"))
+        if found < size:
+            return position + found
+        position += size
+    return ordered
 
 
-def partition_of(sorted_block: Block, key: SortKey, lo: Optional[tuple], hi: Optional[tuple]) -> Block:
-    """The rows of a sorted block from boundary ``lo`` (inclusive) to ``hi`` (exclusive)."""
-    start = lower_bound(sorted_block, key, lo)
-    end = sorted_block.num_rows if hi is None else lower_bound(sorted_block, key, hi)
-    return sorted_block.slice(start, max(0, end - start))
+def partition_of(run: Any, key: SortKey, lo: Optional[tuple], hi: Optional[tuple]) -> Block:
+    """The rows of a sorted run (a block or a reference to one) from boundary ``lo``
+    (inclusive) to ``hi`` (exclusive). A spilled run is searched batch by batch, reading
+    only its key columns, and only the rows in range are read in full."""
+    if isinstance(run, SpilledRef):
+        start = _spilled_lower_bound(run, key, lo)
+        end = run.num_rows if hi is None else _spilled_lower_bound(run, key, hi)
+        return run.load_rows(start, max(0, end - start))
+    block = resolve(run)
+    start = lower_bound(block, key, lo)
+    end = block.num_rows if hi is None else lower_bound(block, key, hi)
+    return block.slice(start, max(0, end - start))
+
+
+def _spilled_lower_bound(run: SpilledRef, key: SortKey, boundary: Optional[tuple]) -> int:
+    if boundary is None or not run.batch_rows:
+        return 0
+    prefix = SortKey(key.columns[: len(boundary)], key.descending[: len(boundary)])
+    starts = np.cumsum((0,) + run.batch_rows)
+    with run.reader(list(prefix.columns)) as reader:
+
+        def last_row(index: int) -> tuple:
+            batch = reader.get_batch(index)
+            return tuple(batch.column(i)[len(batch) - 1].as_py() for i in range(batch.num_columns))
+
+        lo, hi = 0, len(run.batch_rows)
+        while lo < hi:  # the first batch whose last row is not before the boundary
+            mid = (lo + hi) // 2
+            if run.batch_rows[mid] and compare_keys(last_row(mid), boundary, prefix.descending) < 0:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo == len(run.batch_rows):
+            return int(starts[-1])
+        batch = pa.Table.from_batches([reader.get_batch(lo)])
+    return int(starts[lo]) + lower_bound(batch, prefix, boundary)
 
 
 def partition_limits(boundaries: List[tuple], j: int) -> Tuple[Optional[tuple], Optional[tuple]]:

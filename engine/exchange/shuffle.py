@@ -17,6 +17,8 @@ from shardflow.engine.exchange.base import (
     even_ranges,
     gather,
     seeded_rng,
+    split_even,
+    spread,
 )
 from shardflow.engine.refs import slice_ref
 from shardflow.sdk.block import Block
@@ -35,22 +37,35 @@ class _Permute(PrepareTransform):
 
 
 class _ConcatPermute:
-    """Reduce: the partition's pieces, permuted once more."""
+    """Reduce: the partition's pieces, permuted once more, as ``outputs`` blocks."""
 
-    def __init__(self, seed: Optional[int], partition: int):
-        self.seed, self.partition = seed, partition
+    def __init__(self, seed: Optional[int], partition: int, outputs: int = 1):
+        self.seed, self.partition, self.outputs = seed, partition, outputs
 
     def __call__(self, inputs: List[Any], ctx: TaskContext) -> Iterator[Block]:
         block = gather(inputs)
         rng = seeded_rng(self.seed, 1, self.partition)
-        yield block.take(pa.array(rng.permutation(block.num_rows))) if block.num_rows > 1 else block
+        if block.num_rows > 1:
+            block = block.take(pa.array(rng.permutation(block.num_rows)))
+        yield from split_even(block, self.outputs)
 
 
 class _Concat:
-    """Reduce: the partition's pieces, in order, as one block."""
+    """Reduce: the partition's pieces, in order, as blocks of the given row counts (or as
+    ``outputs`` nearly equal blocks)."""
+
+    def __init__(self, lengths: Optional[List[int]] = None, outputs: int = 1):
+        self.lengths, self.outputs = lengths, outputs
 
     def __call__(self, inputs: List[Any], ctx: TaskContext) -> Iterator[Block]:
-        yield gather(inputs)
+        block = gather(inputs)
+        if self.lengths is None:
+            yield from split_even(block, self.outputs)
+            return
+        offset = 0
+        for length in self.lengths:
+            yield block.slice(offset, length)
+            offset += length
 
 
 def _slices_of_each_run(runs: List[Run], parts: int) -> List[List[Any]]:
@@ -85,11 +100,12 @@ class RandomShuffleSpec(ExchangeSpec):
     def plan(self, runs: List[Run], ctx: PlanContext) -> List[ReducePlan]:
         if not runs:
             return []
-        parts = ctx.num_partitions(self.num_blocks, runs, ctx.num_input_blocks[0])
-        expected = _expected(runs, parts)
+        outputs = ctx.num_partitions(self.num_blocks, runs, ctx.num_input_blocks[0])
+        tasks = ctx.reduce_tasks(outputs, runs)
+        expected = _expected(runs, tasks)
         return [
-            ReducePlan(pieces, _ConcatPermute(self.seed, j), expected)
-            for j, pieces in enumerate(_slices_of_each_run(runs, parts))
+            ReducePlan(pieces, _ConcatPermute(self.seed, j, count), expected)
+            for j, (pieces, count) in enumerate(zip(_slices_of_each_run(runs, tasks), spread(outputs, tasks)))
         ]
 
 
@@ -105,21 +121,29 @@ class RepartitionSpec(ExchangeSpec):
     def plan(self, runs: List[Run], ctx: PlanContext) -> List[ReducePlan]:
         if not runs:
             return []
-        expected = _expected(runs, self.num_blocks)
+        tasks = ctx.reduce_tasks(self.num_blocks, runs)
+        expected = _expected(runs, tasks)
+        counts = spread(self.num_blocks, tasks)
         if self.shuffle:
-            pieces = _slices_of_each_run(runs, self.num_blocks)
-            return [ReducePlan(p, _Concat(), expected) for p in pieces]
+            pieces = _slices_of_each_run(runs, tasks)
+            return [ReducePlan(p, _Concat(outputs=k), expected) for p, k in zip(pieces, counts)]
         total = sum(r.num_rows for r in runs)
+        blocks = even_ranges(total, self.num_blocks)
         starts = np.cumsum([0] + [r.num_rows for r in runs])
-        plans = []
-        for offset, length in even_ranges(total, self.num_blocks):
+        plans, first = [], 0
+        for count in counts:
+            group = blocks[first:first + count]
+            first += count
+            offset = group[0][0]
+            end = group[-1][0] + group[-1][1]
             pieces = []
             for run, start in zip(runs, starts[:-1]):
-                lo = max(offset, int(start))
-                hi = min(offset + length, int(start) + run.num_rows)
-                if hi > lo or (length == 0 and not pieces):
-                    pieces.append(slice_ref(run.bundle.ref, lo - int(start), max(0, hi - lo)))
-            plans.append(ReducePlan(pieces, _Concat(), expected))
+                lo, hi = max(offset, int(start)), min(end, int(start) + run.num_rows)
+                if hi > lo:
+                    pieces.append(slice_ref(run.bundle.ref, lo - int(start), hi - lo))
+            if not pieces:  # keep the schema for empty blocks
+                pieces.append(slice_ref(runs[0].bundle.ref, 0, 0))
+            plans.append(ReducePlan(pieces, _Concat(lengths=[length for _, length in group]), expected))
         return plans
 
 

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any, Iterator, List, Optional, Tuple
 
-from shardflow.engine.exchange.base import ExchangeSpec, PlanContext, PrepareTransform, ReducePlan, Run, gather
+from shardflow.engine.exchange.base import (
+    ExchangeSpec,
+    PlanContext,
+    PrepareTransform,
+    ReducePlan,
+    Run,
+    split_even,
+    spread,
+)
 from shardflow.engine.exchange.ranges import (
     choose_boundaries,
     partition_limits,
@@ -13,7 +21,6 @@ from shardflow.engine.exchange.ranges import (
     sort_block,
 )
 from shardflow.engine.logical import SortKey
-from shardflow.engine.refs import resolve
 from shardflow.sdk.block import Block, concat_blocks
 from shardflow.sdk.datasink import TaskContext
 
@@ -31,17 +38,18 @@ class SortRun(PrepareTransform):
 
 
 class MergeRange:
-    """Reduce: the rows of every run between two boundaries, sorted (or just gathered)."""
+    """Reduce: the rows of every run between two boundaries, sorted (or just gathered), as
+    ``outputs`` blocks in order."""
 
-    def __init__(self, key: SortKey, lo: Optional[tuple], hi: Optional[tuple], sort: bool = True):
-        self.key, self.lo, self.hi, self.sort = key, lo, hi, sort
+    def __init__(self, key: SortKey, lo: Optional[tuple], hi: Optional[tuple], sort: bool = True, outputs: int = 1):
+        self.key, self.lo, self.hi, self.sort, self.outputs = key, lo, hi, sort, outputs
 
     def pieces(self, inputs: List[Any]) -> List[Block]:
-        return [partition_of(resolve(i), self.key, self.lo, self.hi) for i in inputs]
+        return [partition_of(i, self.key, self.lo, self.hi) for i in inputs]
 
     def __call__(self, inputs: List[Any], ctx: TaskContext) -> Iterator[Block]:
         block = concat_blocks(self.pieces(inputs))
-        yield sort_block(block, self.key) if self.sort else block
+        yield from split_even(sort_block(block, self.key) if self.sort else block, self.outputs)
 
 
 def range_plans(
@@ -85,8 +93,14 @@ class SortSpec(ExchangeSpec):
         if self.boundaries is not None:
             values = sorted(self.boundaries, reverse=self.key.descending[0])
             given = [(v,) for v in values]
-        parts = ctx.num_partitions(None, runs, ctx.num_input_blocks[0])
-        return range_plans(runs, self.key, parts, given, lambda lo, hi: MergeRange(self.key, lo, hi))
+        if given is not None:
+            return range_plans(runs, self.key, len(given) + 1, given, lambda lo, hi: MergeRange(self.key, lo, hi))
+        outputs = ctx.num_partitions(None, runs, ctx.num_input_blocks[0])
+        tasks = ctx.reduce_tasks(outputs, runs)
+        counts = iter(spread(outputs, tasks))
+        return range_plans(
+            runs, self.key, tasks, None, lambda lo, hi: MergeRange(self.key, lo, hi, outputs=next(counts))
+        )
 
 
 class KeyedRepartitionSpec(ExchangeSpec):
