@@ -151,7 +151,7 @@ def _spilled_lower_bound(run: SpilledRef, key: SortKey, boundary: Optional[tuple
 
         def last_row(index: int) -> tuple:
             batch = reader.get_batch(index)
-            return tuple(batch.column(i)[len(batch) - 1].as_py() for i in range(batch.num_columns))
+            return tuple(batch.column(name)[len(batch) - 1].as_py() for name in prefix.columns)
 
         lo, hi = 0, len(run.batch_rows)
         while lo < hi:  # the first batch whose last row is not before the boundary
