@@ -45,7 +45,10 @@ class DataContext:
     Args:
         memory_budget_bytes: Upper bound on bytes of blocks in flight (produced and not yet
             consumed) during an execution. Defaults to a quarter of the machine's RAM.
-        target_max_block_size: Reads and transforms aim for blocks at most this large.
+        target_max_block_size: Reads, transforms and exchanges cut blocks larger than this
+            into zero-copy slices (Ray Data's default is 128 MiB).
+        target_min_block_size: Fused transforms join consecutive smaller output blocks, and
+            exchanges gather smaller input blocks before preparing them.
         preserve_order: Emit blocks in the order of their inputs (deterministic results).
         enable_progress_bars: Show per-operator progress bars on a terminal. The environment
             variable ``SHARDFLOW_DISABLE_PROGRESS_BARS=1`` turns every bar off.
@@ -103,6 +106,15 @@ class DataContext:
         if not isinstance(self.memory_budget_bytes, int) or self.memory_budget_bytes <= 0:
             raise ValueError(
                 f"DataContext.memory_budget_bytes must be a positive int, got {self.memory_budget_bytes!r}."
+            )
+        for name in ("target_max_block_size", "target_min_block_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"DataContext.{name} must be a positive int, got {value!r}.")
+        if self.target_min_block_size > self.target_max_block_size:
+            raise ValueError(
+                f"DataContext.target_min_block_size ({self.target_min_block_size}) must not exceed "
+                f"target_max_block_size ({self.target_max_block_size})."
             )
         if self.backend not in ("local", "ray"):
             raise ValueError(f"DataContext.backend must be 'local' or 'ray', got {self.backend!r}.")

@@ -166,7 +166,8 @@ class ExchangeOperator(PhysicalOperator):
             return
         plan = self._plans[self._next_plan]
         self._next_plan += 1
-        self._reduce.launch(plan.transform, [RefBundle(i, _NO_META, 0) for i in plan.inputs], THREAD)
+        transform = _Bounded(plan.transform, self.runtime.context.target_max_block_size)
+        self._reduce.launch(transform, [RefBundle(i, _NO_META, 0) for i in plan.inputs], THREAD)
 
     def _emit_passthrough(self) -> None:
         """Plans without a transform pass their input through, in output order."""
@@ -253,6 +254,18 @@ class ExchangeOperator(PhysicalOperator):
         self._prepare.cancel()
         self._reduce.cancel()
         self._release_runs()
+
+
+class _Bounded:
+    """A reduce transform whose output blocks are cut to DataContext.target_max_block_size."""
+
+    def __init__(self, transform: Any, max_bytes: int):
+        self.transform, self.max_bytes = transform, max_bytes
+
+    def __call__(self, inputs: List[Any], ctx: Any) -> Any:
+        from shardflow.engine.transforms import split_large_blocks
+
+        return split_large_blocks(iter(self.transform(inputs, ctx)), self.max_bytes)
 
 
 def _identity(inputs: List[Any], ctx: Any) -> Any:
