@@ -84,6 +84,7 @@ class PartialAggregate(PrepareTransform):
 
     def prepare(self, block: Block, index: int) -> Iterator[Block]:
         check_aggregation_input(block, self.keys, self.aggs)
+        block = self._needed_columns(block)
         ordered = sort_block(block, ascending(self.keys)) if self.keys else block
         starts = group_starts(ordered, self.keys)
         gid = group_ids(starts)
@@ -105,6 +106,17 @@ class PartialAggregate(PrepareTransform):
         partial = pa.table(columns) if columns else pa.table({"__empty": pa.array([], pa.int8())})
         yield partial
         yield sample_keys(partial, ascending(self.keys)) if self.keys else pa.table({})
+
+
+    def _needed_columns(self, block: Block) -> Block:
+        """Only the keys and the aggregated columns (unless a custom aggregation may read any)."""
+        needed = list(self.keys)
+        for agg in self.aggs:
+            targets = agg.target_columns()
+            if not targets and vectorized(agg, "") is None:
+                return block  # a custom aggregation over whole rows
+            needed += [c for c in targets if c not in needed]
+        return block.select(needed) if block.num_columns else block
 
 
 def _empty_states(bulk: Any, block: Block) -> Dict[str, pa.Array]:
