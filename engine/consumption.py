@@ -79,6 +79,25 @@ class PreparedPlan:
         return None
 
 
+class ExecutionHandle:
+    """Lets a consumer in one thread cancel an execution driven from another (a prefetching
+    iterator whose user stopped, or pressed Ctrl-C)."""
+
+    def __init__(self) -> None:
+        self._executor: Optional[StreamingExecutor] = None
+        self._cancelled = False
+
+    def attach(self, executor: StreamingExecutor) -> None:
+        self._executor = executor
+        if self._cancelled:
+            executor.cancel()
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        if self._executor is not None:
+            self._executor.cancel()
+
+
 class ConsumptionMixin:
     """Methods that run the plan. Mixed into Dataset."""
 
@@ -87,20 +106,28 @@ class ConsumptionMixin:
     # -- execution ----------------------------------------------------------------------
 
     def _execute(
-        self, plan: Optional[LogicalPlan] = None, prepared: Optional[PreparedPlan] = None
+        self,
+        plan: Optional[LogicalPlan] = None,
+        prepared: Optional[PreparedPlan] = None,
+        handle: Optional["ExecutionHandle"] = None,
     ) -> Iterator[Tuple[Any, Any]]:
         """Stream (reference, metadata) pairs of the output blocks."""
         prepared = prepared or PreparedPlan(plan or self._plan)
         executor = prepared.executor()
+        if handle is not None:
+            handle.attach(executor)
         self._last_stats = executor.stats
         for ref, meta in executor:
             yield ref, meta
 
     def _iter_blocks(
-        self, plan: Optional[LogicalPlan] = None, prepared: Optional[PreparedPlan] = None
+        self,
+        plan: Optional[LogicalPlan] = None,
+        prepared: Optional[PreparedPlan] = None,
+        handle: Optional["ExecutionHandle"] = None,
     ) -> Iterator[Block]:
         backend = current_backend()
-        for ref, _ in self._execute(plan, prepared):
+        for ref, _ in self._execute(plan, prepared, handle):
             yield backend.get(ref)
 
     def _execute_blocks(self, plan: Optional[LogicalPlan] = None) -> List[Block]:
@@ -143,8 +170,9 @@ class ConsumptionMixin:
         batch_format = validate_batch_format(batch_format)
         if isinstance(prefetch_batches, bool) or not isinstance(prefetch_batches, int) or prefetch_batches < 0:
             raise ValueError(f"prefetch_batches must be an int >= 0, got {prefetch_batches!r}.")
+        handle = ExecutionHandle()
         return iter_batches_from_blocks(
-            self._iter_blocks(), batch_size=batch_size, batch_format=batch_format,
+            self._iter_blocks(handle=handle), on_stop=handle.cancel, batch_size=batch_size, batch_format=batch_format,
             drop_last=drop_last, prefetch_batches=prefetch_batches,
         )
 

@@ -75,9 +75,16 @@ class TaskFailure:
             return None
 
     def to_exception(self) -> BaseException:
-        """The exception to raise on the driver."""
+        """The exception to raise on the driver.
+
+        ``SystemExit`` and ``KeyboardInterrupt`` from a user function are raised as they are,
+        so that ``sys.exit(3)`` in a UDF ends the script with status 3.
+        """
+        original = self.original()
+        if isinstance(original, (SystemExit, KeyboardInterrupt)):
+            return original
         error = UserCodeError(self.message, self.operator, self.traceback)
-        return _as_instance_of(error, self.original())
+        return _as_instance_of(error, original)
 
 
 def wrap_user_exception(operator: str, exc: BaseException) -> UserCodeError:

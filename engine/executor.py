@@ -31,6 +31,10 @@ from shardflow.sdk.block import BlockMetadata
 
 _END = object()
 _WAIT_S = 0.05
+#: After a cancellation, how long to wait for running tasks before abandoning them. Process
+#: tasks are killed at once; a thread task cannot be interrupted, so it is left to stop at
+#: its next block and its results are dropped.
+ABANDON_AFTER_S = 1.0
 
 
 class StreamingExecutor:
@@ -90,6 +94,12 @@ class StreamingExecutor:
                 self.budget.release_held(held.charge)
             self.shutdown()
 
+    def cancel(self) -> None:
+        """Stop all work; safe from any thread. A reader waiting for the next block wakes up
+        and the stream ends."""
+        self.cancelled.set()
+        self.budget.wake()
+
     def shutdown(self) -> None:
         """Stop all work, wait for the scheduling thread, and remove temporary files."""
         self.cancelled.set()
@@ -123,18 +133,21 @@ class StreamingExecutor:
 
     def _run(self) -> None:
         ended = False
+        cancelled_at = None
         try:
             while True:
                 if self.cancelled.is_set():
                     self._cancel_all()
-                    if not self.runtime.num_running():
+                    cancelled_at = cancelled_at or time.monotonic()
+                    if not self.runtime.num_running() or time.monotonic() - cancelled_at > ABANDON_AFTER_S:
                         return
                 if self._route():
                     if not ended:
                         ended = True
                         self._out.put(_END)
                     # Tasks of operators stopped by a limit may still be finishing.
-                    if not self.runtime.num_running():
+                    cancelled_at = cancelled_at or time.monotonic()
+                    if not self.runtime.num_running() or time.monotonic() - cancelled_at > ABANDON_AFTER_S:
                         return
                 else:
                     self._dispatch()
@@ -151,7 +164,7 @@ class StreamingExecutor:
         except BaseException as exc:
             self.cancelled.set()
             self._cancel_all()
-            self._wait_for_running(timeout_s=10)
+            self._wait_for_running(timeout_s=ABANDON_AFTER_S)
             if not ended:
                 self._out.put(exc)
         finally:
@@ -161,6 +174,8 @@ class StreamingExecutor:
                 except Exception:
                     pass
             self.runtime.remove_spill_dir()
+            if not ended:  # cancelled: wake a reader still waiting for blocks
+                self._out.put(_END)
 
     def _route(self) -> bool:
         """Move ready outputs downstream and propagate completion; True when all is done."""

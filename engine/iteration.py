@@ -25,6 +25,7 @@ def validate_batch_size(batch_size: Any, *, allow_none: bool = True) -> Optional
 def iter_batches_from_blocks(
     blocks: Iterator[Block],
     *,
+    on_stop: Optional[Callable[[], None]] = None,
     batch_size: Optional[int],
     batch_format: str,
     drop_last: bool,
@@ -33,7 +34,8 @@ def iter_batches_from_blocks(
     """Rebatch a block stream to ``batch_size`` rows in ``batch_format``.
 
     With ``prefetch_batches > 0`` a background thread prepares up to that many batches ahead
-    of the consumer (format conversion and concatenation overlap with the training step).
+    of the consumer (format conversion and concatenation overlap with the training step);
+    ``on_stop`` cancels the execution feeding ``blocks`` when the consumer stops early.
     """
 
     def produce() -> Iterator[Any]:
@@ -47,28 +49,32 @@ def iter_batches_from_blocks(
     if prefetch_batches <= 0:
         yield from produce()
         return
-    yield from _prefetched(produce, prefetch_batches)
+    yield from _prefetched(produce, prefetch_batches, on_stop)
 
 
-def _prefetched(make: Callable[[], Iterator[Any]], depth: int) -> Iterator[Any]:
+def _prefetched(make: Callable[[], Iterator[Any]], depth: int, on_stop: Optional[Callable[[], None]] = None) -> Iterator[Any]:
     buffer: "queue.Queue" = queue.Queue(maxsize=depth)
     stop = threading.Event()
+
+    def put(item: Any) -> bool:
+        """Hand ``item`` to the consumer unless it stopped reading."""
+        while not stop.is_set():
+            try:
+                buffer.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
 
     def fill() -> None:
         source = make()
         try:
             for item in source:
-                while not stop.is_set():
-                    try:
-                        buffer.put(item, timeout=0.05)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not put(item):
                     return
-            buffer.put(_DONE)
+            put(_DONE)
         except BaseException as exc:
-            buffer.put(exc)
+            put(exc)
         finally:
             source.close()
 
@@ -84,6 +90,8 @@ def _prefetched(make: Callable[[], Iterator[Any]], depth: int) -> Iterator[Any]:
             yield item
     finally:
         stop.set()
+        if on_stop is not None and thread.is_alive():
+            on_stop()  # the filling thread may be waiting inside the execution
         thread.join()
 
 

@@ -213,6 +213,10 @@ def _write_operator(op: Write, upstream: PhysicalOperator, min_bytes: int) -> Ma
 def _choose_kind(transform: FusedTransform, name: str, backend_name: str, context: DataContext) -> str:
     if backend_name != "local" or not transform.python_heavy:
         return THREAD
+    from shardflow.engine.backends.process_worker import in_worker
+
+    if in_worker():  # a pipeline run inside a user function: no workers of workers
+        return THREAD
     if not context.python_udfs_in_processes or context.effective_num_cpus() < 2:
         return THREAD
     try:

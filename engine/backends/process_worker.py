@@ -1,8 +1,7 @@
 """A worker process of the local backend: runs fused transforms for pure-Python UDFs.
 
-Started as ``python -m shardflow.engine.backends.process_worker``. It talks to the driver
-over its stdin and a duplicate of its original stdout with length-prefixed pickles, so that a
-user function's prints go to stderr instead of corrupting the protocol.
+Forked by the zygote (engine/backends/zygote.py). It talks to the driver over two pipes with
+length-prefixed pickles; a user function's prints go to the inherited stdout and stderr.
 
 Driver to worker: ("run", payload) | ("next",) | ("close",) | ("exit",)
 Worker to driver: ("started",) | ("block", table) | ("done",) | ("error", TaskFailure) | ("closed",)
@@ -14,7 +13,6 @@ from __future__ import annotations
 
 import os
 import struct
-import sys
 from typing import Any, BinaryIO
 
 import cloudpickle
@@ -91,16 +89,39 @@ def serve(inbox: BinaryIO, outbox: BinaryIO) -> None:
             send(outbox, ("error", TaskFailure(op_name, exc)))
 
 
-def main() -> None:
-    outbox = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    inbox = os.fdopen(os.dup(0), "rb")
+#: Set in every worker process; pipelines run inside a worker use threads only.
+IN_WORKER_ENV = "SHARDFLOW_IN_WORKER"
+
+
+def run_worker(inbox_fd: int, outbox_fd: int, driver_pid: int) -> None:
+    """Serve tasks until the driver says exit, closes the pipe, or dies."""
+    os.environ[IN_WORKER_ENV] = "1"
+    os.environ["SHARDFLOW_DISABLE_PROGRESS_BARS"] = "1"
+    _watch_driver(driver_pid)
     try:
-        serve(inbox, outbox)
+        serve(os.fdopen(inbox_fd, "rb"), os.fdopen(outbox_fd, "wb"))
     except EOFError:
         pass
 
 
-if __name__ == "__main__":
-    main()
+def _watch_driver(driver_pid: int) -> None:
+    """Exit as soon as the driver is gone, even in the middle of a user function."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            try:
+                os.kill(driver_pid, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:
+                pass
+
+    threading.Thread(target=watch, name="shardflow-driver-watch", daemon=True).start()
+
+
+def in_worker() -> bool:
+    """Whether this process is a shardflow worker."""
+    return os.environ.get(IN_WORKER_ENV) == "1"
