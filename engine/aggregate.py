@@ -394,10 +394,10 @@ class Quantile(AggregateFnV2):
         return list(current_accumulator) + list(new)
 
     def finalize(self, accumulator: Any) -> Any:
-        values = pa.array(accumulator)
-        if not len(values):
+        values = [v for v in accumulator if v is not None]
+        if not values or (not self._ignore_nulls and len(values) < len(accumulator)):
             return None
-        return pc.quantile(values, q=self._q, skip_nulls=self._ignore_nulls)[0].as_py()
+        return pc.quantile(pa.array(values), q=self._q)[0].as_py()
 
 
 class Unique(AggregateFnV2):
@@ -480,7 +480,7 @@ class ApproximateQuantile(AggregateFnV2):
 
         sketch = self._sketch()
         values = _column(block, self._target_col_name).drop_null()
-        sketch.update(np.asarray(pc.cast(values, pa.float64()).to_numpy(), dtype=np.float64))
+        sketch.update(np.array(pc.cast(values, pa.float64()).to_numpy(), dtype=np.float64, copy=True))
         return sketch.serialize()
 
     def combine(self, current_accumulator: Any, new: Any) -> Any:

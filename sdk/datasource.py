@@ -86,6 +86,10 @@ class ReadTask:
     def __call__(self) -> Iterator[Block]:
         remaining = self._per_task_row_limit
         if remaining == 0:
+            # Nothing to read, but the first block's empty slice still tells the schema.
+            for data in self._read_fn():
+                yield to_block(data).slice(0, 0)
+                return
             return
         for data in self._read_fn():
             block = to_block(data)

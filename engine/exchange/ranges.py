@@ -72,15 +72,19 @@ def compare_keys(a: Sequence[Any], b: Sequence[Any], descending: Sequence[bool])
     return 0
 
 
-def lower_bound(sorted_block: Block, key: SortKey, boundary: Optional[Tuple[Any, ...]]) -> int:
-    """The number of rows of a sorted block that come before ``boundary`` (None: none do)."""
+def lower_bound(
+    sorted_block: Block, key: SortKey, boundary: Optional[Tuple[Any, ...]], inclusive: bool = False
+) -> int:
+    """The number of rows of a sorted block that come before ``boundary`` (None: none do);
+    with ``inclusive``, rows equal to it count as before it too."""
     if boundary is None:
         return 0
     n = sorted_block.num_rows
     if n == 0:
         return 0
     if len(boundary) == 1:
-        fast = _numeric_lower_bound(sorted_block.column(key.columns[0]), key.descending[0], boundary[0])
+        column = sorted_block.column(key.columns[0])
+        fast = _numeric_lower_bound(column, key.descending[0], boundary[0], inclusive)
         if fast is not None:
             return fast
     columns = [sorted_block.column(c) for c in key.columns[: len(boundary)]]
@@ -89,14 +93,17 @@ def lower_bound(sorted_block: Block, key: SortKey, boundary: Optional[Tuple[Any,
     while lo < hi:
         mid = (lo + hi) // 2
         row = tuple(col[mid].as_py() for col in columns)
-        if compare_keys(row, boundary, descending) < 0:
+        order = compare_keys(row, boundary, descending)
+        if order < 0 or (inclusive and order == 0):
             lo = mid + 1
         else:
             hi = mid
     return lo
 
 
-def _numeric_lower_bound(column: pa.ChunkedArray, descending: bool, value: Any) -> Optional[int]:
+def _numeric_lower_bound(
+    column: pa.ChunkedArray, descending: bool, value: Any, inclusive: bool = False
+) -> Optional[int]:
     """Lower bound on one numeric key column by binary search, touching only the values it
     compares (runs may be memory-mapped files); None when the fast path does not apply."""
     arrow_type = column.type
@@ -119,30 +126,33 @@ def _numeric_lower_bound(column: pa.ChunkedArray, descending: bool, value: Any) 
             break
         values = chunk.slice(0, size).to_numpy(zero_copy_only=False)
         if descending:  # the rows before ``value`` are those greater than it
-            found = size - int(np.searchsorted(values[::-1], value, side="right"))
+            found = size - int(np.searchsorted(values[::-1], value, side="left" if inclusive else "right"))
         else:
-            found = int(np.searchsorted(values, value, side="left"))
+            found = int(np.searchsorted(values, value, side="right" if inclusive else "left"))
         if found < size:
             return position + found
         position += size
     return ordered
 
 
-def partition_of(run: Any, key: SortKey, lo: Optional[tuple], hi: Optional[tuple]) -> Block:
+def partition_of(
+    run: Any, key: SortKey, lo: Optional[tuple], hi: Optional[tuple], inclusive: bool = False
+) -> Block:
     """The rows of a sorted run (a block or a reference to one) from boundary ``lo``
-    (inclusive) to ``hi`` (exclusive). A spilled run is searched batch by batch, reading
-    only its key columns, and only the rows in range are read in full."""
+    (inclusive) to ``hi`` (exclusive); with ``inclusive`` a row equal to a boundary belongs to
+    the range before it. A spilled run is searched batch by batch, reading only its key
+    columns, and only the rows in range are read in full."""
     if isinstance(run, SpilledRef):
-        start = _spilled_lower_bound(run, key, lo)
-        end = run.num_rows if hi is None else _spilled_lower_bound(run, key, hi)
+        start = _spilled_lower_bound(run, key, lo, inclusive)
+        end = run.num_rows if hi is None else _spilled_lower_bound(run, key, hi, inclusive)
         return run.load_rows(start, max(0, end - start))
     block = resolve(run)
-    start = lower_bound(block, key, lo)
-    end = block.num_rows if hi is None else lower_bound(block, key, hi)
+    start = lower_bound(block, key, lo, inclusive)
+    end = block.num_rows if hi is None else lower_bound(block, key, hi, inclusive)
     return block.slice(start, max(0, end - start))
 
 
-def _spilled_lower_bound(run: SpilledRef, key: SortKey, boundary: Optional[tuple]) -> int:
+def _spilled_lower_bound(run: SpilledRef, key: SortKey, boundary: Optional[tuple], inclusive: bool = False) -> int:
     if boundary is None or not run.batch_rows:
         return 0
     prefix = SortKey(key.columns[: len(boundary)], key.descending[: len(boundary)])
@@ -156,14 +166,15 @@ def _spilled_lower_bound(run: SpilledRef, key: SortKey, boundary: Optional[tuple
         lo, hi = 0, len(run.batch_rows)
         while lo < hi:  # the first batch whose last row is not before the boundary
             mid = (lo + hi) // 2
-            if run.batch_rows[mid] and compare_keys(last_row(mid), boundary, prefix.descending) < 0:
+            order = compare_keys(last_row(mid), boundary, prefix.descending) if run.batch_rows[mid] else 1
+            if order < 0 or (inclusive and order == 0):
                 lo = mid + 1
             else:
                 hi = mid
         if lo == len(run.batch_rows):
             return int(starts[-1])
         batch = pa.Table.from_batches([reader.get_batch(lo)])
-    return int(starts[lo]) + lower_bound(batch, prefix, boundary)
+    return int(starts[lo]) + lower_bound(batch, prefix, boundary, inclusive)
 
 
 def partition_limits(boundaries: List[tuple], j: int) -> Tuple[Optional[tuple], Optional[tuple]]:

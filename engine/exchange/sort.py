@@ -41,11 +41,13 @@ class MergeRange:
     """Reduce: the rows of every run between two boundaries, sorted (or just gathered), as
     ``outputs`` blocks in order."""
 
-    def __init__(self, key: SortKey, lo: Optional[tuple], hi: Optional[tuple], sort: bool = True, outputs: int = 1):
+    def __init__(self, key: SortKey, lo: Optional[tuple], hi: Optional[tuple], sort: bool = True,
+                 outputs: int = 1, inclusive: bool = False):
         self.key, self.lo, self.hi, self.sort, self.outputs = key, lo, hi, sort, outputs
+        self.inclusive = inclusive
 
     def pieces(self, inputs: List[Any]) -> List[Block]:
-        return [partition_of(i, self.key, self.lo, self.hi) for i in inputs]
+        return [partition_of(i, self.key, self.lo, self.hi, self.inclusive) for i in inputs]
 
     def __call__(self, inputs: List[Any], ctx: TaskContext) -> Iterator[Block]:
         block = concat_blocks(self.pieces(inputs))
@@ -94,7 +96,13 @@ class SortSpec(ExchangeSpec):
             values = sorted(self.boundaries, reverse=self.key.descending[0])
             given = [(v,) for v in values]
         if given is not None:
-            return range_plans(runs, self.key, len(given) + 1, given, lambda lo, hi: MergeRange(self.key, lo, hi))
+            # Each block holds the values from one boundary up to the next; descending, the
+            # same ranges in reverse order, so a boundary value stays in the block above it.
+            inclusive = self.key.descending[0]
+            return range_plans(
+                runs, self.key, len(given) + 1, given,
+                lambda lo, hi: MergeRange(self.key, lo, hi, inclusive=inclusive),
+            )
         outputs = ctx.num_partitions(None, runs, ctx.num_input_blocks[0])
         tasks = ctx.reduce_tasks(outputs, runs)
         counts = iter(spread(outputs, tasks))

@@ -57,6 +57,12 @@ class Vectorized:
     def finalize(self, combined: Dict[str, pa.Array]) -> pa.Array:
         raise NotImplementedError
 
+    def nan_as_null(self, values: pa.Array) -> pa.Array:
+        """Ray's rule: with ignore_nulls, a NaN result (a NaN among the values) is null."""
+        if not self.ignore_nulls or not pa.types.is_floating(values.type):
+            return values
+        return pc.if_else(pc.fill_null(pc.is_nan(values), False), None, values)
+
 
 def _hash_aggregate(columns: Dict[str, Any], gid: np.ndarray, specs: List[tuple]) -> Block:
     table = pa.table({GID: pa.array(gid), **columns})
@@ -87,6 +93,9 @@ class _Fold(Vectorized):
 
 class _Sum(_Fold):
     function = "sum"
+
+    def finalize(self, combined: Dict[str, pa.Array]) -> pa.Array:
+        return self.nan_as_null(combined[self.state(0)])
 
 
 class _Min(_Fold):
@@ -136,7 +145,7 @@ class _Mean(Vectorized):
     def finalize(self, combined: Dict[str, pa.Array]) -> pa.Array:
         total = pc.cast(combined[self.state(0)], pa.float64())
         count = pc.cast(combined[self.state(1)], pa.float64())
-        return pc.divide(total, count)
+        return self.nan_as_null(pc.divide(total, count))
 
 
 class _Std(Vectorized):
@@ -185,7 +194,9 @@ class _Std(Vectorized):
         ddof = self.agg._ddof  # type: ignore[attr-defined]
         with np.errstate(invalid="ignore", divide="ignore"):
             std = np.where(n - ddof > 0, np.sqrt(np.maximum(m2, 0.0) / (n - ddof)), np.nan)
-        return pc.if_else(pc.is_null(m2_col), None, pa.array(std))
+        nan_input = pc.fill_null(pc.is_nan(pc.cast(m2_col, pa.float64())), False)
+        std_col = pc.if_else(pc.is_null(m2_col), None, pa.array(std))
+        return pc.if_else(nan_input, None if self.ignore_nulls else float("nan"), std_col)
 
 
 _VECTORIZED = {Count: _Count, Sum: _Sum, Min: _Min, Max: _Max, Mean: _Mean, Std: _Std, AbsMax: _AbsMax}

@@ -20,10 +20,17 @@ class LimitOperator(PhysicalOperator):
         super().__init__(name, [input_op])
         self.remaining = limit
         self._ready: Deque[RefBundle] = deque()
+        self._emitted = False
 
     def add_input(self, bundle: RefBundle, input_index: int) -> None:
         self.stats.mark_started()
         if self.remaining <= 0:
+            if not self._emitted:  # ``limit(0)``: one empty block still carries the schema
+                self._emitted = True
+                self._ready.append(RefBundle(
+                    slice_ref(bundle.ref, 0, 0), slice_metadata(bundle.meta, 0, 0), bundle.charge
+                ))
+                return
             self.runtime.budget.release(bundle.charge)
             return
         rows = bundle.num_rows
@@ -38,10 +45,11 @@ class LimitOperator(PhysicalOperator):
         self.remaining -= rows
         self.stats.rows_out += rows
         self.stats.bytes_out += bundle.meta.size_bytes or 0
+        self._emitted = True
         self._ready.append(bundle)
 
     def needs_more_input(self) -> bool:
-        return self.remaining > 0
+        return self.remaining > 0 or not self._emitted
 
     def has_next(self) -> bool:
         return bool(self._ready)
@@ -50,7 +58,8 @@ class LimitOperator(PhysicalOperator):
         return self._ready.popleft()
 
     def completed(self) -> bool:
-        return (self.inputs_complete or self.cancelled or self.remaining <= 0) and not self._ready
+        done = self.inputs_complete or self.cancelled or not self.needs_more_input()
+        return done and not self._ready
 
     def held_bytes(self) -> int:
         return sum(b.charge for b in self._ready)
