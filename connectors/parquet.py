@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pyarrow as pa
 
 from shardflow.sdk.block import Block
 from shardflow.sdk.expressions import Expr
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
-from shardflow.sdk.file_datasource import PATH_COLUMN, FileBasedDatasource
+from shardflow.sdk.file_datasource import PATH_COLUMN, FileBasedDatasource, conform_to_schema
+from shardflow.sdk.filename_provider import TaskFileNamer
 from shardflow.sdk.file_reading import FileUnit
 from shardflow.sdk.retry import is_transient_error
 
@@ -277,34 +278,120 @@ def _unify(
     return pa.unify_schemas([reference, physical], promote_options="permissive")
 
 
+_FLAVORS = ("hive", None, "filename")
+# Marks a "folder" that is really a file-name prefix ("filename" partitioning flavor).
+_NAME_PREFIX_MARK = "\x00"
+
+
 class ParquetDatasink(BlockBasedFileDatasink):
-    """Writes Parquet files. See :meth:`shardflow.Dataset.write_parquet` for the arguments."""
+    """Writes Parquet files. See :meth:`shardflow.Dataset.write_parquet` for the arguments.
+
+    Files are named ``{write_uuid}_{task_index:06}-{i}.parquet`` (``i`` counts the files of
+    a write task), as Ray Data names them. ``arrow_parquet_args`` (and what
+    ``arrow_parquet_args_fn`` returns) go to ``pyarrow.parquet.write_table``, except
+    ``schema`` (every file is cast to it) and ``partitioning_flavor`` (``"hive"``, the
+    default, writes ``col=value`` folders; None writes bare ``value`` folders; ``"filename"``
+    puts the values in front of the file name).
+    """
 
     def __init__(
         self,
-        path: str,
+        path: Any,
         *,
         compression: Optional[str] = "snappy",
         arrow_parquet_args_fn: Optional[Any] = None,
         arrow_parquet_args: Optional[Dict[str, Any]] = None,
+        max_rows_per_file: Optional[int] = None,
         **kwargs: Any,
     ):
         kwargs.setdefault("file_format", "parquet")
+        args = dict(arrow_parquet_args or {})
+        open_stream_args = dict(kwargs.get("open_stream_args") or {})
+        if "compression" in open_stream_args:  # the codec, not a stream compression
+            args["compression"] = open_stream_args.pop("compression")
+            kwargs["open_stream_args"] = open_stream_args
         super().__init__(path, **kwargs)
         if arrow_parquet_args_fn is not None and not callable(arrow_parquet_args_fn):
             raise TypeError("arrow_parquet_args_fn must be a function returning a dict.")
+        if max_rows_per_file is not None and (
+            isinstance(max_rows_per_file, bool)
+            or not isinstance(max_rows_per_file, int)
+            or max_rows_per_file < 1
+        ):
+            raise ValueError(
+                f"max_rows_per_file must be a positive int or None, got {max_rows_per_file!r}."
+            )
+        if (
+            max_rows_per_file is not None
+            and self.min_rows_per_file is not None
+            and self.min_rows_per_file > max_rows_per_file
+        ):
+            raise ValueError("min_rows_per_file must be less than or equal to max_rows_per_file.")
+        schema = args.get("schema")
+        if schema is not None and not isinstance(schema, pa.Schema):
+            raise TypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}.")
+        flavor = args.get("partitioning_flavor", "hive")
+        if flavor not in _FLAVORS:
+            raise ValueError(
+                f"partitioning_flavor must be 'hive', None or 'filename', got {flavor!r}."
+            )
+        if "partitioning_flavor" in args and not self.partition_cols:
+            raise ValueError("partition_cols must be provided when partitioning_flavor is set.")
         self.compression = compression
         self.arrow_parquet_args_fn = arrow_parquet_args_fn
-        self.arrow_parquet_args = dict(arrow_parquet_args or {})
+        self.arrow_parquet_args = args
+        self.max_rows_per_file = max_rows_per_file
 
     def get_name(self) -> str:
         return "Parquet"
 
-    def write_block_to_file(self, block: Block, f: Any) -> None:
-        import pyarrow.parquet as pq
-
+    def _write_args(self) -> Dict[str, Any]:
         args = dict(self.arrow_parquet_args)
         if self.arrow_parquet_args_fn is not None:
             args.update(self.arrow_parquet_args_fn())
         args.setdefault("compression", self.compression)
-        pq.write_table(block, f, **args)
+        return args
+
+    def _namer(self, write_uuid: str, task_index: int) -> TaskFileNamer:
+        return TaskFileNamer(self.filename_provider, write_uuid, task_index, indexed=True)
+
+    def _split_partitions(self, block: Block) -> Iterator[Tuple[str, Block]]:
+        flavor = self._write_args().get("partitioning_flavor", "hive")
+        for folder, part in super()._split_partitions(block):
+            if flavor == "hive" or not folder:
+                yield folder, part
+            else:
+                values = [piece.split("=", 1)[1] for piece in folder.split("/")]
+                yield ("/".join(values) if flavor is None else _NAME_PREFIX_MARK + "_".join(values)), part
+
+    def _write_part(
+        self, block: Block, folder: str, namer: TaskFileNamer, block_index: int
+    ) -> List[str]:
+        args = self._write_args()
+        args.pop("partitioning_flavor", None)
+        schema = args.pop("schema", None)
+        if schema is not None:
+            block = conform_to_schema(block, schema, where=f"the data written to {self.path}")
+        prefix = ""
+        if folder.startswith(_NAME_PREFIX_MARK):
+            prefix, folder = folder[len(_NAME_PREFIX_MARK) :] + "_", ""
+        step = self.max_rows_per_file or max(block.num_rows, 1)
+        written = []
+        for start in range(0, max(block.num_rows, 1), step):
+            part = block.slice(start, step)
+            relative = namer.block_file(part, block_index, folder)
+            if prefix:
+                relative = prefix + relative
+            written.append(
+                self._write_file(
+                    relative, lambda f, part=part: pq_write_table(part, f, args)
+                )
+            )
+        return written
+
+
+def pq_write_table(block: Block, f: Any, args: Dict[str, Any]) -> None:
+    """Write ``block`` as one Parquet file into the open binary file ``f``."""
+    import pyarrow.parquet as pq
+
+    pq.write_table(block, f, **args)
