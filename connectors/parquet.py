@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pyarrow as pa
@@ -30,6 +31,9 @@ from shardflow.sdk.file_datasource import PATH_COLUMN, FileBasedDatasource, conf
 from shardflow.sdk.filename_provider import TaskFileNamer
 from shardflow.sdk.file_reading import FileUnit
 from shardflow.sdk.retry import is_transient_error
+
+
+ROW_HASH_COLUMN = "row_hash"
 
 
 class SchemaMismatchError(ValueError):
@@ -66,15 +70,22 @@ class ParquetDatasource(FileBasedDatasource):
         columns: Optional[List[str]] = None,
         filter: Any = None,
         batch_size: Optional[int] = None,
+        include_row_hash: bool = False,
+        dataset_kwargs: Optional[Dict[str, Any]] = None,
         **kwargs: Any,
     ):
         super().__init__(paths, **kwargs)
         if self._file_args:
             raise TypeError(f"Unknown arguments for read_parquet: {sorted(self._file_args)}.")
+        self._include_row_hash = bool(include_row_hash)
+        self._format_kwargs = _format_kwargs(dataset_kwargs)
         if columns is not None:
             if isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
                 raise TypeError("columns must be a list of column names.")
-            self._projection = {c: c for c in columns}
+            # As in Ray Data, the path and row-hash columns asked for stay with columns=.
+            extra = [PATH_COLUMN] if self._include_paths else []
+            extra += [ROW_HASH_COLUMN] if self._include_row_hash else []
+            self._projection = {c: c for c in list(columns) + [c for c in extra if c not in columns]}
         if filter is not None:
             import pyarrow.compute as pc
 
@@ -197,7 +208,7 @@ class ParquetDatasource(FileBasedDatasource):
             partition_expression = (
                 term if partition_expression is None else partition_expression & term
             )
-        fmt = pads.ParquetFileFormat()
+        fmt = pads.ParquetFileFormat(**self._format_kwargs)
         if partition_expression is None:
             fragment = fmt.make_fragment(f)
         else:
@@ -224,10 +235,20 @@ class ParquetDatasource(FileBasedDatasource):
         if self._batch_size:
             options["batch_size"] = self._batch_size
         if not row_groups:
-            yield fragment.subset(row_group_ids=[]).to_table(**options)
+            yield self._with_row_hash(fragment.subset(row_group_ids=[]).to_table(**options), unit, 0)
             return
+        starts = _row_group_offsets(fragment.metadata)
         for index in row_groups:
-            yield fragment.subset(row_group_ids=[index]).to_table(**options)
+            table = fragment.subset(row_group_ids=[index]).to_table(**options)
+            yield self._with_row_hash(table, unit, starts[index])
+
+    def _with_row_hash(self, table: pa.Table, unit: FileUnit, first_row: int) -> pa.Table:
+        if not self._include_row_hash:
+            return table
+        if ROW_HASH_COLUMN in table.column_names:  # the file's own column is replaced
+            table = table.drop_columns([ROW_HASH_COLUMN])
+        hashes = row_hashes(self._display(unit.path), first_row, table.num_rows)
+        return table.append_column(ROW_HASH_COLUMN, pa.array(hashes, pa.uint64()))
 
     # -- predicate pushdown ---------------------------------------------------------------
 
@@ -251,6 +272,67 @@ class ParquetDatasource(FileBasedDatasource):
     def is_predicate_pushdown_exact(self) -> bool:
         # pyarrow.dataset filters rows, not only row groups: every row read satisfies it.
         return True
+
+
+def _row_group_offsets(metadata: Any) -> List[int]:
+    offsets, total = [], 0
+    for i in range(metadata.num_row_groups):
+        offsets.append(total)
+        total += metadata.row_group(i).num_rows
+    return offsets
+
+
+def row_hashes(path: str, first_row: int, count: int) -> "np.ndarray":
+    """Deterministic uint64 hashes of rows ``first_row ..`` of the file ``path``.
+
+    Mixes a digest of the path with each row's position in the file (splitmix64), so the
+    same file read the same way gives the same hashes, and rows of a dataset rarely collide.
+    """
+    import hashlib
+
+    import numpy as np
+
+    seed = np.uint64(int.from_bytes(hashlib.blake2b(path.encode(), digest_size=8).digest(), "little"))
+    with np.errstate(over="ignore"):
+        x = np.arange(first_row, first_row + count, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        x = x + seed
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def _format_kwargs(dataset_kwargs: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """``dataset_kwargs`` (Ray Data's deprecated read option) as ParquetFileFormat options."""
+    if not dataset_kwargs:
+        return {}
+    if not isinstance(dataset_kwargs, dict):
+        raise TypeError(f"dataset_kwargs must be a dict, got {type(dataset_kwargs).__name__}.")
+    warnings.warn(
+        "dataset_kwargs on read_parquet is deprecated; pass Parquet options as keyword "
+        "arguments of read_parquet.",
+        DeprecationWarning,
+        stacklevel=4,
+    )
+    kwargs = dict(dataset_kwargs)
+    if "partitioning" in kwargs:
+        raise ValueError(
+            "The 'partitioning' parameter isn't supported in 'dataset_kwargs'; use the "
+            "partitioning argument of read_parquet."
+        )
+    if "filters" in kwargs or "filter" in kwargs:
+        raise ValueError(
+            "Row filtering through 'filters' or 'filter' isn't supported in 'dataset_kwargs'; "
+            "use Dataset.filter(expr=...) on the result."
+        )
+    if "read_dictionary" in kwargs:
+        kwargs["dictionary_columns"] = kwargs.pop("read_dictionary")
+    import pyarrow.dataset as pads
+
+    try:
+        pads.ParquetFileFormat(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"dataset_kwargs holds options Parquet reads do not take: {exc}") from None
+    return kwargs
 
 
 def _unify(

@@ -19,7 +19,7 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple
 import pyarrow as pa
 
 from shardflow.sdk import task_stats
-from shardflow.sdk.block import Block, to_block
+from shardflow.sdk.block import Block, concat_blocks, to_block
 from shardflow.sdk.retry import RetryConfig, is_transient_error
 
 logger = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ def coalesce(tables: Iterator[Block], min_bytes: int) -> Iterator[Block]:
 
 
 def _concat(tables: List[Block]) -> Block:
-    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    return tables[0] if len(tables) == 1 else concat_blocks(tables)
 
 
 class FileReadTask:
