@@ -39,7 +39,7 @@ STAGING_PREFIX = ".shardflow-staging-"
 _TRASH_PREFIX = ".shardflow-trash-"
 
 
-class DestinationExistsError(FileExistsError, ValueError):
+class DestinationExistsError(ValueError, FileExistsError):
     """A write with ``mode="error"`` found data at its destination.
 
     A ``ValueError`` as in Ray Data, and a ``FileExistsError`` as the cause suggests.
