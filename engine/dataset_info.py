@@ -117,5 +117,6 @@ def _import(module: str, feature: str) -> Any:
         return importlib.import_module(module)
     except ImportError:
         raise ImportError(
-            f"{feature} needs the {module} package; install it with: pip install {module}"
+            f"{feature} needs the {module} package; install it with: pip install {module} "
+            f"(or pip install shardflow[{module}])"
         ) from None

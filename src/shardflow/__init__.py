@@ -39,10 +39,12 @@ from shardflow.sdk.file_datasource import FileShuffleConfig
 from shardflow.sdk.partitioning import Partitioning, PathPartitionFilter
 from shardflow.sdk import (
     Block,
+    BlockBasedFileDatasink,
     BlockMetadata,
     Datasink,
     Datasource,
     ReadTask,
+    RowBasedFileDatasink,
     TaskContext,
     WriteResult,
     col,
@@ -54,6 +56,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Block",
+    "BlockBasedFileDatasink",
     "BlockMetadata",
     "DataContext",
     "FileShuffleConfig",
@@ -65,6 +68,7 @@ __all__ = [
     "PathPartitionFilter",
     "ReadTask",
     "RetryPolicy",
+    "RowBasedFileDatasink",
     "SaveMode",
     "TaskContext",
     "UserCodeError",

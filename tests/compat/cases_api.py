@@ -14,7 +14,7 @@ def _raises(fn):
     return "no error"
 
 
-@case("range", "Dataset.map", "Dataset.flat_map", "Dataset.filter", "Dataset.map_batches",
+@case("Dataset", "range", "Dataset.map", "Dataset.flat_map", "Dataset.filter", "Dataset.map_batches",
       "Dataset.limit", "Dataset.take", "Dataset.take_all", "Dataset.count")
 def transforms(m, tmp):
     """row and batch transforms, filters (function and expression), limit"""

@@ -39,6 +39,7 @@ class Case:
     fn: Callable[[Any, Path], Any]
     covers: Tuple[str, ...]
     note: str = ""
+    requires: Tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -48,11 +49,15 @@ class Case:
 CASES: List[Case] = []
 
 
-def case(*covers: str, note: str = "") -> Callable[[Callable], Callable]:
-    """Register ``fn`` as a differential case covering the public names ``covers``."""
+def case(*covers: str, note: str = "", requires: Tuple[str, ...] = ()) -> Callable:
+    """Register ``fn`` as a differential case covering the public names ``covers``.
+
+    ``requires`` names optional libraries the case needs; it is skipped without them.
+    """
 
     def register(fn: Callable) -> Callable:
-        CASES.append(Case(fn, tuple(covers), note or (fn.__doc__ or "").strip().split("\n")[0]))
+        doc = note or (fn.__doc__ or "").strip().split("\n")[0]
+        CASES.append(Case(fn, tuple(covers), doc, tuple(requires)))
         return fn
 
     return register
@@ -63,11 +68,12 @@ def case(*covers: str, note: str = "") -> Callable[[Callable], Callable]:
 DIFFERENCES: Dict[str, str] = {}
 
 
-def differs(name: str, reason: str) -> Callable[[Callable], Callable]:
-    """Mark a test as showing a deliberate difference of ``name`` (for the generated table)."""
+def differs(*names: str, reason: str) -> Callable[[Callable], Callable]:
+    """Mark a test as showing a deliberate difference of ``names`` (for the generated table)."""
 
     def register(fn: Callable) -> Callable:
-        DIFFERENCES[name] = reason
+        for name in names:
+            DIFFERENCES[name] = reason
         return fn
 
     return register
