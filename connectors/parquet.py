@@ -85,7 +85,8 @@ class ParquetDatasource(FileBasedDatasource):
             # As in Ray Data, the path and row-hash columns asked for stay with columns=.
             extra = [PATH_COLUMN] if self._include_paths else []
             extra += [ROW_HASH_COLUMN] if self._include_row_hash else []
-            self._projection = {c: c for c in list(columns) + [c for c in extra if c not in columns]}
+            wanted = list(columns) + [c for c in extra if c not in columns]
+            self._projection = {c: c for c in wanted}
         if filter is not None:
             import pyarrow.compute as pc
 
@@ -235,7 +236,8 @@ class ParquetDatasource(FileBasedDatasource):
         if self._batch_size:
             options["batch_size"] = self._batch_size
         if not row_groups:
-            yield self._with_row_hash(fragment.subset(row_group_ids=[]).to_table(**options), unit, 0)
+            empty = fragment.subset(row_group_ids=[]).to_table(**options)
+            yield self._with_row_hash(empty, unit, 0)
             return
         starts = _row_group_offsets(fragment.metadata)
         for index in row_groups:
@@ -292,10 +294,11 @@ def row_hashes(path: str, first_row: int, count: int) -> "np.ndarray":
 
     import numpy as np
 
-    seed = np.uint64(int.from_bytes(hashlib.blake2b(path.encode(), digest_size=8).digest(), "little"))
+    digest = hashlib.blake2b(path.encode(), digest_size=8).digest()
+    seed = np.uint64(int.from_bytes(digest, "little"))
     with np.errstate(over="ignore"):
-        x = np.arange(first_row, first_row + count, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-        x = x + seed
+        x = np.arange(first_row, first_row + count, dtype=np.uint64)
+        x = x * np.uint64(0x9E3779B97F4A7C15) + seed
         x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         return x ^ (x >> np.uint64(31))
@@ -331,7 +334,9 @@ def _format_kwargs(dataset_kwargs: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     try:
         pads.ParquetFileFormat(**kwargs)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"dataset_kwargs holds options Parquet reads do not take: {exc}") from None
+        raise ValueError(
+            f"dataset_kwargs holds options Parquet reads do not take: {exc}"
+        ) from None
     return kwargs
 
 
@@ -444,7 +449,10 @@ class ParquetDatasink(BlockBasedFileDatasink):
                 yield folder, part
             else:
                 values = [piece.split("=", 1)[1] for piece in folder.split("/")]
-                yield ("/".join(values) if flavor is None else _NAME_PREFIX_MARK + "_".join(values)), part
+                if flavor is None:
+                    yield "/".join(values), part
+                else:
+                    yield _NAME_PREFIX_MARK + "_".join(values), part
 
     def _write_part(
         self, block: Block, folder: str, namer: TaskFileNamer, block_index: int

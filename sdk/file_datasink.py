@@ -34,7 +34,9 @@ from shardflow.sdk.save_mode import SaveMode, to_save_mode
 
 logger = logging.getLogger(__name__)
 
-_FILE_MODES = (SaveMode.ERROR, SaveMode.CREATE, SaveMode.APPEND, SaveMode.OVERWRITE, SaveMode.IGNORE)
+_FILE_MODES = (
+    SaveMode.ERROR, SaveMode.CREATE, SaveMode.APPEND, SaveMode.OVERWRITE, SaveMode.IGNORE
+)
 STAGING_PREFIX = ".shardflow-staging-"
 _TRASH_PREFIX = ".shardflow-trash-"
 
@@ -187,8 +189,9 @@ class FileDatasink(Datasink):
         if exists and self.mode != SaveMode.OVERWRITE and self._visible_entries():
             if self.mode in (SaveMode.ERROR, SaveMode.CREATE):
                 raise DestinationExistsError(
-                    f"Path {self.path} already exists and already holds data; pass mode='overwrite' to "
-                    "replace it, mode='append' to add files, or mode='ignore' to skip the write."
+                    f"Path {self.path} already exists and already holds data; pass "
+                    "mode='overwrite' to replace it, mode='append' to add files, or "
+                    "mode='ignore' to skip the write."
                 )
             if self.mode == SaveMode.IGNORE:
                 logger.info("%s already holds data; mode='ignore' skips the write.", self.path)
