@@ -25,7 +25,7 @@ class DatasetInfoMixin:
         Examples:
             >>> import shardflow as sf, tempfile
             >>> folder = tempfile.mkdtemp()
-            >>> sf.range(3).write_csv(folder)
+            >>> sf.range(3, override_num_blocks=1).write_csv(folder)
             >>> [path.endswith(".csv") for path in sf.read_csv(folder).input_files()]
             [True]
         """
