@@ -16,6 +16,7 @@ class BinaryDatasource(FileBasedDatasource):
     """Reads whole files as bytes. See :func:`shardflow.read_binary_files` for the arguments."""
 
     _ROWS_PER_FILE = 1
+    _INFER_COMPRESSION = True  # x.gz reads as its decompressed content, as in Ray Data
 
     def __init__(self, paths: Any, **kwargs: Any):
         super().__init__(paths, **kwargs)

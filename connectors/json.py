@@ -2,7 +2,9 @@
 
 JSON Lines files are parsed incrementally with ``pyarrow.json.open_json``; a file holding one
 JSON document (an array of objects, or a single object) is parsed whole. ``lines=None``
-detects which kind each file is; ``write_json`` writes JSON Lines.
+detects which kind each file is; ``write_json`` writes JSON Lines. JSON Lines that Arrow
+cannot parse (values of mixed types, objects larger than a block) are parsed with Python's
+``json`` instead, as Ray Data does; mixed-type fields become columns of Python objects.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import io
 import json
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
+import pyarrow as pa
+
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
 from shardflow.sdk.file_datasource import FileBasedDatasource
@@ -18,6 +22,21 @@ from shardflow.sdk.file_datasource import FileBasedDatasource
 _ROWS_PER_BLOCK = 16384
 _PEEK_BYTES = 4096
 _WHITESPACE = b" \t\r\n\xef\xbb\xbf"  # with a UTF-8 byte order mark
+
+
+class JSONLineDecodeError(json.JSONDecodeError):
+    """A line of a JSON Lines file is not valid JSON (a ``json.JSONDecodeError``).
+
+    Unlike its base class it keeps only its message, so it pickles from workers to the
+    driver.
+    """
+
+    def __init__(self, message: str):
+        ValueError.__init__(self, message)
+        self.msg, self.doc, self.pos, self.lineno, self.colno = message, "", 0, 0, 0
+
+    def __reduce__(self) -> tuple:
+        return type(self), (str(self),)
 
 
 class JSONDatasource(FileBasedDatasource):
@@ -94,21 +113,54 @@ class JSONDatasource(FileBasedDatasource):
         if self._lines is False or (self._lines is None and first == b"["):
             yield from self._read_document(f)
             return
-        produced = False
+        produced = 0
         try:
             for block in self._read_lines(f):
-                produced = True
+                produced += block.num_rows
                 yield block
-        except Exception as lines_error:
-            if self._lines is not None or produced or first != b"{":
-                raise
-            # Not JSON Lines: perhaps one (pretty-printed) JSON object.
+        except pa.ArrowInvalid:
+            # Arrow cannot parse it: perhaps one (pretty-printed) JSON object, else JSON Lines
+            # whose values Arrow cannot type (mixed types, an object larger than a block):
+            # parse it with Python's json, as Ray Data falls back to.
             f.seek(0)
-            try:
-                blocks = list(self._read_document(f))
-            except ValueError:
-                raise lines_error from None
-            yield from blocks
+            if self._lines is None and not produced and first == b"{":
+                try:
+                    blocks = list(self._read_document(f))
+                except ValueError:
+                    f.seek(0)
+                else:
+                    yield from blocks
+                    return
+            yield from self._read_lines_with_python(f, skip_rows=produced)
+
+    def _read_lines_with_python(self, f: Any, skip_rows: int) -> Iterator[Block]:
+        from shardflow.sdk.block import rows_to_block
+
+        text = io.TextIOWrapper(f, encoding="utf-8-sig")
+        rows: List[Dict[str, Any]] = []
+        try:
+            for number, line in enumerate(text, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise JSONLineDecodeError(
+                        f"{exc.msg}: line {number} column {exc.colno} (char {exc.pos})"
+                    ) from None
+                if not isinstance(row, dict):
+                    raise ValueError(f"line {number} holds a {type(row).__name__}, not an object")
+                if skip_rows:
+                    skip_rows -= 1
+                    continue
+                rows.append(row)
+                if len(rows) >= _ROWS_PER_BLOCK:
+                    yield rows_to_block(rows)
+                    rows = []
+        finally:
+            text.detach()  # the caller closes the file
+        if rows:
+            yield rows_to_block(rows)
 
     def _read_lines(self, f: Any) -> Iterator[Block]:
         import pyarrow as pa

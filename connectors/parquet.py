@@ -19,16 +19,21 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, Dict, Iterator, List, Optional
+import warnings
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pyarrow as pa
 
 from shardflow.sdk.block import Block
 from shardflow.sdk.expressions import Expr
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
-from shardflow.sdk.file_datasource import PATH_COLUMN, FileBasedDatasource
+from shardflow.sdk.file_datasource import PATH_COLUMN, FileBasedDatasource, conform_to_schema
+from shardflow.sdk.filename_provider import TaskFileNamer
 from shardflow.sdk.file_reading import FileUnit
 from shardflow.sdk.retry import is_transient_error
+
+
+ROW_HASH_COLUMN = "row_hash"
 
 
 class SchemaMismatchError(ValueError):
@@ -65,15 +70,23 @@ class ParquetDatasource(FileBasedDatasource):
         columns: Optional[List[str]] = None,
         filter: Any = None,
         batch_size: Optional[int] = None,
+        include_row_hash: bool = False,
+        dataset_kwargs: Optional[Dict[str, Any]] = None,
         **kwargs: Any,
     ):
         super().__init__(paths, **kwargs)
         if self._file_args:
             raise TypeError(f"Unknown arguments for read_parquet: {sorted(self._file_args)}.")
+        self._include_row_hash = bool(include_row_hash)
+        self._format_kwargs = _format_kwargs(dataset_kwargs)
         if columns is not None:
             if isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
                 raise TypeError("columns must be a list of column names.")
-            self._projection = {c: c for c in columns}
+            # As in Ray Data, the path and row-hash columns asked for stay with columns=.
+            extra = [PATH_COLUMN] if self._include_paths else []
+            extra += [ROW_HASH_COLUMN] if self._include_row_hash else []
+            wanted = list(columns) + [c for c in extra if c not in columns]
+            self._projection = {c: c for c in wanted}
         if filter is not None:
             import pyarrow.compute as pc
 
@@ -196,7 +209,7 @@ class ParquetDatasource(FileBasedDatasource):
             partition_expression = (
                 term if partition_expression is None else partition_expression & term
             )
-        fmt = pads.ParquetFileFormat()
+        fmt = pads.ParquetFileFormat(**self._format_kwargs)
         if partition_expression is None:
             fragment = fmt.make_fragment(f)
         else:
@@ -223,10 +236,21 @@ class ParquetDatasource(FileBasedDatasource):
         if self._batch_size:
             options["batch_size"] = self._batch_size
         if not row_groups:
-            yield fragment.subset(row_group_ids=[]).to_table(**options)
+            empty = fragment.subset(row_group_ids=[]).to_table(**options)
+            yield self._with_row_hash(empty, unit, 0)
             return
+        starts = _row_group_offsets(fragment.metadata)
         for index in row_groups:
-            yield fragment.subset(row_group_ids=[index]).to_table(**options)
+            table = fragment.subset(row_group_ids=[index]).to_table(**options)
+            yield self._with_row_hash(table, unit, starts[index])
+
+    def _with_row_hash(self, table: pa.Table, unit: FileUnit, first_row: int) -> pa.Table:
+        if not self._include_row_hash:
+            return table
+        if ROW_HASH_COLUMN in table.column_names:  # the file's own column is replaced
+            table = table.drop_columns([ROW_HASH_COLUMN])
+        hashes = row_hashes(self._display(unit.path), first_row, table.num_rows)
+        return table.append_column(ROW_HASH_COLUMN, pa.array(hashes, pa.uint64()))
 
     # -- predicate pushdown ---------------------------------------------------------------
 
@@ -250,6 +274,70 @@ class ParquetDatasource(FileBasedDatasource):
     def is_predicate_pushdown_exact(self) -> bool:
         # pyarrow.dataset filters rows, not only row groups: every row read satisfies it.
         return True
+
+
+def _row_group_offsets(metadata: Any) -> List[int]:
+    offsets, total = [], 0
+    for i in range(metadata.num_row_groups):
+        offsets.append(total)
+        total += metadata.row_group(i).num_rows
+    return offsets
+
+
+def row_hashes(path: str, first_row: int, count: int) -> "np.ndarray":
+    """Deterministic uint64 hashes of rows ``first_row ..`` of the file ``path``.
+
+    Mixes a digest of the path with each row's position in the file (splitmix64), so the
+    same file read the same way gives the same hashes, and rows of a dataset rarely collide.
+    """
+    import hashlib
+
+    import numpy as np
+
+    digest = hashlib.blake2b(path.encode(), digest_size=8).digest()
+    seed = np.uint64(int.from_bytes(digest, "little"))
+    with np.errstate(over="ignore"):
+        x = np.arange(first_row, first_row + count, dtype=np.uint64)
+        x = x * np.uint64(0x9E3779B97F4A7C15) + seed
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def _format_kwargs(dataset_kwargs: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """``dataset_kwargs`` (Ray Data's deprecated read option) as ParquetFileFormat options."""
+    if not dataset_kwargs:
+        return {}
+    if not isinstance(dataset_kwargs, dict):
+        raise TypeError(f"dataset_kwargs must be a dict, got {type(dataset_kwargs).__name__}.")
+    warnings.warn(
+        "dataset_kwargs on read_parquet is deprecated; pass Parquet options as keyword "
+        "arguments of read_parquet.",
+        DeprecationWarning,
+        stacklevel=4,
+    )
+    kwargs = dict(dataset_kwargs)
+    if "partitioning" in kwargs:
+        raise ValueError(
+            "The 'partitioning' parameter isn't supported in 'dataset_kwargs'; use the "
+            "partitioning argument of read_parquet."
+        )
+    if "filters" in kwargs or "filter" in kwargs:
+        raise ValueError(
+            "Row filtering through 'filters' or 'filter' isn't supported in 'dataset_kwargs'; "
+            "use Dataset.filter(expr=...) on the result."
+        )
+    if "read_dictionary" in kwargs:
+        kwargs["dictionary_columns"] = kwargs.pop("read_dictionary")
+    import pyarrow.dataset as pads
+
+    try:
+        pads.ParquetFileFormat(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"dataset_kwargs holds options Parquet reads do not take: {exc}"
+        ) from None
+    return kwargs
 
 
 def _unify(
@@ -277,34 +365,123 @@ def _unify(
     return pa.unify_schemas([reference, physical], promote_options="permissive")
 
 
+_FLAVORS = ("hive", None, "filename")
+# Marks a "folder" that is really a file-name prefix ("filename" partitioning flavor).
+_NAME_PREFIX_MARK = "\x00"
+
+
 class ParquetDatasink(BlockBasedFileDatasink):
-    """Writes Parquet files. See :meth:`shardflow.Dataset.write_parquet` for the arguments."""
+    """Writes Parquet files. See :meth:`shardflow.Dataset.write_parquet` for the arguments.
+
+    Files are named ``{write_uuid}_{task_index:06}-{i}.parquet`` (``i`` counts the files of
+    a write task), as Ray Data names them. ``arrow_parquet_args`` (and what
+    ``arrow_parquet_args_fn`` returns) go to ``pyarrow.parquet.write_table``, except
+    ``schema`` (every file is cast to it) and ``partitioning_flavor`` (``"hive"``, the
+    default, writes ``col=value`` folders; None writes bare ``value`` folders; ``"filename"``
+    puts the values in front of the file name).
+    """
 
     def __init__(
         self,
-        path: str,
+        path: Any,
         *,
         compression: Optional[str] = "snappy",
         arrow_parquet_args_fn: Optional[Any] = None,
         arrow_parquet_args: Optional[Dict[str, Any]] = None,
+        max_rows_per_file: Optional[int] = None,
         **kwargs: Any,
     ):
         kwargs.setdefault("file_format", "parquet")
+        args = dict(arrow_parquet_args or {})
+        open_stream_args = dict(kwargs.get("open_stream_args") or {})
+        if "compression" in open_stream_args:  # the codec, not a stream compression
+            args["compression"] = open_stream_args.pop("compression")
+            kwargs["open_stream_args"] = open_stream_args
         super().__init__(path, **kwargs)
         if arrow_parquet_args_fn is not None and not callable(arrow_parquet_args_fn):
             raise TypeError("arrow_parquet_args_fn must be a function returning a dict.")
+        if max_rows_per_file is not None and (
+            isinstance(max_rows_per_file, bool)
+            or not isinstance(max_rows_per_file, int)
+            or max_rows_per_file < 1
+        ):
+            raise ValueError(
+                f"max_rows_per_file must be a positive int or None, got {max_rows_per_file!r}."
+            )
+        if (
+            max_rows_per_file is not None
+            and self.min_rows_per_file is not None
+            and self.min_rows_per_file > max_rows_per_file
+        ):
+            raise ValueError("min_rows_per_file must be less than or equal to max_rows_per_file.")
+        schema = args.get("schema")
+        if schema is not None and not isinstance(schema, pa.Schema):
+            raise TypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}.")
+        flavor = args.get("partitioning_flavor", "hive")
+        if flavor not in _FLAVORS:
+            raise ValueError(
+                f"partitioning_flavor must be 'hive', None or 'filename', got {flavor!r}."
+            )
+        if "partitioning_flavor" in args and not self.partition_cols:
+            raise ValueError("partition_cols must be provided when partitioning_flavor is set.")
         self.compression = compression
         self.arrow_parquet_args_fn = arrow_parquet_args_fn
-        self.arrow_parquet_args = dict(arrow_parquet_args or {})
+        self.arrow_parquet_args = args
+        self.max_rows_per_file = max_rows_per_file
 
     def get_name(self) -> str:
         return "Parquet"
 
-    def write_block_to_file(self, block: Block, f: Any) -> None:
-        import pyarrow.parquet as pq
-
+    def _write_args(self) -> Dict[str, Any]:
         args = dict(self.arrow_parquet_args)
         if self.arrow_parquet_args_fn is not None:
             args.update(self.arrow_parquet_args_fn())
         args.setdefault("compression", self.compression)
-        pq.write_table(block, f, **args)
+        return args
+
+    def _namer(self, write_uuid: str, task_index: int) -> TaskFileNamer:
+        return TaskFileNamer(self.filename_provider, write_uuid, task_index, indexed=True)
+
+    def _split_partitions(self, block: Block) -> Iterator[Tuple[str, Block]]:
+        flavor = self._write_args().get("partitioning_flavor", "hive")
+        for folder, part in super()._split_partitions(block):
+            if flavor == "hive" or not folder:
+                yield folder, part
+            else:
+                values = [piece.split("=", 1)[1] for piece in folder.split("/")]
+                if flavor is None:
+                    yield "/".join(values), part
+                else:
+                    yield _NAME_PREFIX_MARK + "_".join(values), part
+
+    def _write_part(
+        self, block: Block, folder: str, namer: TaskFileNamer, block_index: int
+    ) -> List[str]:
+        args = self._write_args()
+        args.pop("partitioning_flavor", None)
+        schema = args.pop("schema", None)
+        if schema is not None:
+            block = conform_to_schema(block, schema, where=f"the data written to {self.path}")
+        prefix = ""
+        if folder.startswith(_NAME_PREFIX_MARK):
+            prefix, folder = folder[len(_NAME_PREFIX_MARK) :] + "_", ""
+        step = self.max_rows_per_file or max(block.num_rows, 1)
+        written = []
+        for start in range(0, max(block.num_rows, 1), step):
+            part = block.slice(start, step)
+            relative = namer.block_file(part, block_index, folder)
+            if prefix:
+                relative = prefix + relative
+            written.append(
+                self._write_file(
+                    relative, lambda f, part=part: pq_write_table(part, f, args)
+                )
+            )
+        return written
+
+
+def pq_write_table(block: Block, f: Any, args: Dict[str, Any]) -> None:
+    """Write ``block`` as one Parquet file into the open binary file ``f``."""
+    import pyarrow.parquet as pq
+
+    pq.write_table(block, f, **args)

@@ -287,22 +287,6 @@ class ConsumptionMixin:
         ds._last_stats = self._last_stats
         return ds
 
-    def num_blocks(self) -> int:
-        """Number of blocks of a materialized dataset (as in Ray Data, only those know it).
-
-        Examples:
-            >>> import shardflow as sf
-            >>> sf.range(10, override_num_blocks=2).materialize().num_blocks()
-            2
-        """
-        source = self._plan.source
-        if isinstance(source, BlocksSource) and not self._plan.ops:
-            return len(source.blocks)
-        raise NotImplementedError(
-            "Number of blocks is only available for a materialized dataset, because the number "
-            "of blocks may change during execution. Call `ds.materialize()` first."
-        )
-
     def to_pandas(self, limit: Optional[int] = None) -> "Any":
         """All rows as one pandas DataFrame; ValueError when there are more than ``limit``."""
         plan = self._plan if limit is None else self.limit(limit + 1)._plan

@@ -10,7 +10,7 @@ re-exported here. The built-in file connectors are also registered by name (``"p
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Union
 
 from shardflow.connectors.binary import BinaryDatasource
 from shardflow.connectors.csv import CSVDatasink, CSVDatasource
@@ -28,13 +28,9 @@ from shardflow.engine.file_read_api import (  # noqa: F401  (re-exported)
     read_parquet,
     read_text,
 )
-from shardflow.sdk.file_datasink import FilenameProvider
+from shardflow.sdk.filename_provider import FilenameProvider
+from shardflow.sdk.save_mode import SaveMode
 from shardflow.sdk.registry import get_registry
-
-
-def _mode(mode: Any) -> str:
-    value = getattr(mode, "value", mode)
-    return value.lower() if isinstance(value, str) else value
 
 
 def _retry_policy() -> Any:
@@ -53,7 +49,11 @@ def _sink_args(args: Dict[str, Any]) -> Dict[str, Any]:
     """The file-layer arguments every ``write_<format>`` shares, taken from its ``locals()``."""
     common = {name: args[name] for name in _SINK_ARGS if name in args}
     common["open_stream_args"] = args["arrow_open_stream_args"]
-    common["mode"] = _mode(args["mode"])
+    common["mode"] = args["mode"]
+    if args.get("num_rows_per_file") is not None:  # Ray Data's older name
+        if common.get("min_rows_per_file") is not None:
+            raise ValueError("Pass min_rows_per_file or num_rows_per_file, not both.")
+        common["min_rows_per_file"] = args["num_rows_per_file"]
     common["retry"] = _retry_policy()
     return common
 
@@ -63,7 +63,7 @@ class FileWriteMixin:
 
     def write_parquet(
         self,
-        path: str,
+        path: Any,
         *,
         partition_cols: Optional[List[str]] = None,
         filesystem: Any = None,
@@ -72,7 +72,9 @@ class FileWriteMixin:
         filename_provider: Optional[FilenameProvider] = None,
         arrow_parquet_args_fn: Optional[Callable[[], Dict[str, Any]]] = None,
         min_rows_per_file: Optional[int] = None,
-        mode: str = "error",
+        max_rows_per_file: Optional[int] = None,
+        num_rows_per_file: Optional[int] = None,
+        mode: Union[SaveMode, str] = SaveMode.ERROR,
         compression: Optional[str] = "snappy",
         storage_options: Optional[Dict[str, Any]] = None,
         **arrow_parquet_args: Any,
@@ -81,11 +83,17 @@ class FileWriteMixin:
 
         Files appear only when every write task succeeded; a failed write leaves ``path`` as
         it was (see :class:`~shardflow.sdk.file_datasink.FileDatasink`). Files are named
-        ``{write_uuid}_{task:06}_{block:06}.parquet`` unless ``filename_provider`` says otherwise.
+        ``{write_uuid}_{task:06}-{i}.parquet`` unless ``filename_provider`` says otherwise.
+        An empty dataset writes nothing and creates no folder.
+
+        Two deliberate differences from Ray Data: ``mode`` defaults to ``"error"`` (Ray
+        Data's default is ``"append"``), and writes are all-or-nothing.
 
         Args:
-            path: Destination folder (local, ``file://``, ``s3://``, ``gs://``, ``memory://``).
-            partition_cols: Write hive folders ``col=value/`` per distinct value.
+            path: Destination folder (local, ``file://``, ``local://``, ``s3://``, ``gs://``,
+                ``memory://``), as a string or ``pathlib.Path``.
+            partition_cols: Write folders per distinct value of these columns: ``col=value/``
+                by default, or as ``partitioning_flavor`` in ``arrow_parquet_args`` says.
             filesystem: An fsspec filesystem or a ``pyarrow.fs.FileSystem``.
             try_create_dir: Create the folder when missing.
             arrow_open_stream_args: Arguments for opening each output file.
@@ -93,12 +101,17 @@ class FileWriteMixin:
             arrow_parquet_args_fn: Returns extra ``pyarrow.parquet.write_table`` arguments,
                 called in each write task.
             min_rows_per_file: Join blocks of a write task into files of at least this many rows.
-            mode: ``"error"`` (default: raise when the destination already holds data),
-                ``"overwrite"`` (replace its contents at commit) or ``"append"`` (add files).
+            max_rows_per_file: Split a write task's rows into files of at most this many rows.
+            num_rows_per_file: Older name of ``min_rows_per_file``.
+            mode: A :class:`~shardflow.SaveMode` or its name: ``"error"`` (default: raise
+                ValueError when the destination already holds data), ``"overwrite"`` (replace
+                its contents at commit), ``"append"`` (add files) or ``"ignore"`` (write
+                nothing when it holds data).
             compression: Parquet compression codec.
             storage_options: fsspec options such as credentials.
             arrow_parquet_args: More ``pyarrow.parquet.write_table`` arguments
-                (``row_group_size``, ...).
+                (``row_group_size``, ...), plus ``schema`` (cast every file to it) and
+                ``partitioning_flavor`` (``"hive"``, None or ``"filename"``).
 
         Examples:
             >>> import shardflow as sf, tempfile
@@ -112,6 +125,7 @@ class FileWriteMixin:
             compression=compression,
             arrow_parquet_args_fn=arrow_parquet_args_fn,
             arrow_parquet_args=arrow_parquet_args,
+            max_rows_per_file=max_rows_per_file,
             **_sink_args(locals()),
         )
         self.write_datasink(sink)
@@ -126,7 +140,8 @@ class FileWriteMixin:
         arrow_open_stream_args: Optional[Dict[str, Any]] = None,
         filename_provider: Optional[FilenameProvider] = None,
         min_rows_per_file: Optional[int] = None,
-        mode: str = "error",
+        num_rows_per_file: Optional[int] = None,
+        mode: Union[SaveMode, str] = SaveMode.ERROR,
         storage_options: Optional[Dict[str, Any]] = None,
         write_options: Any = None,
     ) -> None:
@@ -161,7 +176,8 @@ class FileWriteMixin:
         filename_provider: Optional[FilenameProvider] = None,
         pandas_json_args_fn: Optional[Callable[[], Dict[str, Any]]] = None,
         min_rows_per_file: Optional[int] = None,
-        mode: str = "error",
+        num_rows_per_file: Optional[int] = None,
+        mode: Union[SaveMode, str] = SaveMode.ERROR,
         storage_options: Optional[Dict[str, Any]] = None,
         **pandas_json_args: Any,
     ) -> None:
@@ -197,7 +213,8 @@ class FileWriteMixin:
         arrow_open_stream_args: Optional[Dict[str, Any]] = None,
         filename_provider: Optional[FilenameProvider] = None,
         min_rows_per_file: Optional[int] = None,
-        mode: str = "error",
+        num_rows_per_file: Optional[int] = None,
+        mode: Union[SaveMode, str] = SaveMode.ERROR,
         storage_options: Optional[Dict[str, Any]] = None,
     ) -> None:
         """Write one column as ``.npy`` files (one per write task) under the folder ``path``.
@@ -230,7 +247,7 @@ class FileWriteMixin:
         try_create_dir: bool = True,
         arrow_open_stream_args: Optional[Dict[str, Any]] = None,
         filename_provider: Optional[FilenameProvider] = None,
-        mode: str = "error",
+        mode: Union[SaveMode, str] = SaveMode.ERROR,
         storage_options: Optional[Dict[str, Any]] = None,
     ) -> None:
         """Write one image file per row, from the arrays in ``column``, under the folder ``path``.

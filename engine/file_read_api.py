@@ -57,6 +57,7 @@ def read_parquet(
     partitioning: Optional[Partitioning] = _HIVE,
     shuffle: ShuffleArg = None,
     include_paths: bool = False,
+    include_row_hash: bool = False,
     file_extensions: Optional[List[str]] = ParquetDatasource._FILE_EXTENSIONS,
     ignore_missing_paths: bool = False,
     override_num_blocks: Optional[int] = None,
@@ -79,7 +80,10 @@ def read_parquet(
             or a function of the partition dict).
         partitioning: How partition values are encoded in paths (hive by default).
         shuffle: ``"files"`` or ``FileShuffleConfig(seed=...)`` to shuffle file order.
-        include_paths: Add a ``path`` column.
+        include_paths: Add a ``path`` column (kept when ``columns`` is given).
+        include_row_hash: Add a ``row_hash`` column: a uint64 hash of each row's file and
+            position in it, the same on every read of the same files. The values differ
+            from Ray Data's.
         file_extensions: Read only files with these extensions.
         ignore_missing_paths: Skip missing paths instead of raising FileNotFoundError.
         override_num_blocks: Same as ``parallelism``.
@@ -87,7 +91,9 @@ def read_parquet(
         filter: A ``pyarrow.dataset`` expression; row groups that cannot match are skipped.
         storage_options: fsspec options such as credentials or ``client_kwargs``.
         on_bad_file: ``"raise"`` or ``"skip"`` (log, skip and count unreadable files).
-        arrow_parquet_args: ``batch_size`` (rows per batch read).
+        arrow_parquet_args: ``batch_size`` (rows per batch read), and ``dataset_kwargs``
+            (deprecated, as in Ray Data: ``pyarrow.dataset.ParquetFileFormat`` options;
+            ValueError for ``partitioning`` or ``filters`` in it).
 
     Returns:
         A lazy Dataset.
@@ -104,6 +110,7 @@ def read_parquet(
         columns=columns,
         schema=schema,
         filter=filter,
+        include_row_hash=include_row_hash,
         **arrow_parquet_args,
         **_common(locals()),
     )

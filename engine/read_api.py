@@ -68,6 +68,10 @@ def _from_blocks(blocks: List[pa.Table], name: str) -> Dataset:
 def from_items(items: List[Any], *, parallelism: int = -1, override_num_blocks: Optional[int] = None) -> Dataset:
     """A dataset from a list of rows. Dicts become rows; other values go in column ``item``.
 
+    ``items`` may also be a NumPy array: its rows (elements along the first axis) are the
+    items. Values Arrow has no type for become a column of Python objects; torch tensors
+    become NumPy arrays.
+
     Examples:
         >>> import shardflow as sf
         >>> sf.from_items([{"a": 1}, {"a": 2}]).count()
@@ -75,8 +79,10 @@ def from_items(items: List[Any], *, parallelism: int = -1, override_num_blocks: 
         >>> sf.from_items([1, 2]).take_all()
         [{'item': 1}, {'item': 2}]
     """
+    if isinstance(items, np.ndarray):
+        items = list(items) if items.ndim else [items.item()]
     if not isinstance(items, (list, tuple)):
-        raise TypeError(f"from_items takes a list, got {type(items).__name__}.")
+        raise TypeError(f"from_items takes a list (or a NumPy array), got {type(items).__name__}.")
     if not items:
         return _from_blocks([], "FromItems")
     rows = [item if isinstance(item, dict) else {"item": item} for item in items]
@@ -84,6 +90,70 @@ def from_items(items: List[Any], *, parallelism: int = -1, override_num_blocks: 
     bounds = np.linspace(0, len(rows), n + 1, dtype=np.int64)
     blocks = [rows_to_block(rows[int(lo):int(hi)]) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
     return _from_blocks(blocks, "FromItems")
+
+
+def from_blocks(blocks: List[Any]) -> Dataset:
+    """A dataset of the given blocks, one block each: pyarrow Tables or pandas DataFrames.
+
+    Examples:
+        >>> import pandas as pd, pyarrow as pa, shardflow as sf
+        >>> sf.from_blocks([pa.table({"a": [1]}), pd.DataFrame({"a": [2]})]).take_all()
+        [{'a': 1}, {'a': 2}]
+    """
+    if not isinstance(blocks, (list, tuple)):
+        raise TypeError(f"from_blocks takes a list of blocks, got {type(blocks).__name__}.")
+    converted = []
+    for block in blocks:
+        is_frame = type(block).__module__.startswith("pandas") and hasattr(block, "columns")
+        if not (isinstance(block, pa.Table) or is_frame):
+            raise TypeError(
+                "from_blocks takes pyarrow Tables or pandas DataFrames, got "
+                f"{type(block).__name__}."
+            )
+        converted.append(to_block(block))
+    return _from_blocks(converted, "FromBlocks")
+
+
+def from_daft(df: Any) -> Dataset:
+    """A dataset from a Daft DataFrame (needs ``pip install daft``); runs the DataFrame.
+
+    Examples:
+        >>> import daft, shardflow as sf  # doctest: +SKIP
+        >>> sf.from_daft(daft.from_pydict({"a": [1, 2]})).count()  # doctest: +SKIP
+        2
+    """
+    if type(df).__module__.split(".")[0] != "daft" or not hasattr(df, "to_arrow"):
+        raise TypeError(f"from_daft takes a daft.DataFrame, got {type(df).__name__}.")
+    return _from_blocks([to_block(df.to_arrow())], "FromDaft")
+
+
+def from_huggingface(
+    dataset: Any, parallelism: int = -1, override_num_blocks: Optional[int] = None
+) -> Dataset:
+    """A dataset from a Hugging Face ``datasets.Dataset`` or ``IterableDataset``.
+
+    A ``Dataset`` is converted through its Arrow table (selections and shuffles applied);
+    an ``IterableDataset`` is iterated in batches.
+
+    Examples:
+        >>> import datasets, shardflow as sf  # doctest: +SKIP
+        >>> hf = datasets.Dataset.from_dict({"a": [1, 2, 3]})  # doctest: +SKIP
+        >>> sf.from_huggingface(hf).count()  # doctest: +SKIP
+        3
+    """
+    module = type(dataset).__module__.split(".")[0]
+    if module != "datasets" or not hasattr(dataset, "with_format"):
+        raise TypeError(
+            "from_huggingface takes a datasets.Dataset or datasets.IterableDataset, got "
+            f"{type(dataset).__name__}."
+        )
+    if hasattr(dataset, "num_rows") and hasattr(dataset, "__getitem__"):
+        table = dataset.with_format("arrow")[:]
+        table = to_block(table)
+        n = _num_blocks(table.num_rows, parallelism, override_num_blocks)
+        return _from_blocks(_split_block(table, n), "FromHuggingFace")
+    batches = [to_block(b) for b in dataset.with_format("arrow").iter(batch_size=4096)]
+    return _from_blocks(batches, "FromHuggingFace")
 
 
 def from_pandas(dfs: Union["pandas.DataFrame", List["pandas.DataFrame"]], *, override_num_blocks: Optional[int] = None) -> Dataset:  # noqa: F821

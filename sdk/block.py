@@ -21,6 +21,15 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 import numpy as np
 import pyarrow as pa
 
+from shardflow.sdk.object_column import is_object_type, objects_to_arrow, objects_to_numpy
+from shardflow.sdk.python_values import (
+    is_plain_arrow_type,
+    is_torch_tensor,
+    object_ndarray_to_arrow,
+    tensor_to_numpy,
+    values_to_arrow,
+)
+
 Block = pa.Table
 """The unit of data the engine moves: an Arrow table."""
 
@@ -55,10 +64,13 @@ class BlockMetadata:
 def validate_batch_format(batch_format: Optional[str]) -> str:
     """Return the canonical batch format name, raising ValueError for unknown ones.
 
-    ``"default"`` and None mean ``"numpy"``, as in Ray Data.
+    ``"default"`` means ``"numpy"`` and None the blocks' own format, ``"pyarrow"``, as in
+    Ray Data (whose blocks may also be pandas DataFrames; shardflow's are always Arrow).
     """
-    if batch_format in (None, "default"):
+    if batch_format == "default":
         return "numpy"
+    if batch_format is None:
+        return "pyarrow"
     if batch_format not in BATCH_FORMATS:
         raise ValueError(
             f"batch_format must be one of {BATCH_FORMATS} (or 'default'), got {batch_format!r}."
@@ -67,6 +79,8 @@ def validate_batch_format(batch_format: Optional[str]) -> str:
 
 
 def _column_to_numpy(column: Union[pa.ChunkedArray, pa.Array]) -> np.ndarray:
+    if is_object_type(column.type):
+        return objects_to_numpy(column)
     if isinstance(column, pa.ChunkedArray):
         if column.num_chunks == 1:
             column = column.chunk(0)
@@ -138,6 +152,8 @@ def _ndarray_to_arrow(values: np.ndarray) -> pa.Array:
         return pa.FixedShapeTensorArray.from_numpy_ndarray(np.ascontiguousarray(values))
     if values.dtype.kind == "U":
         return pa.array(values.tolist(), type=pa.string())
+    if values.dtype == object:
+        return object_ndarray_to_arrow(values)
     return _numeric_to_arrow(values)
 
 
@@ -162,7 +178,7 @@ def _list_to_arrow(values: List[Any]) -> pa.Array:
             array = None
         if array is not None and array.dtype.kind in "if":
             return _numeric_to_arrow(array)
-    return pa.array(values)
+    return values_to_arrow(values)
 
 
 def _ragged_to_variable_tensor(arrays: List[np.ndarray]) -> pa.Array:
@@ -219,6 +235,7 @@ def numpy_batch_to_block(batch: Mapping[str, Any]) -> Block:
         if isinstance(values, (pa.Array, pa.ChunkedArray)):
             arrays[str(name)] = values
             continue
+        values = tensor_to_numpy(values)
         if not isinstance(values, np.ndarray):
             values = _list_to_ndarray(values)
         arrays[str(name)] = _ndarray_to_arrow(values)
@@ -226,7 +243,7 @@ def numpy_batch_to_block(batch: Mapping[str, Any]) -> Block:
 
 
 def _list_to_ndarray(values: Any) -> np.ndarray:
-    values = list(values)
+    values = [tensor_to_numpy(v) for v in values]
     if values and all(isinstance(v, np.ndarray) for v in values):
         out = np.empty(len(values), dtype=object)
         out[:] = values
@@ -267,6 +284,11 @@ def _pandas_to_block(df: "pandas.DataFrame") -> Block:  # noqa: F821
         series = df[name]
         if series.dtype == object and len(series) and isinstance(series.iloc[0], np.ndarray):
             columns[str(name)] = _ndarray_to_arrow(series.to_numpy())
+        elif series.dtype == object:
+            try:
+                columns[str(name)] = pa.Array.from_pandas(series)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                columns[str(name)] = objects_to_arrow(series.tolist())
         else:
             columns[str(name)] = pa.Array.from_pandas(series)
     return pa.table(columns) if columns else pa.table({}).slice(0, 0)
@@ -289,17 +311,26 @@ def _block_to_pandas(block: Block) -> "pandas.DataFrame":  # noqa: F821
     tensor_columns = {}
     for name in block.column_names:
         column = block.column(name)
-        if _is_tensor_type(column.type):
+        if _is_tensor_type(column.type) or is_object_type(column.type):
             arrays = _column_to_numpy(column)
             cells = np.empty(len(arrays), dtype=object)
             cells[:] = list(arrays)
             tensor_columns[name] = cells
         else:
             plain[name] = column
-    df = pa.table(plain).to_pandas() if plain else pd.DataFrame(index=range(block.num_rows))
+    if plain:
+        df = pa.table(plain).to_pandas(types_mapper=_pandas_dtype_of)
+    else:
+        df = pd.DataFrame(index=range(block.num_rows))
     for name, cells in tensor_columns.items():
         df[name] = cells
     return df[block.column_names] if block.column_names else df
+
+
+def _pandas_dtype_of(arrow_type: pa.DataType) -> Any:
+    import pandas as pd
+
+    return pd.ArrowDtype(arrow_type) if is_plain_arrow_type(arrow_type) else None
 
 
 def block_to_rows(block: Block) -> List[Dict[str, Any]]:
@@ -337,6 +368,9 @@ def rows_to_block(rows: List[Mapping[str, Any]]) -> Block:
             columns = None
     if columns is None:
         columns = _columns_of_irregular_rows(rows)
+    for name, values in columns.items():
+        if values and is_torch_tensor(values[0]):
+            columns[name] = [tensor_to_numpy(v) for v in values]
     if any(isinstance(values[0], np.ndarray) for values in columns.values() if values):
         return numpy_batch_to_block({name: _list_to_ndarray(values) for name, values in columns.items()})
     return pa.table({name: _list_to_arrow(values) for name, values in columns.items()})
@@ -355,6 +389,11 @@ def _columns_of_irregular_rows(rows: List[Any]) -> Dict[str, List[Any]]:
     return {name: [row.get(name) for row in rows] for name in names}
 
 
+def rows_without_columns(num_rows: int) -> Block:
+    """A block of ``num_rows`` rows and no columns (what ``columns=[]`` reads)."""
+    return pa.table({"_": pa.nulls(num_rows)}).select([])
+
+
 def concat_blocks(blocks: List[Block]) -> Block:
     """Concatenate blocks, unifying schemas where they differ only by missing columns or nulls."""
     blocks = [b for b in blocks if b.num_columns or b.num_rows]
@@ -362,6 +401,8 @@ def concat_blocks(blocks: List[Block]) -> Block:
         return pa.table({})
     if len(blocks) == 1:
         return blocks[0]
+    if not any(b.num_columns for b in blocks):  # Arrow drops the rows of column-less tables
+        return rows_without_columns(sum(b.num_rows for b in blocks))
     try:
         return pa.concat_tables(blocks)
     except pa.ArrowInvalid:

@@ -10,13 +10,15 @@ and the destination is left as it was.
 from __future__ import annotations
 
 import logging
+import os
 import uuid
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import pyarrow as pa
 
 from shardflow.sdk.block import Block, block_to_rows, concat_blocks
 from shardflow.sdk.datasink import Datasink, TaskContext, WriteResult
+from shardflow.sdk.filename_provider import FilenameProvider, TaskFileNamer
 from shardflow.sdk.filesystems import (
     basename,
     display_path,
@@ -28,56 +30,22 @@ from shardflow.sdk.filesystems import (
 )
 from shardflow.sdk.partitioning import format_value
 from shardflow.sdk.retry import RetryConfig, call_with_retry
+from shardflow.sdk.save_mode import SaveMode, to_save_mode
 
 logger = logging.getLogger(__name__)
 
-_MODES = ("append", "overwrite", "error")
+_FILE_MODES = (
+    SaveMode.ERROR, SaveMode.CREATE, SaveMode.APPEND, SaveMode.OVERWRITE, SaveMode.IGNORE
+)
 STAGING_PREFIX = ".shardflow-staging-"
 _TRASH_PREFIX = ".shardflow-trash-"
 
 
-class FilenameProvider:
-    """Names the files a write creates. Subclass it to choose your own names.
+class DestinationExistsError(ValueError, FileExistsError):
+    """A write with ``mode="error"`` found data at its destination.
 
-    Names must be unique within a write: include ``write_uuid``, ``task_index`` and
-    ``block_index`` (and ``row_index`` for one file per row).
+    A ``ValueError`` as in Ray Data, and a ``FileExistsError`` as the cause suggests.
     """
-
-    def get_filename_for_block(
-        self, block: Block, write_uuid: str, task_index: int, block_index: int
-    ) -> str:
-        """The file name for a block (no folder)."""
-        raise NotImplementedError
-
-    def get_filename_for_row(
-        self,
-        row: Dict[str, Any],
-        write_uuid: str,
-        task_index: int,
-        block_index: int,
-        row_index: int,
-    ) -> str:
-        """The file name for one row, for formats that write one file per row."""
-        raise NotImplementedError
-
-
-class DefaultFilenameProvider(FilenameProvider):
-    """``{write_uuid}_{task_index:06}_{block_index:06}.{file_format}`` (and ``_{row_index:06}``
-    before the extension for one file per row)."""
-
-    def __init__(self, file_format: str):
-        self.file_format = file_format
-
-    def get_filename_for_block(
-        self, block: Block, write_uuid: str, task_index: int, block_index: int
-    ) -> str:
-        return f"{write_uuid}_{task_index:06}_{block_index:06}.{self.file_format}"
-
-    def get_filename_for_row(
-        self, row: Dict[str, Any], write_uuid: str, task_index: int, block_index: int,
-        row_index: int,
-    ) -> str:  # fmt: skip
-        return f"{write_uuid}_{task_index:06}_{block_index:06}_{row_index:06}.{self.file_format}"
 
 
 class FileDatasink(Datasink):
@@ -101,20 +69,26 @@ class FileDatasink(Datasink):
       failed write leaves no new object behind.
 
     Args:
-        path: The destination folder.
+        path: The destination folder: a string, a ``pathlib.Path``, or a list holding one.
+            ``local://`` paths are written by the driver process, as in Ray Data.
         filesystem: An fsspec filesystem or a ``pyarrow.fs.FileSystem``; inferred when None.
         try_create_dir: Create the destination folder when it does not exist (local disk).
         open_stream_args: Keyword arguments for ``filesystem.open`` of each file.
-        filename_provider: Names the files; :class:`DefaultFilenameProvider` by default.
+        filename_provider: Names the files (see :class:`FilenameProvider`); by default
+            ``[{dataset_uuid}_]{write_uuid}_{task_index:06}.{file_format}``.
+        dataset_uuid: A prefix of the default file names.
+        file_format: The format's file extension, e.g. ``"parquet"``; None for none.
+        mode: A :class:`SaveMode` or its name. ``"error"`` (the default) raises ValueError
+            when the destination already holds data, so no write mixes with earlier output
+            by accident; ``"overwrite"`` replaces the destination's contents at commit;
+            ``"append"`` adds files (Ray Data's default); ``"ignore"`` writes nothing when
+            the destination holds data. A destination folder that exists but holds no
+            visible file counts as empty.
         min_rows_per_file: Write files of at least this many rows (the last file may be
             smaller). The engine gives each write task at least this many rows (see
             ``min_rows_per_write``) and the task joins its blocks into one file.
         partition_cols: Write hive folders ``col=value/`` per distinct value of these columns
             (the columns are stored in the folder names, not in the files).
-        mode: ``"error"`` (the default) raises when the destination already holds data, so no
-            write mixes with earlier output by accident; ``"overwrite"`` replaces the
-            destination's contents at commit; ``"append"`` adds files (Ray Data's default).
-        file_format: The format's file extension, e.g. ``"parquet"``.
         storage_options: Options for the inferred fsspec filesystem; never shown in messages.
         retry: Retry policy for transient storage faults (a RetryConfig or the engine's
             RetryPolicy); defaults apply when None.
@@ -122,23 +96,22 @@ class FileDatasink(Datasink):
 
     def __init__(
         self,
-        path: str,
+        path: Union[str, "os.PathLike[str]", List[Any]],
         *,
         filesystem: Any = None,
         try_create_dir: bool = True,
         open_stream_args: Optional[Dict[str, Any]] = None,
         filename_provider: Optional[FilenameProvider] = None,
+        dataset_uuid: Optional[str] = None,
+        file_format: Optional[str] = None,
+        mode: Union[SaveMode, str] = SaveMode.ERROR,
         min_rows_per_file: Optional[int] = None,
         partition_cols: Optional[List[str]] = None,
-        mode: str = "error",
-        file_format: str,
         storage_options: Optional[Dict[str, Any]] = None,
         retry: Any = None,
     ):
-        if not isinstance(path, str) or not path:
-            raise TypeError(f"path must be a non-empty string naming a folder, got {path!r}.")
-        if mode not in _MODES:
-            raise ValueError(f"mode must be one of {_MODES}, got {mode!r}.")
+        path = _single_path(path)
+        mode = to_save_mode(mode, _FILE_MODES)
         if min_rows_per_file is not None and (
             isinstance(min_rows_per_file, bool)
             or not isinstance(min_rows_per_file, int)
@@ -152,26 +125,40 @@ class FileDatasink(Datasink):
                 partition_cols = [partition_cols]
             if not partition_cols or not all(isinstance(c, str) for c in partition_cols):
                 raise TypeError("partition_cols must be a non-empty list of column names.")
-        if filename_provider is not None and not isinstance(filename_provider, FilenameProvider):
-            raise TypeError("filename_provider must be a shardflow FilenameProvider.")
+        if filename_provider is not None and not (
+            hasattr(filename_provider, "get_filename_for_task")
+            or hasattr(filename_provider, "get_filename_for_block")
+        ):
+            raise TypeError(
+                "filename_provider must be a FilenameProvider (override get_filename_for_task); "
+                f"got {type(filename_provider).__name__}."
+            )
         if open_stream_args is not None and not isinstance(open_stream_args, dict):
             raise TypeError("open_stream_args must be a dict of arguments for filesystem.open.")
+        self.unresolved_path = path
         self._fs, (self._path,) = resolve_filesystem([path], filesystem, storage_options)
         self._path = self._path.rstrip("/") or "/"
         self.try_create_dir = bool(try_create_dir)
         self._open_stream_args = dict(open_stream_args or {})
+        self.dataset_uuid = dataset_uuid
         self.file_format = file_format
-        self.filename_provider = filename_provider or DefaultFilenameProvider(file_format)
+        self.filename_provider = filename_provider or FilenameProvider(dataset_uuid, file_format)
         self.min_rows_per_file = min_rows_per_file
         self.partition_cols = list(partition_cols) if partition_cols else None
         self.mode = mode
+        self._skip_write = False
         self._retry = RetryConfig.from_policy(retry)
         self._write_id = ""
         self._staging = ""
         self._created_dest = False
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(path={self.path!r}, mode={self.mode!r})"
+        return f"{type(self).__name__}(path={self.path!r}, mode={self.mode.value!r})"
+
+    @property
+    def supports_distributed_writes(self) -> bool:
+        """False for ``local://`` paths: the driver's disk is written by the driver."""
+        return not self.unresolved_path.lower().startswith("local://")
 
     @property
     def min_rows_per_write(self) -> Optional[int]:
@@ -199,11 +186,17 @@ class FileDatasink(Datasink):
         )
         if exists and not fs.isdir(dest):
             raise FileExistsError(f"Cannot write to {self.path}: it is a file, not a folder.")
-        if self.mode == "error" and exists and self._visible_entries():
-            raise FileExistsError(
-                f"{self.path} already holds data; pass mode='overwrite' to replace it or "
-                "mode='append' to add files."
-            )
+        if exists and self.mode != SaveMode.OVERWRITE and self._visible_entries():
+            if self.mode in (SaveMode.ERROR, SaveMode.CREATE):
+                raise DestinationExistsError(
+                    f"Path {self.path} already exists and already holds data; pass "
+                    "mode='overwrite' to replace it, mode='append' to add files, or "
+                    "mode='ignore' to skip the write."
+                )
+            if self.mode == SaveMode.IGNORE:
+                logger.info("%s already holds data; mode='ignore' skips the write.", self.path)
+                self._skip_write = True
+                return
         if not exists and is_local(fs) and not self.try_create_dir:
             raise FileNotFoundError(
                 f"{self.path} does not exist; pass try_create_dir=True to create it."
@@ -230,18 +223,23 @@ class FileDatasink(Datasink):
 
     def write(self, blocks: Iterable[Block], ctx: TaskContext) -> List[str]:
         """Write the task's blocks under the staging folder; returns the staged relative paths."""
+        if self._skip_write:
+            return []
         if not self._staging:
             raise RuntimeError("FileDatasink.write called before on_write_start.")
-        write_uuid = ctx.write_uuid or self._write_id
+        namer = self._namer(ctx.write_uuid or self._write_id, ctx.task_idx)
         staged: List[str] = []
         block_index = 0
         for block in self._file_groups(blocks):
             if block.num_rows == 0:
                 continue
             for folder, part in self._split_partitions(block):
-                staged += self._write_part(part, folder, write_uuid, ctx.task_idx, block_index)
+                staged += self._write_part(part, folder, namer, block_index)
             block_index += 1
         return staged
+
+    def _namer(self, write_uuid: str, task_index: int) -> TaskFileNamer:
+        return TaskFileNamer(self.filename_provider, write_uuid, task_index)
 
     def _file_groups(self, blocks: Iterable[Block]) -> Iterator[Block]:
         if not self.min_rows_per_file:
@@ -297,7 +295,7 @@ class FileDatasink(Datasink):
             yield folder, data.filter(mask)
 
     def _write_part(
-        self, block: Block, folder: str, write_uuid: str, task_index: int, block_index: int
+        self, block: Block, folder: str, namer: TaskFileNamer, block_index: int
     ) -> List[str]:
         raise NotImplementedError
 
@@ -319,17 +317,26 @@ class FileDatasink(Datasink):
     # -- driver: commit or abort --------------------------------------------------------
 
     def on_write_complete(self, write_result: WriteResult) -> None:
+        if self._skip_write:
+            return
         staged = [rel for returned in write_result.write_returns for rel in (returned or [])]
         try:
+            if not staged:
+                return  # an empty dataset writes nothing (and creates no folder, below)
             if supports_rename(self._fs):
                 self._commit_by_rename(staged)
             else:
                 self._commit_by_copy(staged)
         finally:
             self._remove_staging()
+            if not staged:
+                self._remove_created_dest()
 
     def on_write_failed(self, error: Exception) -> None:
         self._remove_staging()
+        self._remove_created_dest()
+
+    def _remove_created_dest(self) -> None:
         if self._created_dest and supports_rename(self._fs):
             try:
                 if not self._fs.ls(self._path, detail=False):
@@ -359,7 +366,7 @@ class FileDatasink(Datasink):
         ]
 
     def _check_clashes(self, pairs: List[Tuple[str, str]]) -> None:
-        if self.mode == "overwrite":
+        if self.mode == SaveMode.OVERWRITE:
             return
         clashes = [dst for _, dst in pairs if self._fs.exists(dst)]
         if clashes:
@@ -377,7 +384,7 @@ class FileDatasink(Datasink):
         trashed: List[Tuple[str, str]] = []
         moved: List[str] = []
         try:
-            if self.mode == "overwrite":
+            if self.mode == SaveMode.OVERWRITE:
                 old = self._visible_entries()
                 if old:
                     fs.makedirs(trash, exist_ok=True)
@@ -402,10 +409,10 @@ class FileDatasink(Datasink):
     def _commit_by_copy(self, staged: List[str]) -> None:
         fs = self._fs
         pairs = self._targets(staged)
-        if not isinstance(self.filename_provider, DefaultFilenameProvider):
+        if type(self.filename_provider) is not FilenameProvider:
             self._check_clashes(pairs)
         old: List[str] = []
-        if self.mode == "overwrite":
+        if self.mode == SaveMode.OVERWRITE:
             found = _quiet(lambda: fs.find(self._path), default=[]) or []
             prefix = self._path.rstrip("/") + "/"
             old = [
@@ -450,12 +457,9 @@ class BlockBasedFileDatasink(FileDatasink):
         )
 
     def _write_part(
-        self, block: Block, folder: str, write_uuid: str, task_index: int, block_index: int
+        self, block: Block, folder: str, namer: TaskFileNamer, block_index: int
     ) -> List[str]:
-        name = self.filename_provider.get_filename_for_block(
-            block, write_uuid, task_index, block_index
-        )
-        relative = f"{folder}/{name}" if folder else name
+        relative = namer.block_file(block, block_index, folder)
         return [self._write_file(relative, lambda f: self.write_block_to_file(block, f))]
 
 
@@ -472,18 +476,30 @@ class RowBasedFileDatasink(FileDatasink):
         )
 
     def _write_part(
-        self, block: Block, folder: str, write_uuid: str, task_index: int, block_index: int
+        self, block: Block, folder: str, namer: TaskFileNamer, block_index: int
     ) -> List[str]:
         written = []
         for row_index, row in enumerate(block_to_rows(block)):
-            name = self.filename_provider.get_filename_for_row(
-                row, write_uuid, task_index, block_index, row_index
-            )
-            relative = f"{folder}/{name}" if folder else name
+            relative = namer.row_file(row, block_index, row_index, folder)
             written.append(
                 self._write_file(relative, lambda f, row=row: self.write_row_to_file(row, f))
             )
         return written
+
+
+def _single_path(path: Any) -> str:
+    """The one destination of a write: a string, a ``pathlib.Path``, or a list of one."""
+    if isinstance(path, (list, tuple)):
+        if len(path) != 1:
+            raise ValueError(f"A write takes one destination folder, got {len(path)}: {path!r}.")
+        path = path[0]
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if not isinstance(path, str) or not path:
+        raise TypeError(
+            f"path must be a non-empty string or pathlib.Path naming a folder, got {path!r}."
+        )
+    return path
 
 
 def _concat(blocks: List[Block]) -> Block:

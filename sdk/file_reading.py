@@ -11,6 +11,7 @@ corrupt file contributes all of its rows or none.
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple
 import pyarrow as pa
 
 from shardflow.sdk import task_stats
-from shardflow.sdk.block import Block, to_block
+from shardflow.sdk.block import Block, concat_blocks, to_block
 from shardflow.sdk.retry import RetryConfig, is_transient_error
 
 logger = logging.getLogger(__name__)
@@ -55,11 +56,22 @@ class FileUnit:
     split: Any = None
 
 
-def file_error(exc: BaseException, where: str, attempts: int = 1) -> BaseException:
-    """An exception of the same kind as ``exc`` whose message names the file and the reason."""
+def file_error(
+    exc: BaseException, where: str, attempts: int = 1, file_format: str = ""
+) -> BaseException:
+    """An exception of the same kind as ``exc`` whose message names the file, the format it
+    was read as, and the reason."""
     reason = f"{type(exc).__name__}: {exc}"
     suffix = f" (after {attempts} attempts)" if attempts > 1 else ""
-    message = f"Failed to read {where}{suffix}: {reason}"
+    kind = f" as {file_format}" if file_format else ""
+    message = f"Failed to read {where}{kind}{suffix}: {reason}"
+    try:  # exceptions whose constructor takes more than a message (json.JSONDecodeError)
+        same = copy.copy(exc)
+        same.args = (message,)
+        if type(same) is type(exc) and str(same) == message:
+            return same
+    except Exception:
+        pass
     for cls in type(exc).__mro__:
         if not issubclass(cls, Exception):
             break
@@ -70,6 +82,13 @@ def file_error(exc: BaseException, where: str, attempts: int = 1) -> BaseExcepti
         if str(new) == message:
             return new
     return RuntimeError(message)
+
+
+def _format_name(datasource: Any) -> str:
+    try:
+        return str(datasource.get_name())
+    except Exception:
+        return ""
 
 
 def coalesce(tables: Iterator[Block], min_bytes: int) -> Iterator[Block]:
@@ -105,7 +124,7 @@ def coalesce(tables: Iterator[Block], min_bytes: int) -> Iterator[Block]:
 
 
 def _concat(tables: List[Block]) -> Block:
-    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    return tables[0] if len(tables) == 1 else concat_blocks(tables)
 
 
 class FileReadTask:
@@ -176,7 +195,7 @@ class FileReadTask:
                     )
                     task_stats.record_skipped_file()
                     return
-                raise file_error(exc, where, attempt) from exc
+                raise file_error(exc, where, attempt, _format_name(ds)) from exc
         for block in buffered:
             yield block
 

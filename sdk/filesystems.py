@@ -123,7 +123,9 @@ def strip_path(fs: Any, path: str) -> str:
     if match and match.group(1).lower() in _LOCAL_PROTOCOLS and not is_local(fs):
         raise ValueError(f"Path {redact(path)!r} is local but the filesystem is not.")
     if match and match.group(1).lower() == "local":
+        # local:// names an absolute path on the driver's machine, as in Ray Data.
         path = "file://" + path[len(match.group(0)) :]
+        match = _SCHEME_RE.match(path)
     if is_local(fs):
         if match:
             path = path[len(match.group(0)) :]

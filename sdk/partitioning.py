@@ -55,9 +55,8 @@ class Partitioning:
             given to the read.
         field_names: Names of the fields (required for ``"dir"``; optional for ``"hive"``,
             where they restrict which keys become columns).
-        field_types: Types of fields, e.g. ``{"year": int}``; other fields get inferred types
-            (int64 when every value is an integer, float64 when every value is a number,
-            string otherwise).
+        field_types: Types of fields, e.g. ``{"year": int}``; other fields are strings, as
+            in Ray Data.
         filesystem: Unused; accepted for compatibility with Ray Data.
 
     Examples:
@@ -101,30 +100,9 @@ class Partitioning:
         return values
 
 
-def _infer_type(values: List[Optional[str]]) -> pa.DataType:
-    present = [v for v in values if v is not None]
-    if not present:
-        return pa.string()
-    try:
-        for v in present:
-            if v.strip() != v or not v.lstrip("-").isdigit():
-                raise ValueError(v)
-            int(v)
-        return pa.int64()
-    except ValueError:
-        pass
-    try:
-        for v in present:
-            if v.strip() != v or v.lower() in ("nan", "inf", "-inf", "infinity", "-infinity"):
-                raise ValueError(v)
-            float(v)
-        return pa.float64()
-    except ValueError:
-        return pa.string()
-
-
 def partition_schema(partitioning: Partitioning, raw: List[Dict[str, Optional[str]]]) -> pa.Schema:
-    """The typed schema of partition fields seen in ``raw`` (given types win over inference)."""
+    """The schema of partition fields seen in ``raw``: strings, unless ``field_types`` says
+    otherwise (as Ray Data types them)."""
     names: Dict[str, None] = {}
     for values in raw:
         for key in values:
@@ -134,7 +112,7 @@ def partition_schema(partitioning: Partitioning, raw: List[Dict[str, Optional[st
         if name in partitioning.field_types:
             fields.append(pa.field(name, to_arrow_type(partitioning.field_types[name])))
         else:
-            fields.append(pa.field(name, _infer_type([v.get(name) for v in raw])))
+            fields.append(pa.field(name, pa.string()))
     return pa.schema(fields)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from shardflow.sdk.filesystems import basename, display_path, is_local, parent
 from shardflow.sdk.retry import RetryConfig, call_with_retry
@@ -177,8 +177,9 @@ def expand_paths(
 ) -> List[FileInfo]:
     """The files named by ``paths`` (files, folders, globs), in a deterministic order.
 
-    Explicit files keep the given order; the contents of a folder or glob are sorted.
-    Duplicates are dropped.
+    Explicit files keep the given order; the contents of a folder or glob are sorted. A file
+    named several times (or reached through several paths) is listed, and so read, once per
+    mention, as Ray Data does.
 
     Raises:
         FileNotFoundError: naming the first path that does not exist, unless
@@ -210,17 +211,7 @@ def expand_paths(
             files.extend(_list_folder(fs, path, retry))
         else:
             files.append(FileInfo(path, _size(info), parent(path)))
-    return _dedupe(files)
-
-
-def _dedupe(files: Iterable[FileInfo]) -> List[FileInfo]:
-    seen = set()
-    unique = []
-    for info in files:
-        if info.path not in seen:
-            seen.add(info.path)
-            unique.append(info)
-    return unique
+    return files
 
 
 def filter_extensions(files: List[FileInfo], extensions: Optional[Sequence[str]]) -> List[FileInfo]:
@@ -232,9 +223,10 @@ def filter_extensions(files: List[FileInfo], extensions: Optional[Sequence[str]]
 
 
 def normalize_paths_arg(paths: Any) -> List[str]:
-    """``paths`` as a non-empty list of strings (one path or a list of paths)."""
-    import os
+    """``paths`` as a non-empty list of strings.
 
+    Accepts a string, a ``pathlib.Path`` (any ``os.PathLike``), or a list or tuple of them.
+    """
     if isinstance(paths, (str, os.PathLike)):
         return [os.fspath(paths)]
     if isinstance(paths, (list, tuple)):
@@ -245,7 +237,12 @@ def normalize_paths_arg(paths: Any) -> List[str]:
         out = []
         for p in paths:
             if not isinstance(p, (str, os.PathLike)):
-                raise TypeError(f"Each path must be a string, got {type(p).__name__}.")
+                raise TypeError(
+                    f"Each path must be a string or a pathlib.Path, got {type(p).__name__}."
+                )
             out.append(os.fspath(p))
         return out
-    raise TypeError(f"paths must be a string or a list of strings, got {type(paths).__name__}.")
+    raise TypeError(
+        "paths must be a string, a pathlib.Path, or a list of them; got "
+        f"{type(paths).__name__}."
+    )

@@ -23,6 +23,9 @@ from shardflow.engine.file_api import (
 )
 from shardflow.engine.read_api import (
     from_arrow,
+    from_blocks,
+    from_daft,
+    from_huggingface,
     from_items,
     from_numpy,
     from_pandas,
@@ -30,15 +33,18 @@ from shardflow.engine.read_api import (
     read_datasource,
 )
 from shardflow.engine.runtime import init
-from shardflow.sdk.file_datasink import FilenameProvider
+from shardflow.sdk.filename_provider import FilenameProvider
+from shardflow.sdk.save_mode import SaveMode
 from shardflow.sdk.file_datasource import FileShuffleConfig
 from shardflow.sdk.partitioning import Partitioning, PathPartitionFilter
 from shardflow.sdk import (
     Block,
+    BlockBasedFileDatasink,
     BlockMetadata,
     Datasink,
     Datasource,
     ReadTask,
+    RowBasedFileDatasink,
     TaskContext,
     WriteResult,
     col,
@@ -50,6 +56,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Block",
+    "BlockBasedFileDatasink",
     "BlockMetadata",
     "DataContext",
     "FileShuffleConfig",
@@ -61,12 +68,17 @@ __all__ = [
     "PathPartitionFilter",
     "ReadTask",
     "RetryPolicy",
+    "RowBasedFileDatasink",
+    "SaveMode",
     "TaskContext",
     "UserCodeError",
     "WorkerCrashedError",
     "WriteResult",
     "col",
     "from_arrow",
+    "from_blocks",
+    "from_daft",
+    "from_huggingface",
     "from_items",
     "from_numpy",
     "from_pandas",

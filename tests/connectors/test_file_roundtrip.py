@@ -75,7 +75,7 @@ def test_round_trip_on_every_store(store, fmt):
     independent = sorted_frame(read_back_independently(store, "out", fmt))
     pd.testing.assert_frame_equal(independent, df, check_dtype=False)
 
-    got = sorted_frame(read(fmt, folder, **store.options()).to_pandas())
+    got = sorted_frame(read(fmt, folder, **store.options()).to_arrow().to_pandas())
     pd.testing.assert_frame_equal(got, df)
 
 
@@ -85,7 +85,7 @@ def test_round_trip_on_both_backends(backend, tmp_path, fmt):
     folder = str(tmp_path / "out")
     write(sf.from_pandas(df, override_num_blocks=4), fmt, folder)
     ds = read(fmt, folder)
-    got = sorted_frame(ds.to_pandas())
+    got = sorted_frame(ds.to_arrow().to_pandas())
     pd.testing.assert_frame_equal(got, df)
     assert ds.filter(sf.col("id") < 10).count() == 10
     assert ds.sum("id") == df["id"].sum()
@@ -141,7 +141,7 @@ def test_memory_filesystem_round_trip():
     df = make_frame(100)
     root = "memory://shardflow-tests/roundtrip"
     sf.from_pandas(df, override_num_blocks=2).write_parquet(root, mode="overwrite")
-    got = sorted_frame(sf.read_parquet(root).to_pandas())
+    got = sorted_frame(sf.read_parquet(root).to_arrow().to_pandas())
     pd.testing.assert_frame_equal(got, df)
 
 
@@ -151,7 +151,7 @@ def test_pyarrow_filesystem_is_accepted(tmp_path):
     df = make_frame(50)
     sf.from_pandas(df).write_csv(str(tmp_path / "out"), filesystem=pafs.LocalFileSystem())
     got = sorted_frame(
-        sf.read_csv(str(tmp_path / "out"), filesystem=pafs.LocalFileSystem()).to_pandas()
+        sf.read_csv(str(tmp_path / "out"), filesystem=pafs.LocalFileSystem()).to_arrow().to_pandas()
     )
     pd.testing.assert_frame_equal(got, df)
 
@@ -160,7 +160,7 @@ def test_registry_names_reach_the_file_connectors(tmp_path):
     df = make_frame(40)
     folder = str(tmp_path / "out")
     sf.from_pandas(df).write_datasink("parquet", path=folder)
-    got = sorted_frame(sf.read_datasource("parquet", paths=folder).to_pandas())
+    got = sorted_frame(sf.read_datasource("parquet", paths=folder).to_arrow().to_pandas())
     pd.testing.assert_frame_equal(got, df)
     for name in ("csv", "json", "text", "binary"):
         assert sf.sdk.get_registry().get(name).datasource is not None
@@ -202,7 +202,7 @@ def test_gcs_scheme_alias(gcs_bucket, gcs_options):
     df = make_frame(30)
     folder = gcs_bucket.replace("gs://", "gcs://") + "/alias"
     sf.from_pandas(df).write_json(folder, storage_options=gcs_options)
-    got = sorted_frame(sf.read_json(gcs_bucket + "/alias", storage_options=gcs_options).to_pandas())
+    got = sorted_frame(sf.read_json(gcs_bucket + "/alias", storage_options=gcs_options).to_arrow().to_pandas())
     pd.testing.assert_frame_equal(got, df)
 
 
@@ -242,5 +242,5 @@ def test_pyarrow_s3_filesystem_round_trip(s3_bucket, s3_endpoint, s3_options):
         )
         == 2
     )
-    got = sorted_frame(sf.read_parquet(folder, filesystem=fs).to_pandas())
+    got = sorted_frame(sf.read_parquet(folder, filesystem=fs).to_arrow().to_pandas())
     pd.testing.assert_frame_equal(got, df)

@@ -92,11 +92,11 @@ def test_mode_overwrite_replaces_and_append_adds(store):
         folder, mode="overwrite", **opts
     )
     assert len(store.listing("out")) == 1
-    got = sf.read_parquet(folder, **opts).to_pandas().sort_values("id").reset_index(drop=True)
+    got = sf.read_parquet(folder, **opts).to_arrow().to_pandas().sort_values("id").reset_index(drop=True)
     pd.testing.assert_frame_equal(got, frame(7, start=100))
 
     sf.from_pandas(frame(5, start=200)).write_parquet(folder, mode="append", **opts)
-    got = sf.read_parquet(folder, **opts).to_pandas().sort_values("id").reset_index(drop=True)
+    got = sf.read_parquet(folder, **opts).to_arrow().to_pandas().sort_values("id").reset_index(drop=True)
     expected = pd.concat([frame(7, start=100), frame(5, start=200)], ignore_index=True)
     pd.testing.assert_frame_equal(got, expected)
     assert len(store.listing("out")) == 2
@@ -127,8 +127,8 @@ def test_partition_cols_round_trip(store, fmt):
 
     got = getattr(sf, f"read_{fmt}")(folder, **store.options()).to_pandas()
     got = got[df.columns].sort_values("id").reset_index(drop=True)
-    pd.testing.assert_frame_equal(got, df, check_dtype=False)
-    assert str(got["group"].dtype) == "int64"  # inferred from the folder names
+    pd.testing.assert_frame_equal(got.drop(columns=["group"]), df.drop(columns=["group"]), check_dtype=False)
+    assert got["group"].tolist() == [str(g) for g in df["group"]]  # strings, as in Ray Data
 
     some = getattr(sf, f"read_{fmt}")(
         folder, partition_filter=lambda p: p["group"] == "1", **store.options()
@@ -192,12 +192,12 @@ def test_filename_provider_and_default_names(tmp_path):
     sf.from_pandas(frame(20), override_num_blocks=2).write_csv(str(tmp_path / "default"))
     names = sorted(p.name for p in (tmp_path / "default").iterdir())
     uuid_part = names[0].split("_")[0]
-    assert names == [f"{uuid_part}_000000_000000.csv", f"{uuid_part}_000001_000000.csv"]
+    assert names == [f"{uuid_part}_000000.csv", f"{uuid_part}_000001.csv"]  # as Ray Data names
 
 
 def test_empty_dataset_writes_no_files(tmp_path):
     sf.from_pandas(frame(10)).filter(sf.col("id") < 0).write_parquet(str(tmp_path / "out"))
-    assert list((tmp_path / "out").iterdir()) == []
+    assert not (tmp_path / "out").exists()  # creates nothing, as Ray Data
 
 
 def test_failed_write_had_staged_files_and_removed_them(tmp_path, monkeypatch):
@@ -247,6 +247,7 @@ def test_s3_round_trip_on_ray(backend, s3_store):
     sf.from_pandas(df, override_num_blocks=2).write_parquet(folder, **s3_store.options())
     got = (
         sf.read_parquet(folder, **s3_store.options())
+        .to_arrow()
         .to_pandas()
         .sort_values("id")
         .reset_index(drop=True)

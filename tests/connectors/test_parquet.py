@@ -47,14 +47,14 @@ def bytes_to_read(instrumented_fs, make_ds, consume):
 def test_column_pushdown_reads_fewer_bytes(wide_file, instrumented_fs):
     path, df = wide_file
     full, table = bytes_to_read(
-        instrumented_fs, lambda fs: sf.read_parquet(path, filesystem=fs), lambda ds: ds.to_pandas()
+        instrumented_fs, lambda fs: sf.read_parquet(path, filesystem=fs), lambda ds: ds.to_arrow().to_pandas()
     )
     pd.testing.assert_frame_equal(table, df)
 
     few, table = bytes_to_read(
         instrumented_fs,
         lambda fs: sf.read_parquet(path, filesystem=fs, columns=["id"]),
-        lambda ds: ds.to_pandas(),
+        lambda ds: ds.to_arrow().to_pandas(),
     )
     pd.testing.assert_frame_equal(table, df[["id"]])
     assert few < full / 5
@@ -65,7 +65,7 @@ def test_column_pushdown_reads_fewer_bytes(wide_file, instrumented_fs):
     assert plan.source.datasource.get_projection_map() == {"small": "s", "id": "id"}
     assert not plan.ops
     pd.testing.assert_frame_equal(
-        ds.to_pandas(), df[["small", "id"]].rename(columns={"small": "s"})
+        ds.to_arrow().to_pandas(), df[["small", "id"]].rename(columns={"small": "s"})
     )
 
 
@@ -76,7 +76,7 @@ def test_filter_pushdown_is_exact_and_skips_row_groups(wide_file, instrumented_f
     assert repr(plan.source.datasource.get_current_predicate()) == "(col('id') >= 18500)"
     assert not plan.ops  # exact: the engine does not filter again
     expected = df[df.id >= 18_500][["id", "small"]].reset_index(drop=True)
-    pd.testing.assert_frame_equal(ds.to_pandas(), expected)
+    pd.testing.assert_frame_equal(ds.to_arrow().to_pandas(), expected)
 
     if backend == "local":
         full, _ = bytes_to_read(
@@ -85,7 +85,7 @@ def test_filter_pushdown_is_exact_and_skips_row_groups(wide_file, instrumented_f
         some, got = bytes_to_read(
             instrumented_fs,
             lambda fs: sf.read_parquet(path, filesystem=fs).filter(sf.col("id") >= 18_500),
-            lambda d: d.to_pandas(),
+            lambda d: d.to_arrow().to_pandas(),
         )
         assert some < full / 4  # 1 row group of 10 (plus the footer)
         pd.testing.assert_frame_equal(got, df[df.id >= 18_500].reset_index(drop=True))
@@ -95,7 +95,7 @@ def test_pyarrow_filter_argument(wide_file):
     path, df = wide_file
     ds = sf.read_parquet(path, filter=(pads.field("small") == 3) & (pads.field("id") < 100))
     expected = df[(df.small == 3) & (df.id < 100)].reset_index(drop=True)
-    pd.testing.assert_frame_equal(ds.to_pandas(), expected)
+    pd.testing.assert_frame_equal(ds.to_arrow().to_pandas(), expected)
     with pytest.raises(TypeError, match="pyarrow.dataset expression"):
         sf.read_parquet(path, filter="id < 100")
 
@@ -104,7 +104,7 @@ def test_limit_stops_reading_early(wide_file, instrumented_fs, fresh_context):
     path, df = wide_file
     fresh_context.target_min_block_size = 1
     full, _ = bytes_to_read(
-        instrumented_fs, lambda fs: sf.read_parquet(path, filesystem=fs), lambda d: d.to_pandas()
+        instrumented_fs, lambda fs: sf.read_parquet(path, filesystem=fs), lambda d: d.to_arrow().to_pandas()
     )
     few, rows = bytes_to_read(
         instrumented_fs, lambda fs: sf.read_parquet(path, filesystem=fs), lambda d: d.take(5)
@@ -118,16 +118,18 @@ def test_predicate_on_partition_column_prunes_files(tmp_path):
         {"x": np.arange(60, dtype=np.int64), "year": np.repeat([2021, 2022, 2023], 20)}
     )
     sf.from_pandas(df).write_parquet(str(tmp_path / "t"), partition_cols=["year"])
-    ds = sf.read_parquet(str(tmp_path / "t")).filter(sf.col("year") == 2022)
+    typed = sf.Partitioning("hive", field_types={"year": int})  # values are strings otherwise
+    ds = sf.read_parquet(str(tmp_path / "t"), partitioning=typed).filter(sf.col("year") == 2022)
     source = optimize(ds._plan).source.datasource
     tasks = source.get_read_tasks(8)
     assert [f for t in tasks for f in t.metadata.input_files] and all(
         "year=2022" in f for t in tasks for f in t.metadata.input_files
     )
-    got = ds.to_pandas().sort_values("x").reset_index(drop=True)
+    got = ds.to_arrow().to_pandas().sort_values("x").reset_index(drop=True)
+    got["year"] = got["year"].astype(np.int64)
     pd.testing.assert_frame_equal(got, df[df.year == 2022].reset_index(drop=True)[["x", "year"]])
     mixed = (
-        sf.read_parquet(str(tmp_path / "t"))
+        sf.read_parquet(str(tmp_path / "t"), partitioning=typed)
         .filter((sf.col("year") >= 2022) & (sf.col("x") % 2 == 0))
         .to_pandas()
     )
@@ -166,7 +168,7 @@ def test_large_file_is_split_by_row_groups(wide_file, monkeypatch, backend):
     ds = sf.read_parquet(path, override_num_blocks=4)
     tasks = optimize(ds._plan).source.datasource.get_read_tasks(4)
     assert len(tasks) == 4  # more tasks than files
-    pd.testing.assert_frame_equal(ds.to_pandas(), df)  # every row once, in order
+    pd.testing.assert_frame_equal(ds.to_arrow().to_pandas(), df)  # every row once, in order
 
 
 def test_truncated_parquet_file(tmp_path):
@@ -176,5 +178,5 @@ def test_truncated_parquet_file(tmp_path):
     with pytest.raises(Exception, match="bad.parquet"):
         sf.read_parquet(str(tmp_path)).to_arrow()
     ds = sf.read_parquet(str(tmp_path), on_bad_file="skip")
-    assert sorted(ds.to_pandas()["x"]) == list(range(100))
+    assert sorted(ds.to_arrow().to_pandas()["x"]) == list(range(100))
     assert "1 bad files skipped" in ds.stats()

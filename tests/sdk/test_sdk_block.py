@@ -116,7 +116,12 @@ def test_pandas_with_nulls_matches_pyarrow():
     assert table.column("s").to_pylist() == ["a", None, "c"]
 
 
-@pytest.mark.parametrize("fmt", ["default", None, "numpy"])
+def test_batch_format_none_is_the_native_block():
+    block = pa.table({"x": [1, 2]})
+    assert validate_batch_format(None) == "pyarrow" and block_to_batch(block, None) is block
+
+
+@pytest.mark.parametrize("fmt", ["default", "numpy"])
 def test_default_batch_format_is_numpy(fmt):
     assert validate_batch_format(fmt) == "numpy"
     batch = block_to_batch(pa.table({"x": [1, 2]}), fmt)

@@ -1,0 +1,69 @@
+"""Differential cases: how reads and writes take paths."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from harness import case
+
+
+def _parquet(tmp: pathlib.Path, name: str = "f.parquet", rows: int = 3) -> pathlib.Path:
+    path = tmp / "in" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"a": list(range(rows)), "b": [str(i) for i in range(rows)]}), path)
+    return path
+
+
+@case("read_parquet", "Dataset.count")
+def read_takes_str_path_and_lists(m, tmp):
+    """str, pathlib.Path and lists of either; a repeated path is read again"""
+    f = _parquet(tmp)
+    return [
+        m.read_parquet(str(f)).count(),
+        m.read_parquet(f).count(),
+        m.read_parquet([f, str(f)]).count(),
+        m.read_parquet([str(f), str(f), str(f)]).count(),
+    ]
+
+
+@case("read_parquet", "read_csv", "read_json", "read_text", "read_binary_files")
+def read_takes_local_and_file_uris(m, tmp):
+    """local:// (absolute path on the driver) and file:// URIs, for each format"""
+    f = _parquet(tmp)
+    csv, jsonl, text = tmp / "in" / "a.csv", tmp / "in" / "a.json", tmp / "in" / "a.txt"
+    csv.write_text("x\n1\n2\n")
+    jsonl.write_text('{"x": 1}\n{"x": 2}\n')
+    text.write_text("one\ntwo\n")
+    out = []
+    for scheme in ("local://", "file://"):
+        out.append(m.read_parquet(scheme + str(f)).count())
+        out.append(m.read_csv(scheme + str(csv)).take_all())
+        out.append(m.read_json(scheme + str(jsonl)).take_all())
+        out.append(m.read_text(scheme + str(text)).take_all())
+        out.append(m.read_binary_files(scheme + str(text)).take_all())
+    return out
+
+
+@case("Dataset.write_parquet", "Dataset.write_csv", "Dataset.write_json")
+def write_takes_path_and_uris(m, tmp):
+    """writes take pathlib.Path, a list of one path, and file:// URIs"""
+    ds = m.from_items([{"a": 1}, {"a": 2}])
+    ds.write_parquet(tmp / "p", mode="append")
+    ds.write_csv([str(tmp / "c")], mode="append")
+    ds.write_json("file://" + str(tmp / "j"), mode="append")
+    rows = lambda ds: sorted(r["a"] for r in ds.take_all())  # noqa: E731 - file order varies
+    return [rows(m.read_parquet(tmp / "p")), rows(m.read_csv(tmp / "c")), rows(m.read_json(tmp / "j"))]
+
+
+@case("read_parquet")
+def missing_path_raises(m, tmp):
+    """a missing path raises FileNotFoundError at the read call"""
+    try:
+        m.read_parquet(str(tmp / "nope.parquet"))
+    except Exception as exc:  # noqa: BLE001
+        from harness import Raised, exception_kind
+
+        return Raised(exception_kind(exc))
+    return "no error"

@@ -1,0 +1,19 @@
+"""Runs every registered differential case on ray.data and on shardflow and compares."""
+
+from __future__ import annotations
+
+import cases_api  # noqa: F401  (registers cases)
+import cases_interop  # noqa: F401
+import cases_paths  # noqa: F401
+import cases_reads  # noqa: F401
+import cases_types  # noqa: F401
+import cases_writes  # noqa: F401
+import pytest
+from harness import CASES, compare
+
+
+@pytest.mark.parametrize("case_", CASES, ids=[c.name for c in CASES])
+def test_same_as_ray_data(case_, rd, sfm, tmp_path):
+    for library in case_.requires:
+        pytest.importorskip(library)
+    compare(case_, rd, sfm, tmp_path)

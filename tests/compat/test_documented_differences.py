@@ -1,0 +1,136 @@
+"""Where shardflow deliberately differs from ray.data: each test shows both behaviours.
+
+The ``@differs`` registrations feed docs/compatibility.md (tests/compat/gen_compat_table.py).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from harness import differs
+
+
+@differs(
+    "Dataset.write_parquet",
+    "Dataset.write_csv",
+    "Dataset.write_json",
+    "Dataset.write_numpy",
+    "Dataset.write_images",
+    "SaveMode",
+    reason="mode defaults to 'error' (Ray Data: 'append'), so a write never mixes with earlier "
+    "output by accident; an existing folder without visible files counts as empty.",
+)
+def test_default_mode_refuses_existing_data(rd, sfm, tmp_path):
+    rd.range(3).write_parquet(str(tmp_path / "ray"))
+    rd.range(3).write_parquet(str(tmp_path / "ray"))  # Ray appends by default
+    assert rd.read_parquet(str(tmp_path / "ray")).count() == 6
+
+    sfm.range(3).write_parquet(tmp_path / "sf")
+    with pytest.raises(ValueError, match="already holds data"):
+        sfm.range(3).write_parquet(tmp_path / "sf")
+    assert sfm.read_parquet(tmp_path / "sf").count() == 3
+
+    (tmp_path / "empty").mkdir()  # Ray's mode='error' refuses even an empty folder
+    sfm.range(2).write_parquet(tmp_path / "empty", mode="error")
+    assert sfm.read_parquet(tmp_path / "empty").count() == 2
+
+
+@differs(
+    "Datasink",
+    reason="writes are all-or-nothing: files are staged and made visible in on_write_complete; a "
+    "failed write leaves the destination as it was (Ray Data leaves the files of tasks that "
+    "finished).",
+)
+def test_failed_write_leaves_nothing(rd, sfm, tmp_path):
+    def fail_late(batch):
+        if batch["id"].max() >= 8:
+            raise RuntimeError("injected failure")
+        return batch
+
+    with pytest.raises(Exception, match="injected failure"):
+        sfm.range(10, override_num_blocks=5).map_batches(fail_late).write_parquet(
+            tmp_path / "sf", mode="append"
+        )
+    assert not (tmp_path / "sf").exists()
+
+
+@differs(
+    "read_parquet",
+    reason="include_row_hash gives deterministic uint64 hashes of (file, row position) whose values "
+    "differ from Ray Data's; filter= (a pyarrow expression) is accepted where Ray Data 2.60 "
+    "raises ValueError.",
+)
+def test_row_hash_values_and_filter_argument(rd, sfm, tmp_path):
+    import pyarrow.dataset as pads
+
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.table({"a": [1, 2, 3]}), path)
+    assert sfm.read_parquet(path, filter=pads.field("a") > 1).count() == 2
+    with pytest.raises(ValueError):
+        rd.read_parquet(str(path), filter=pads.field("a") > 1)
+    ours = [r["row_hash"] for r in sfm.read_parquet(path, include_row_hash=True).take_all()]
+    assert len(set(ours)) == 3
+
+
+@differs(
+    "Dataset.iter_batches",
+    reason="blocks are always Arrow tables, so batch_format=None gives a pyarrow.Table even for data "
+    "that came from pandas (Ray Data keeps pandas blocks and gives a DataFrame).",
+)
+def test_native_batches_are_arrow(rd, sfm):
+    import pandas as pd
+
+    frame = pd.DataFrame({"a": [1, 2]})
+    assert isinstance(next(iter(rd.from_pandas(frame).iter_batches(batch_format=None))),
+                      pd.DataFrame)
+    assert isinstance(next(iter(sfm.from_pandas(frame).iter_batches(batch_format=None))),
+                      pa.Table)
+
+
+@differs(
+    "from_items",
+    reason="Python objects without an Arrow type become a column of shardflow's own extension type; "
+    "pandas shows it as dtype object (Ray Data: its PythonObjectDtype), and a Parquet file "
+    "holding it reads back as plain binary cells, never unpickled (Ray Data unpickles them).",
+)
+def test_object_columns_are_not_unpickled_from_files(sfm, tmp_path):
+    from cases_types import Payload
+
+    sfm.from_items([{"o": Payload(1)}]).write_parquet(tmp_path / "o")
+    back = sfm.read_parquet(tmp_path / "o").take_all()
+    assert isinstance(back[0]["o"], bytes)
+    assert str(sfm.from_items([{"o": Payload(1)}]).to_pandas()["o"].dtype) == "object"
+
+
+@differs(
+    "FileDatasink",
+    reason="subclasses receive a pyarrow.Table in write_block_to_file (Ray Data: a BlockAccessor, "
+    "whose to_arrow() gives the table) and an fsspec file object.",
+)
+def test_block_sinks_receive_tables(sfm, tmp_path):
+    import shardflow.sdk as sdk
+
+    seen = []
+
+    class Probe(sdk.BlockBasedFileDatasink):
+        def __init__(self, path):
+            super().__init__(path, file_format="txt")
+
+        def write_block_to_file(self, block, f):
+            seen.append(type(block))
+            f.write(b"x")
+
+    sfm.range(2, override_num_blocks=1).write_datasink(Probe(str(tmp_path / "p")))
+    assert seen == [pa.Table]
+
+
+@differs(
+    "Dataset.schema",
+    reason="returns a pyarrow.Schema (Ray Data: ray.data.Schema, which wraps one and has the same "
+    "names and types).",
+)
+def test_schema_type(rd, sfm):
+    ours, theirs = sfm.range(2).schema(), rd.range(2).schema()
+    assert isinstance(ours, pa.Schema)
+    assert (ours.names, ours.types) == (theirs.names, theirs.types)
