@@ -10,6 +10,7 @@ Examples:
 """
 
 from shardflow.engine.context import DataContext, RetryPolicy
+from shardflow.engine.data_iterator import DataIterator
 from shardflow.engine.dataset import Dataset
 from shardflow.engine.errors import UserCodeError, WorkerCrashedError
 from shardflow.engine.file_api import (
@@ -52,6 +53,7 @@ __all__ = [
     "Block",
     "BlockMetadata",
     "DataContext",
+    "DataIterator",
     "FileShuffleConfig",
     "FilenameProvider",
     "Dataset",
