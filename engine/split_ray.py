@@ -90,6 +90,11 @@ class RayCoordinatorClient:
     def schema(self) -> Any:
         return self._call("schema")
 
+    def context(self) -> DataContext:
+        import ray
+
+        return ray.get(self._actor.context.remote())
+
     def _call(self, method: str, *args: Any) -> Any:
         import ray
 

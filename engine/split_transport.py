@@ -25,6 +25,7 @@ from typing import Any, Optional, Tuple
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from shardflow.engine.context import DataContext
 from shardflow.engine.refs import MemoryRef, resolve
 from shardflow.engine.split_coordinator import SplitCoordinator, portable_error, restore_error
 
@@ -83,6 +84,9 @@ class LocalCoordinatorClient:
 
     def schema(self) -> Any:
         return self._coordinator.schema()
+
+    def context(self) -> DataContext:
+        return DataContext.get_current()
 
     def __reduce__(self) -> Any:
         with self._lock:
@@ -155,6 +159,8 @@ class CoordinatorServer:
                         value = coordinator.stats()
                     elif op == "schema":
                         value = coordinator.schema()
+                    elif op == "context":
+                        value = DataContext.get_current()
                     else:
                         raise ValueError(f"unknown request {op!r}")
                     reply: Tuple[Any, ...] = ("ok", value)
@@ -276,6 +282,9 @@ class SocketCoordinatorClient:
 
     def schema(self) -> Any:
         return self._call(("schema",))
+
+    def context(self) -> DataContext:
+        return self._call(("context",))
 
     def _call(self, message: Tuple[Any, ...]) -> Any:
         conn = self._connect()

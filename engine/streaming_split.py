@@ -63,7 +63,8 @@ class StreamSplitDataIterator(DataIterator):
         return self._client.schema()
 
     def get_context(self) -> DataContext:
-        return DataContext.get_current()
+        """The DataContext the coordinator runs the dataset under."""
+        return self._client.context()
 
 
 def streaming_split(
