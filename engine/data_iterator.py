@@ -116,8 +116,12 @@ class DataIterator:
             [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
         """
         options = _batch_options(
-            prefetch_batches, batch_size, batch_format, drop_last,
-            local_shuffle_buffer_size, local_shuffle_seed,
+            prefetch_batches,
+            batch_size,
+            batch_format,
+            drop_last,
+            local_shuffle_buffer_size,
+            local_shuffle_seed,
         )
         return EpochIterable(lambda: self._epoch_batches(**options))
 
@@ -178,7 +182,8 @@ class DataIterator:
 
         Examples:
             >>> import shardflow as sf
-            >>> for batch in sf.range(4).iterator().iter_torch_batches(batch_size=2):  # doctest: +SKIP
+            >>> it = sf.range(4).iterator()
+            >>> for batch in it.iter_torch_batches(batch_size=2):  # doctest: +SKIP
             ...     print(batch)
             {'id': tensor([0, 1])}
             {'id': tensor([2, 3])}
@@ -186,8 +191,12 @@ class DataIterator:
         from shardflow.engine.torch_batches import torch_batch_steps
 
         options = _batch_options(
-            prefetch_batches, batch_size, "pyarrow", drop_last,
-            local_shuffle_buffer_size, local_shuffle_seed,
+            prefetch_batches,
+            batch_size,
+            "pyarrow",
+            drop_last,
+            local_shuffle_buffer_size,
+            local_shuffle_seed,
         )
         batch_format, collate, finalize = torch_batch_steps(dtypes, device, collate_fn, pin_memory)
         options.update(batch_format=batch_format, collate_fn=collate, finalize_fn=finalize)

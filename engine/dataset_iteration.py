@@ -150,7 +150,8 @@ class IterationMixin:
             >>> counts = {}
             >>> def consume(name, it):
             ...     counts[name] = sum(len(b["id"]) for b in it.iter_batches())
-            >>> threads = [threading.Thread(target=consume, args=(i, it)) for i, it in enumerate([it1, it2])]
+            >>> threads = [threading.Thread(target=consume, args=(i, it))
+            ...            for i, it in enumerate([it1, it2])]
             >>> for t in threads: t.start()
             >>> for t in threads: t.join()
             >>> counts[0], counts[1]

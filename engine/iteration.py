@@ -23,26 +23,32 @@ def validate_batch_size(batch_size: Any, *, allow_none: bool = True) -> Optional
     if batch_size is None and allow_none:
         return None
     if isinstance(batch_size, bool) or not isinstance(batch_size, int):
-        raise TypeError(f"batch_size must be a positive int{' or None' if allow_none else ''}, got {batch_size!r}.")
+        raise TypeError(
+            f"batch_size must be a positive int{' or None' if allow_none else ''}, "
+            f"got {batch_size!r}."
+        )
     if batch_size <= 0:
         raise ValueError(f"batch_size must be > 0, got {batch_size}.")
     return batch_size
 
 
 def validate_prefetch_batches(prefetch_batches: Any) -> int:
-    if isinstance(prefetch_batches, bool) or not isinstance(prefetch_batches, int) or prefetch_batches < 0:
+    if (
+        isinstance(prefetch_batches, bool)
+        or not isinstance(prefetch_batches, int)
+        or prefetch_batches < 0
+    ):
         raise ValueError(f"prefetch_batches must be an int >= 0, got {prefetch_batches!r}.")
     return prefetch_batches
 
 
-def validate_local_shuffle(
-    buffer_size: Any, seed: Any, batch_size: Optional[int]
-) -> None:
+def validate_local_shuffle(buffer_size: Any, seed: Any, batch_size: Optional[int]) -> None:
     """Check ``local_shuffle_buffer_size`` and ``local_shuffle_seed`` (with Ray's error types)."""
     if buffer_size is not None:
         if isinstance(buffer_size, bool) or not isinstance(buffer_size, int):
             raise TypeError(
-                f"local_shuffle_buffer_size must be an int (a number of rows) or None, got {buffer_size!r}."
+                "local_shuffle_buffer_size must be an int (a number of rows) or None, "
+                f"got {buffer_size!r}."
             )
         if buffer_size < 0:
             raise ValueError(f"local_shuffle_buffer_size must be >= 0, got {buffer_size}.")
@@ -84,7 +90,9 @@ def iter_batches_from_blocks(
 
     def produce() -> Iterator[Any]:
         if local_shuffle_buffer_size is not None:
-            pieces = shuffled_batches(blocks, batch_size, local_shuffle_buffer_size, local_shuffle_seed)
+            pieces = shuffled_batches(
+                blocks, batch_size, local_shuffle_buffer_size, local_shuffle_seed
+            )
         else:
             pieces = rebatch_blocks(blocks, batch_size)
         for block in pieces:

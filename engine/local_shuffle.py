@@ -67,11 +67,9 @@ class LocalShuffleBuffer:
     def next_batch(self) -> Block:
         """Draw the next batch; call only when ``has_batch()``."""
         left = self._left_in_generation()
-        if self._pending and (
-            self._done or left < self._batch_size or left < self._min_rows // 2
-        ):
+        if self._pending and (self._done or left < self._batch_size or left < self._min_rows // 2):
             self._new_generation()
-        take = self._order[self._pos: self._pos + self._batch_size]
+        take = self._order[self._pos : self._pos + self._batch_size]
         self._pos += len(take)
         return self._table.take(pa.array(take))
 
@@ -81,7 +79,7 @@ class LocalShuffleBuffer:
     def _new_generation(self) -> None:
         parts = list(self._pending)
         if self._table is not None and self._left_in_generation():
-            parts.insert(0, self._table.take(pa.array(self._order[self._pos:])))
+            parts.insert(0, self._table.take(pa.array(self._order[self._pos :])))
         table = concat_blocks(parts).combine_chunks()
         self._table = table
         self._order = self._rng.permutation(table.num_rows).astype(np.int64, copy=False)

@@ -28,7 +28,14 @@ import time
 from typing import Any, Deque, List, Optional, Set, Tuple
 
 from shardflow.engine.errors import TaskFailure, UserCodeError
-from shardflow.engine.refs import MemoryRef, SliceRef, SpilledRef, resolve, slice_metadata, slice_ref
+from shardflow.engine.refs import (
+    MemoryRef,
+    SliceRef,
+    SpilledRef,
+    resolve,
+    slice_metadata,
+    slice_ref,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -88,18 +95,20 @@ class SplitCoordinator:
                     self._arrived.discard(split)
                     missing = sorted(set(range(self.n)) - self._arrived - {split})
                     raise TimeoutError(
-                        f"streaming_split: split {split} waited {waited:.0f}s at the start of epoch "
-                        f"{target} for split(s) {missing} to start iterating. Every split must be "
-                        "iterated by its own consumer, and an epoch starts when all of them have "
-                        "started it; raise DataContext.streaming_split_timeout_s if consumers "
-                        "start far apart."
+                        f"streaming_split: split {split} waited {waited:.0f}s at the start of "
+                        f"epoch {target} for split(s) {missing} to start iterating. Every split "
+                        "must be iterated by its own consumer, and an epoch starts when all of "
+                        "them have started it; raise DataContext.streaming_split_timeout_s if "
+                        "consumers start far apart."
                     )
                 if not warned and waited >= _WARN_AFTER_S:
                     warned = True
                     logger.warning(
                         "streaming_split: split %d has waited %.0fs for the other splits to "
                         "start epoch %d; all splits must be iterated at the same time.",
-                        split, waited, target,
+                        split,
+                        waited,
+                        target,
                     )
                 self._cond.wait(timeout=_POLL_S)
             run = self._run
@@ -167,7 +176,14 @@ class _EpochRun:
     the executor's backpressure reaches the consumers.
     """
 
-    def __init__(self, dataset: Any, n: int, equal: bool, timeout_s: Optional[float], cond: threading.Condition):
+    def __init__(
+        self,
+        dataset: Any,
+        n: int,
+        equal: bool,
+        timeout_s: Optional[float],
+        cond: threading.Condition,
+    ):
         self._dataset = dataset
         self._n = n
         self._equal = equal
@@ -190,7 +206,9 @@ class _EpochRun:
         with self._cond:
             if self._thread is not None:
                 return
-            self._thread = threading.Thread(target=self._pump, name="shardflow-split-pump", daemon=True)
+            self._thread = threading.Thread(
+                target=self._pump, name="shardflow-split-pump", daemon=True
+            )
         self._thread.start()
 
     def stop(self) -> None:
@@ -292,7 +310,10 @@ class _EpochRun:
     def _cut(self, split: int, rows: int) -> Tuple[Any, Any]:
         ref, meta = self._buffer[0]
         total = meta.num_rows
-        self._buffer[0] = (slice_ref(ref, rows, total - rows), slice_metadata(meta, rows, total - rows))
+        self._buffer[0] = (
+            slice_ref(ref, rows, total - rows),
+            slice_metadata(meta, rows, total - rows),
+        )
         self._buffered_rows -= rows
         self._given[split] += rows
         return slice_ref(ref, 0, rows), slice_metadata(meta, 0, rows)

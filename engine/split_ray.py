@@ -20,7 +20,9 @@ _actor_class = None
 class CoordinatorActor:
     """The body of the coordinator actor: a SplitCoordinator on the Ray backend."""
 
-    def __init__(self, dataset: Any, n: int, equal: bool, timeout_s: Optional[float], context: DataContext):
+    def __init__(
+        self, dataset: Any, n: int, equal: bool, timeout_s: Optional[float], context: DataContext
+    ):
         context.backend = "ray"
         DataContext._set_current(context)
         self._coordinator = SplitCoordinator(dataset, n, equal, timeout_s)
@@ -36,7 +38,9 @@ class CoordinatorActor:
         return DataContext.get_current()
 
 
-def create_ray_client(dataset: Any, n: int, equal: bool, timeout_s: Optional[float]) -> "RayCoordinatorClient":
+def create_ray_client(
+    dataset: Any, n: int, equal: bool, timeout_s: Optional[float]
+) -> "RayCoordinatorClient":
     """Start the coordinator actor next to the driver and return a client for it."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

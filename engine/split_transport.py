@@ -112,7 +112,9 @@ class CoordinatorServer:
         self.authkey = os.urandom(32)
         self._listener = Listener(self.address, family="AF_UNIX", authkey=self.authkey)
         atexit.register(self._close)
-        thread = threading.Thread(target=self._accept_loop, name="shardflow-split-server", daemon=True)
+        thread = threading.Thread(
+            target=self._accept_loop, name="shardflow-split-server", daemon=True
+        )
         thread.start()
 
     def _close(self) -> None:

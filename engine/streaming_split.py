@@ -90,7 +90,8 @@ def streaming_split(
         isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0
     ):
         raise ValueError(
-            f"DataContext.streaming_split_timeout_s must be a positive number or None, got {timeout_s!r}."
+            "DataContext.streaming_split_timeout_s must be a positive number or None, "
+            f"got {timeout_s!r}."
         )
     if context.backend == "ray":
         from shardflow.engine.split_ray import create_ray_client

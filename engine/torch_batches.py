@@ -23,7 +23,8 @@ def import_torch() -> Any:
         import torch
     except ImportError as exc:
         raise ImportError(
-            f"iter_torch_batches needs PyTorch, which is not installed; install it with: {TORCH_EXTRA_HINT}"
+            "iter_torch_batches needs PyTorch, which is not installed; install it with: "
+            f"{TORCH_EXTRA_HINT}"
         ) from exc
     return torch
 
@@ -33,7 +34,9 @@ def resolve_device(torch: Any, device: Any) -> Any:
     if isinstance(device, str) and device == "auto":
         device = "cpu"
     if not isinstance(device, (str, torch.device)):
-        raise TypeError(f"device must be 'auto', a device string or a torch.device, got {device!r}.")
+        raise TypeError(
+            f"device must be 'auto', a device string or a torch.device, got {device!r}."
+        )
     device = torch.device(device)
     if device.type == "cuda" and device.index is None and torch.cuda.is_available():
         # Batches are finalized in a background thread, whose current CUDA device may differ
@@ -109,7 +112,9 @@ def is_tensor_batch(torch: Any, batch: Any) -> bool:
     if isinstance(batch, torch.Tensor):
         return True
     if isinstance(batch, (list, tuple)):
-        return bool(batch) and all(is_tensor_batch(torch, b) and not isinstance(b, Mapping) for b in batch)
+        return bool(batch) and all(
+            is_tensor_batch(torch, b) and not isinstance(b, Mapping) for b in batch
+        )
     if isinstance(batch, Mapping):
         return bool(batch) and all(
             isinstance(v, torch.Tensor)

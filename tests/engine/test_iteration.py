@@ -85,7 +85,9 @@ def test_iteration_argument_validation():
 
 def test_local_shuffle_gives_every_row_once_and_mixes(backend):
     ds = sf.range(1000, override_num_blocks=10)
-    batches = list(ds.iter_batches(batch_size=64, local_shuffle_buffer_size=300, local_shuffle_seed=7))
+    batches = list(
+        ds.iter_batches(batch_size=64, local_shuffle_buffer_size=300, local_shuffle_seed=7)
+    )
     assert [len(b["id"]) for b in batches] == [64] * 15 + [40]
     ids = _ids(batches)
     assert sorted(ids) == list(range(1000))
@@ -96,14 +98,18 @@ def test_local_shuffle_gives_every_row_once_and_mixes(backend):
 
 def test_local_shuffle_window_respects_buffer_size(backend):
     ds = sf.range(2000, override_num_blocks=20)
-    batches = list(ds.iter_batches(batch_size=50, local_shuffle_buffer_size=300, local_shuffle_seed=1))
+    batches = list(
+        ds.iter_batches(batch_size=50, local_shuffle_buffer_size=300, local_shuffle_seed=1)
+    )
     # The first batch is drawn once 300 rows (three 100-row blocks) are buffered: it holds
     # only rows from those blocks, and far from only the first 50 of them.
     first = batches[0]["id"]
     assert first.max() < 300
     assert len({v // 100 for v in first}) >= 2
     # A buffer as large as the data mixes rows from every part of it into the first batch.
-    whole = next(iter(ds.iter_batches(batch_size=200, local_shuffle_buffer_size=2000, local_shuffle_seed=1)))
+    whole = next(
+        iter(ds.iter_batches(batch_size=200, local_shuffle_buffer_size=2000, local_shuffle_seed=1))
+    )
     assert len({v // 100 for v in whole["id"]}) >= 15
 
 
@@ -120,7 +126,9 @@ def test_local_shuffle_seed_is_reproducible(backend):
 def test_local_shuffle_drop_last_and_formats(backend):
     ds = sf.from_items([{"id": i, "s": f"r{i}"} for i in range(100)], override_num_blocks=4)
     batches = list(
-        ds.iter_batches(batch_size=30, local_shuffle_buffer_size=40, drop_last=True, batch_format="pandas")
+        ds.iter_batches(
+            batch_size=30, local_shuffle_buffer_size=40, drop_last=True, batch_format="pandas"
+        )
     )
     assert [len(b) for b in batches] == [30, 30, 30]
     for frame in batches:  # rows stay whole: every id keeps its own string
@@ -149,14 +157,17 @@ def test_local_shuffle_argument_validation():
 )
 def test_shuffle_buffer_against_numpy(block_rows, batch_size, min_rows):
     starts = np.cumsum([0] + block_rows)
-    blocks = [pa.table({"id": np.arange(a, b), "sq": np.arange(a, b) ** 2}) for a, b in zip(starts, starts[1:])]
+    blocks = [
+        pa.table({"id": np.arange(a, b), "sq": np.arange(a, b) ** 2})
+        for a, b in zip(starts, starts[1:])
+    ]
     batches = list(shuffled_batches(iter(blocks), batch_size, min_rows, seed=3))
     total = int(starts[-1])
     assert [b.num_rows for b in batches[:-1]] == [batch_size] * (len(batches) - 1)
     ids = np.concatenate([b["id"].to_numpy() for b in batches])
     np.testing.assert_array_equal(np.sort(ids), np.arange(total))
     sq = np.concatenate([b["sq"].to_numpy() for b in batches])
-    np.testing.assert_array_equal(sq, ids ** 2)
+    np.testing.assert_array_equal(sq, ids**2)
 
 
 def test_shuffle_buffer_waits_for_min_rows():

@@ -16,7 +16,10 @@ from shardflow.collate_fn import ArrowBatchCollateFn, NumpyBatchCollateFn, Panda
 
 
 def _dataset():
-    items = [{"i": i, "f": i * 0.5, "b": i % 2 == 0, "t": np.full((2, 3), i, dtype=np.float32)} for i in range(10)]
+    items = [
+        {"i": i, "f": i * 0.5, "b": i % 2 == 0, "t": np.full((2, 3), i, dtype=np.float32)}
+        for i in range(10)
+    ]
     return sf.from_items(items, override_num_blocks=3)
 
 
@@ -42,9 +45,15 @@ def test_default_batches_are_dicts_of_tensors(backend):
     assert first["i"].dtype == torch.int64 and first["f"].dtype == torch.float64
     assert first["b"].dtype == torch.bool and first["t"].dtype == torch.float32
     assert first["t"].shape == (4, 2, 3) and first["i"].device.type == "cpu"
-    np.testing.assert_array_equal(torch.cat([b["i"] for b in batches]).numpy(), oracle["i"].to_numpy())
-    np.testing.assert_array_equal(torch.cat([b["f"] for b in batches]).numpy(), oracle["f"].to_numpy())
-    np.testing.assert_array_equal(torch.cat([b["t"] for b in batches]).numpy()[:, 1, 2], np.arange(10))
+    np.testing.assert_array_equal(
+        torch.cat([b["i"] for b in batches]).numpy(), oracle["i"].to_numpy()
+    )
+    np.testing.assert_array_equal(
+        torch.cat([b["f"] for b in batches]).numpy(), oracle["f"].to_numpy()
+    )
+    np.testing.assert_array_equal(
+        torch.cat([b["t"] for b in batches]).numpy()[:, 1, 2], np.arange(10)
+    )
 
 
 def test_dtypes_for_all_or_some_columns(backend):
@@ -97,7 +106,7 @@ def test_collate_functions_receive_their_formats(backend):
 
 
 def test_torch_batches_with_local_shuffle_and_drop_last(backend):
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     ds = sf.range(100, override_num_blocks=4)
     kwargs = dict(batch_size=16, local_shuffle_buffer_size=50, local_shuffle_seed=5, drop_last=True)
     runs = [[b["id"].tolist() for b in ds.iter_torch_batches(**kwargs)] for _ in range(2)]
@@ -156,4 +165,6 @@ def test_torch_batches_on_split_iterators(backend):
     sizes = [sum(len(b) for b in out[i]) for i in range(2)]
     assert sizes == [100, 100]
     values = torch.cat(out[0] + out[1])
-    assert values.dtype == torch.float32 and sorted(values.tolist()) == [float(i) for i in range(200)]
+    assert values.dtype == torch.float32 and sorted(values.tolist()) == [
+        float(i) for i in range(200)
+    ]

@@ -31,27 +31,45 @@ def fail_from(batch, first_bad):
     return batch
 
 
-def read_ids(it, epochs=1, batch_size=16, delay_s=0.0):
-    """The ids each epoch of ``it`` gives (a consumer for threads, processes and actors)."""
+def read_ids(it, epochs=1, batch_size=16, delay_s=0.0, after_first=None):
+    """The ids each epoch of ``it`` gives (a consumer for threads, processes and actors).
+
+    ``after_first`` is called once the first batch is in hand (to order consumers in a test).
+    """
     out = []
     for _ in range(epochs):
         ids = []
         for batch in it.iter_batches(batch_size=batch_size):
             ids.extend(int(v) for v in batch["id"])
+            if after_first is not None:
+                after_first()
+                after_first = None
             if delay_s:
                 time.sleep(delay_s)
         out.append(ids)
     return out
 
 
+def waiter(event):
+    return lambda: event.wait(timeout=TIMEOUT)
+
+
 def read_ids_to_queue(it, queue, epochs):
     queue.put(read_ids(it, epochs))
 
 
-def read_one_batch_then_die(it, ready):
+def read_one_batch_then_die(it, ready, got_batch):
     ready.set()
     for _ in it.iter_batches(batch_size=10):
+        got_batch.set()
         os._exit(3)
+
+
+@pytest.fixture
+def ray_backend(ray_session, fresh_context):
+    """The Ray backend alone (Ray actors consume splits of the Ray backend)."""
+    sf.init(backend="ray")
+    yield "ray"
 
 
 def run_threads(its, target=read_ids, **kwargs):
@@ -88,7 +106,14 @@ def test_no_row_lost_or_duplicated(backend):
 
 @pytest.mark.parametrize(
     "n, rows, blocks, each",
-    [(3, 100, 4, 33), (4, 100, 4, 25), (3, 10, 2, 3), (2, 1001, 7, 500), (5, 3, 1, 0), (1, 10, 3, 10)],
+    [
+        (3, 100, 4, 33),
+        (4, 100, 4, 25),
+        (3, 10, 2, 3),
+        (2, 1001, 7, 500),
+        (5, 3, 1, 0),
+        (1, 10, 3, 10),
+    ],
 )
 def test_equal_splits_have_equal_sizes(fresh_context, n, rows, blocks, each):
     # The Ray backend's equal splits: test_ray_actors_drain_the_splits, test_early_stop_*.
@@ -111,6 +136,7 @@ def test_equal_splits_with_uneven_blocks(fresh_context):
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Ray Data's own, when it starts
 def test_equal_sizes_match_ray_data(ray_session):
     """Ray Data drops the remainder of an equal split; shardflow's shares have its sizes."""
     ray_data = pytest.importorskip("ray.data")
@@ -118,7 +144,9 @@ def test_equal_sizes_match_ray_data(ray_session):
     for n, rows, blocks in [(3, 100, 4)]:
         ray_its = ray_data.range(rows, override_num_blocks=blocks).streaming_split(n, equal=True)
         ray_sizes = sorted(len(r[0]) for r in run_threads(ray_its).values())
-        ours = run_threads(sf.range(rows, override_num_blocks=blocks).streaming_split(n, equal=True))
+        ours = run_threads(
+            sf.range(rows, override_num_blocks=blocks).streaming_split(n, equal=True)
+        )
         assert sorted(len(r[0]) for r in ours.values()) == ray_sizes
 
 
@@ -126,9 +154,16 @@ def test_blocks_go_to_whoever_asks(backend):
     """Without equal=True a fast consumer takes more blocks; nobody waits for the slow one."""
     fast, slow = sf.range(2000, override_num_blocks=40).streaming_split(2)
     results = {}
+    slow_started = threading.Event()
     threads = [
-        threading.Thread(target=lambda: results.update(slow=read_ids(slow, delay_s=0.05))),
-        threading.Thread(target=lambda: results.update(fast=read_ids(fast))),
+        threading.Thread(
+            target=lambda: results.update(
+                slow=read_ids(slow, delay_s=0.05, after_first=slow_started.set)
+            )
+        ),
+        threading.Thread(
+            target=lambda: results.update(fast=read_ids(fast, after_first=waiter(slow_started)))
+        ),
     ]
     for t in threads:
         t.start()
@@ -178,14 +213,19 @@ def test_barrier_times_out_with_a_clear_error(backend, fresh_context):
 def test_early_stop_does_not_hang_the_others(backend, equal):
     it0, it1 = _dataset(2000, 40).streaming_split(2, equal=equal)
 
+    stopped = threading.Event()
+
     def stop_early(it):
         for batch in it.iter_batches(batch_size=10):
+            stopped.set()
             return [int(v) for v in batch["id"]]
 
     results = {}
     threads = [
         threading.Thread(target=lambda: results.update(a=stop_early(it0))),
-        threading.Thread(target=lambda: results.update(b=read_ids(it1, delay_s=0.001))),
+        threading.Thread(
+            target=lambda: results.update(b=read_ids(it1, after_first=waiter(stopped)))
+        ),
     ]
     for t in threads:
         t.start()
@@ -247,11 +287,11 @@ def test_a_dead_consumer_process_does_not_hang_the_others(fresh_context):
     fresh_context.streaming_split_timeout_s = 1.0
     ctx = multiprocessing.get_context("spawn")
     it0, it1 = _dataset(1000, 20).streaming_split(2)
-    ready = ctx.Event()
-    proc = ctx.Process(target=read_one_batch_then_die, args=(it1, ready))
+    ready, got_batch = ctx.Event(), ctx.Event()
+    proc = ctx.Process(target=read_one_batch_then_die, args=(it1, ready, got_batch))
     proc.start()
     assert ready.wait(timeout=TIMEOUT)
-    survivor = read_ids(it0, delay_s=0.002)[0]
+    survivor = read_ids(it0, after_first=waiter(got_batch))[0]
     proc.join(timeout=TIMEOUT)
     assert proc.exitcode == 3
     assert len(survivor) == len(set(survivor)) and len(survivor) >= 900
@@ -270,6 +310,23 @@ def test_pickled_iterator_in_this_process(fresh_context):
     assert copy1.get_context().memory_budget_bytes == fresh_context.memory_budget_bytes
 
 
+def test_errors_and_authentication_over_the_socket(fresh_context):
+    from multiprocessing import AuthenticationError
+
+    from shardflow.engine.split_transport import SocketCoordinatorClient
+
+    ds = sf.range(100, override_num_blocks=4).map_batches(fail_from, fn_args=(50,))
+    it0, it1 = ds.streaming_split(2)
+    remote = pickle.loads(pickle.dumps(it1))
+    results = run_threads([it0, remote])
+    assert all(isinstance(results[i], ZeroDivisionError) for i in range(2)), results
+    assert "MapBatches(fail_from)" in str(results[1])
+    address, _key = remote._client.__reduce__()[1]
+    with pytest.raises(AuthenticationError):
+        SocketCoordinatorClient(address, b"not the key").schema()
+    assert remote.schema().names == ["id"]  # the server still serves the right key
+
+
 class RayConsumer:
     def read(self, it, epochs):
         return read_ids(it, epochs)
@@ -279,9 +336,7 @@ class RayConsumer:
         return [int(v) for v in next(self.open)["id"]]
 
 
-def test_ray_actors_drain_the_splits(backend, ray_session):
-    if backend != "ray":
-        pytest.skip("Ray actors consume splits of the Ray backend")
+def test_ray_actors_drain_the_splits(ray_backend, ray_session):
     its = _dataset(800, 8).streaming_split(2, equal=True)
     actor_class = ray_session.remote(num_cpus=0)(RayConsumer)
     actors = [actor_class.remote() for _ in its]
@@ -291,17 +346,18 @@ def test_ray_actors_drain_the_splits(backend, ray_session):
         assert sorted(results[0][epoch] + results[1][epoch]) == list(range(800))
 
 
-def test_a_killed_ray_actor_does_not_hang_the_others(backend, ray_session):
-    if backend != "ray":
-        pytest.skip("Ray actors consume splits of the Ray backend")
+def test_a_killed_ray_actor_does_not_hang_the_others(ray_backend, ray_session):
     it0, it1 = _dataset(1000, 20).streaming_split(2)
     actor = ray_session.remote(num_cpus=0)(RayConsumer).remote()
     started = actor.read_one_batch.remote(it1)
-    survivor = {}
-    reader = threading.Thread(target=lambda: survivor.update(ids=read_ids(it0, delay_s=0.002)[0]))
+    survivor, killed = {}, threading.Event()
+    reader = threading.Thread(
+        target=lambda: survivor.update(ids=read_ids(it0, after_first=waiter(killed))[0])
+    )
     reader.start()
     taken = ray_session.get(started, timeout=TIMEOUT)
     ray_session.kill(actor)
+    killed.set()
     reader.join(timeout=TIMEOUT)
     assert not reader.is_alive()
     assert len(taken) == 10 and not set(taken) & set(survivor["ids"])
@@ -312,7 +368,9 @@ def test_a_killed_ray_actor_does_not_hang_the_others(backend, ray_session):
 
 
 def test_split_iterator_methods(backend):
-    its = sf.from_items([{"id": i, "s": str(i)} for i in range(60)], override_num_blocks=4).streaming_split(2)
+    its = sf.from_items(
+        [{"id": i, "s": str(i)} for i in range(60)], override_num_blocks=4
+    ).streaming_split(2)
     assert [it.world_size() for it in its] == [2, 2]
     assert repr(its[1]) == "StreamSplitDataIterator(split=1, world_size=2)"
     assert its[0].schema().names == ["id", "s"]
@@ -327,8 +385,13 @@ def test_local_shuffle_within_a_split(fresh_context):
     its = sf.range(400, override_num_blocks=4).streaming_split(2, equal=True)
 
     def shuffled(it):
-        return [int(v) for b in it.iter_batches(batch_size=20, local_shuffle_buffer_size=100,
-                                                 local_shuffle_seed=0) for v in b["id"]]
+        return [
+            int(v)
+            for b in it.iter_batches(
+                batch_size=20, local_shuffle_buffer_size=100, local_shuffle_seed=0
+            )
+            for v in b["id"]
+        ]
 
     results = run_threads(its, target=shuffled)
     assert len(results[0]) == len(results[1]) == 200
