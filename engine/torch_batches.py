@@ -38,7 +38,12 @@ def resolve_device(torch: Any, device: Any) -> Any:
             f"device must be 'auto', a device string or a torch.device, got {device!r}."
         )
     device = torch.device(device)
-    if device.type == "cuda" and device.index is None and torch.cuda.is_available():
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(
+            f"device={str(device)!r} was asked for, but torch sees no CUDA device here (a CPU "
+            "build of torch, or no GPU visible to this process); use device='cpu' or 'auto'."
+        )
+    if device.type == "cuda" and device.index is None:
         # Batches are finalized in a background thread, whose current CUDA device may differ
         # from the caller's: pin the caller's device now.
         device = torch.device("cuda", torch.cuda.current_device())

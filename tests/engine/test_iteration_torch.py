@@ -144,6 +144,9 @@ def test_device_and_pin_memory_on_cpu():
     for device in ("auto", "cpu", torch.device("cpu")):
         batch = next(iter(ds.iter_torch_batches(batch_size=6, device=device, pin_memory=True)))
         assert batch["id"].device.type == "cpu" and batch["id"].tolist() == list(range(6))
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="no CUDA device"):
+            ds.iter_torch_batches(device="cuda")
     # "meta" tensors have no data: they show the device transfer happens
     batch = next(iter(ds.iter_torch_batches(batch_size=6, device="meta")))
     assert batch["id"].device.type == "meta" and batch["id"].shape == (6,)
