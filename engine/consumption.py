@@ -9,11 +9,7 @@ import pyarrow as pa
 from shardflow.engine.backends.base import Backend
 from shardflow.engine.context import DataContext
 from shardflow.engine.executor import StreamingExecutor
-from shardflow.engine.iteration import (
-    iter_batches_from_blocks,
-    iter_rows_from_blocks,
-    validate_batch_size,
-)
+from shardflow.engine.iteration import iter_rows_from_blocks, validate_batch_size
 from shardflow.engine.logical import BlocksSource, Limit, LogicalPlan, ReadSource, is_row_preserving
 from shardflow.engine.optimizer import optimize
 from shardflow.engine.planner import ReadTaskCache, plan_physical
@@ -133,51 +129,8 @@ class ConsumptionMixin:
     def _execute_blocks(self, plan: Optional[LogicalPlan] = None) -> List[Block]:
         return list(self._iter_blocks(plan))
 
-    # -- iteration ----------------------------------------------------------------------
-
-    def iter_rows(self) -> Iterator[Dict[str, Any]]:
-        """Iterate over rows as dicts.
-
-        Examples:
-            >>> import shardflow as sf
-            >>> [row["id"] for row in sf.range(3).iter_rows()]
-            [0, 1, 2]
-        """
-        return iter_rows_from_blocks(self._iter_blocks())
-
-    def iter_batches(
-        self,
-        *,
-        prefetch_batches: int = 1,
-        batch_size: Optional[int] = 256,
-        batch_format: Optional[str] = "default",
-        drop_last: bool = False,
-    ) -> Iterator[Any]:
-        """Iterate over batches of ``batch_size`` rows.
-
-        Args:
-            prefetch_batches: Batches prepared ahead of the consumer in a background thread.
-            batch_size: Rows per batch (the last may be smaller); None yields whole blocks.
-            batch_format: ``"numpy"`` (also ``"default"``), ``"pandas"`` or ``"pyarrow"``.
-            drop_last: Drop a last batch smaller than ``batch_size``.
-
-        Examples:
-            >>> import shardflow as sf
-            >>> [len(b["id"]) for b in sf.range(10).iter_batches(batch_size=4)]
-            [4, 4, 2]
-        """
-        batch_size = validate_batch_size(batch_size)
-        batch_format = validate_batch_format(batch_format)
-        if isinstance(prefetch_batches, bool) or not isinstance(prefetch_batches, int) or prefetch_batches < 0:
-            raise ValueError(f"prefetch_batches must be an int >= 0, got {prefetch_batches!r}.")
-        handle = ExecutionHandle()
-        return iter_batches_from_blocks(
-            self._iter_blocks(handle=handle), on_stop=handle.cancel, batch_size=batch_size, batch_format=batch_format,
-            drop_last=drop_last, prefetch_batches=prefetch_batches,
-        )
-
     def __iter__(self) -> Iterator[Dict[str, Any]]:
-        return self.iter_rows()
+        return iter(self.iter_rows())
 
     # -- small results ------------------------------------------------------------------
 

@@ -58,6 +58,10 @@ class DataContext:
             every core despite the GIL.
         backend: ``"local"`` or ``"ray"``; set by ``shardflow.init``.
         retry: Retry policy for transient storage errors.
+        streaming_split_timeout_s: Longest wait, in seconds, of a ``streaming_split``
+            consumer for the others: for all splits to start an epoch, or (with
+            ``equal=True``) for lagging splits to read their share. A TimeoutError then says
+            which splits held it up. None waits without end.
 
     Examples:
         >>> import shardflow as sf
@@ -74,6 +78,7 @@ class DataContext:
     python_udfs_in_processes: bool = True
     backend: str = "local"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    streaming_split_timeout_s: Optional[float] = 1800.0
 
     _current: "Optional[DataContext]" = None
     _lock = threading.Lock()

@@ -15,6 +15,7 @@ from shardflow.engine.consumption import ConsumptionMixin
 from shardflow.engine.dataset_aggregate import AggregateMixin
 from shardflow.engine.dataset_exchange import ExchangeMixin
 from shardflow.engine.dataset_info import DatasetInfoMixin
+from shardflow.engine.dataset_iteration import IterationMixin
 from shardflow.engine.dataset_split import SplitMixin
 from shardflow.engine.file_api import FileWriteMixin
 from shardflow.engine.logical import (
@@ -58,7 +59,10 @@ def _check_columns(cols: Any, method: str) -> List[str]:
     return cols
 
 
-class Dataset(AggregateMixin, ExchangeMixin, SplitMixin, ConsumptionMixin, FileWriteMixin, DatasetInfoMixin):
+class Dataset(
+    AggregateMixin, ExchangeMixin, SplitMixin, IterationMixin, ConsumptionMixin, FileWriteMixin,
+    DatasetInfoMixin,
+):
     """A distributed-style collection of rows, stored as Arrow blocks and computed lazily.
 
     Create one with ``sf.range``, ``sf.from_items``, ``sf.read_datasource`` and friends.

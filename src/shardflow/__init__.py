@@ -10,6 +10,7 @@ Examples:
 """
 
 from shardflow.engine.context import DataContext, RetryPolicy
+from shardflow.engine.data_iterator import DataIterator
 from shardflow.engine.dataset import Dataset
 from shardflow.engine.errors import UserCodeError, WorkerCrashedError
 from shardflow.engine.file_api import (
@@ -59,6 +60,7 @@ __all__ = [
     "BlockBasedFileDatasink",
     "BlockMetadata",
     "DataContext",
+    "DataIterator",
     "FileShuffleConfig",
     "FilenameProvider",
     "Dataset",

@@ -1,0 +1,10 @@
+"""Collate function base classes for ``iter_torch_batches`` (as ``ray.data.collate_fn``)."""
+
+from shardflow.engine.collate import (
+    ArrowBatchCollateFn,
+    CollateFn,
+    NumpyBatchCollateFn,
+    PandasBatchCollateFn,
+)
+
+__all__ = ["ArrowBatchCollateFn", "CollateFn", "NumpyBatchCollateFn", "PandasBatchCollateFn"]
