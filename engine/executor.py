@@ -139,7 +139,7 @@ class StreamingExecutor:
                 if self.cancelled.is_set():
                     self._cancel_all()
                     cancelled_at = cancelled_at or time.monotonic()
-                    if not self.runtime.num_running() or time.monotonic() - cancelled_at > ABANDON_AFTER_S:
+                    if self._may_return(cancelled_at):
                         return
                 if self._route():
                     if not ended:
@@ -147,7 +147,7 @@ class StreamingExecutor:
                         self._out.put(_END)
                     # Tasks of operators stopped by a limit may still be finishing.
                     cancelled_at = cancelled_at or time.monotonic()
-                    if not self.runtime.num_running() or time.monotonic() - cancelled_at > ABANDON_AFTER_S:
+                    if self._may_return(cancelled_at):
                         return
                 else:
                     self._dispatch()
@@ -176,6 +176,14 @@ class StreamingExecutor:
             self.runtime.remove_spill_dir()
             if not ended:  # cancelled: wake a reader still waiting for blocks
                 self._out.put(_END)
+
+    def _may_return(self, cancelled_at: float) -> bool:
+        """After a cancellation: once no task runs, or after a grace period once only tasks
+        that may be abandoned run."""
+        if not self.runtime.num_running():
+            return True
+        waited = time.monotonic() - cancelled_at
+        return waited > ABANDON_AFTER_S and not self.runtime.num_unabandonable()
 
     def _route(self) -> bool:
         """Move ready outputs downstream and propagate completion; True when all is done."""
@@ -253,8 +261,8 @@ class StreamingExecutor:
         self.budget.wake()
 
     def _wait_for_running(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while self.runtime.num_running() and time.monotonic() < deadline:
+        start = time.monotonic()
+        while not self._may_return(start) and time.monotonic() - start < max(timeout_s, 600):
             try:
                 event = self._events.get(timeout=_WAIT_S)
             except queue.Empty:

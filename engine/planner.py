@@ -190,6 +190,7 @@ class _Fusion:
         name = "->".join(self.names) if self.names else "Map"
         kind = _choose_kind(transform, name, planner.backend.name, self.context)
         op = planner.add(MapOperator(name, upstream, transform, kind))
+        op.abandon_tasks = not any(isinstance(s, WriteStage) for s in self.stages)
         self.stages, self.names, self.reads = [], [], False
         self.source_name = name
         return op
@@ -207,7 +208,9 @@ def _write_operator(op: Write, upstream: PhysicalOperator, min_bytes: int) -> Ma
         raise ValueError(f"{type(sink).__name__}.min_rows_per_write must be a positive int or None, got {minimum!r}.")
     transform = FusedTransform([WriteStage(sink, op.name, op.write_uuid)], op.name, min_bytes)
     kind = THREAD if sink.supports_distributed_writes else DRIVER
-    return MapOperator(op.name, upstream, transform, kind, min_rows_per_task=minimum)
+    operator = MapOperator(op.name, upstream, transform, kind, min_rows_per_task=minimum)
+    operator.abandon_tasks = False  # a write's tasks end before it is cleaned up
+    return operator
 
 
 def _choose_kind(transform: FusedTransform, name: str, backend_name: str, context: DataContext) -> str:

@@ -25,7 +25,7 @@ from shardflow.sdk.block import (
     rows_to_block,
     to_block,
 )
-from shardflow.sdk.datasink import TaskContext
+from shardflow.sdk.datasink import TaskCancelled, TaskContext
 from shardflow.sdk.datasource import ReadTask
 from shardflow.sdk.expressions import Expr
 
@@ -272,7 +272,7 @@ class WriteStage(Stage):
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
         ctx.write_uuid = self.write_uuid
-        counted = _CountingIterator(blocks)
+        counted = _CountingIterator(blocks, ctx)
         result = self.datasink.write(counted, ctx)
         yield pa.table(
             {
@@ -294,13 +294,17 @@ def _int_cell(value: int) -> pa.Array:
 
 
 class _CountingIterator:
-    def __init__(self, blocks: Iterator[Block]):
-        self._blocks, self.rows, self.bytes = blocks, 0, 0
+    """The blocks a datasink writes, counted; stops the write once the task is cancelled."""
+
+    def __init__(self, blocks: Iterator[Block], ctx: TaskContext):
+        self._blocks, self._ctx, self.rows, self.bytes = blocks, ctx, 0, 0
 
     def __iter__(self) -> "_CountingIterator":
         return self
 
     def __next__(self) -> Block:
+        if self._ctx.cancelled():
+            raise TaskCancelled(f"{self._ctx.op_name}: the write was cancelled")
         block = next(self._blocks)
         self.rows += block.num_rows
         self.bytes += block.nbytes

@@ -12,14 +12,16 @@ from shardflow.sdk.block import (
     rows_to_block,
     to_block,
 )
-from shardflow.sdk.datasink import Datasink, TaskContext, WriteResult
+from shardflow.sdk.datasink import Datasink, TaskCancelled, TaskContext, WriteResult
 from shardflow.sdk.datasource import Datasource, ReadTask
 from shardflow.sdk.expressions import Expr, col, lit
 from shardflow.sdk.file_datasink import (
     BlockBasedFileDatasink,
+    DestinationExistsError,
     FileDatasink,
     FilenameProvider,
     RowBasedFileDatasink,
+    WriteCommitError,
 )
 from shardflow.sdk.file_datasource import FileBasedDatasource, FileShuffleConfig
 from shardflow.sdk.partitioning import Partitioning, PathPartitionFilter
@@ -27,6 +29,9 @@ from shardflow.sdk.registry import ConnectorSpec, get_registry, register_connect
 
 __all__ = [
     "BATCH_FORMATS",
+    "DestinationExistsError",
+    "TaskCancelled",
+    "WriteCommitError",
     "Block",
     "BlockBasedFileDatasink",
     "BlockMetadata",

@@ -14,13 +14,17 @@ The engine calls, in order:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Generic, Iterable, List, Optional, TypeVar
+from typing import Any, Callable, Generic, Iterable, List, Optional, TypeVar
 
 import pyarrow as pa
 
 from shardflow.sdk.block import Block
 
 WriteReturnType = TypeVar("WriteReturnType")
+
+
+def _never() -> bool:
+    return False
 
 
 @dataclass
@@ -31,12 +35,20 @@ class TaskContext:
         task_idx: Index of the task among the write tasks of this write, from 0.
         op_name: Name of the operator running the task.
         write_uuid: An id unique to this write, shared by all its tasks.
+        cancelled: Returns True once the task should stop (the write failed elsewhere or the
+            user stopped it). A long ``write`` should check it between files and stop
+            writing; the engine checks it before each block it hands to ``write``.
     """
 
     task_idx: int
     op_name: str = "Write"
     write_uuid: str = ""
     kwargs: dict = field(default_factory=dict)
+    cancelled: Callable[[], bool] = field(default=_never, repr=False, compare=False)
+
+
+class TaskCancelled(Exception):
+    """Raised inside a task that stopped because ``TaskContext.cancelled()`` became true."""
 
 
 @dataclass

@@ -41,6 +41,11 @@ STAGING_PREFIX = ".shardflow-staging-"
 _TRASH_PREFIX = ".shardflow-trash-"
 
 
+class WriteCommitError(OSError):
+    """Making a write visible failed; the message names the step, and whether the destination
+    is back to its previous content (it is, unless restoring failed as well)."""
+
+
 class DestinationExistsError(ValueError, FileExistsError):
     """A write with ``mode="error"`` found data at its destination.
 
@@ -204,6 +209,7 @@ class FileDatasink(Datasink):
         self._write_id = uuid.uuid4().hex
         self._staging = join(fs, dest, STAGING_PREFIX + self._write_id)
         self._created_dest = not exists
+        self._created_root = self._first_missing_ancestor() if not exists else None
         if supports_rename(fs):
             fs.makedirs(self._staging, exist_ok=True)
 
@@ -230,6 +236,7 @@ class FileDatasink(Datasink):
         namer = self._namer(ctx.write_uuid or self._write_id, ctx.task_idx)
         staged: List[str] = []
         block_index = 0
+        self._task_cancelled = ctx.cancelled
         for block in self._file_groups(blocks):
             if block.num_rows == 0:
                 continue
@@ -300,9 +307,17 @@ class FileDatasink(Datasink):
         raise NotImplementedError
 
     def _write_file(self, relative: str, write_fn: Any) -> str:
-        """Write one staged file with retries; ``write_fn(f)`` writes its content."""
+        """Write one staged file with retries; ``write_fn(f)`` writes its content.
+
+        Nothing is written once the task is cancelled, and the staging folder is never
+        created here: after a failed write has removed it, a late task cannot bring it back.
+        """
         target = join(self._fs, self._staging, relative)
+        if getattr(self, "_task_cancelled", _not_cancelled)():
+            raise TaskCancelled(f"writing {self.path} was cancelled")
         if supports_rename(self._fs):
+            if not self._fs.exists(self._staging):
+                raise TaskCancelled(f"writing {self.path} was cancelled (its staging folder is gone)")
             self._fs.makedirs(parent(target), exist_ok=True)
 
         def attempt() -> None:
@@ -336,13 +351,28 @@ class FileDatasink(Datasink):
         self._remove_staging()
         self._remove_created_dest()
 
+    def _first_missing_ancestor(self) -> Optional[str]:
+        """The outermost folder this write creates (the destination or one of its parents)."""
+        if not supports_rename(self._fs):
+            return None
+        created = self._path
+        while True:
+            up = parent(created)
+            if not up or up == created or _quiet(lambda: self._fs.exists(up), default=True):
+                return created
+            created = up
+
     def _remove_created_dest(self) -> None:
-        if self._created_dest and supports_rename(self._fs):
-            try:
-                if not self._fs.ls(self._path, detail=False):
-                    self._fs.rmdir(self._path)
-            except (FileNotFoundError, OSError):
-                pass
+        """Remove the folders this write created, if they hold no file."""
+        root = getattr(self, "_created_root", None) or (self._path if self._created_dest else None)
+        if not root or not supports_rename(self._fs):
+            return
+        try:
+            if any(self._fs.isfile(p) for p in self._fs.find(root)):
+                return
+            self._fs.rm(root, recursive=True)
+        except (FileNotFoundError, OSError):
+            pass
 
     def _remove_staging(self) -> None:
         if not self._staging:
@@ -383,6 +413,7 @@ class FileDatasink(Datasink):
         trash = join(fs, self._path, _TRASH_PREFIX + self._write_id)
         trashed: List[Tuple[str, str]] = []
         moved: List[str] = []
+        step = "move the files it replaces aside"
         try:
             if self.mode == SaveMode.OVERWRITE:
                 old = self._visible_entries()
@@ -392,21 +423,30 @@ class FileDatasink(Datasink):
                     target = join(fs, trash, basename(entry))
                     fs.mv(entry, target, recursive=True)
                     trashed.append((entry, target))
+            step = "move the new files into place"
             for src, dst in pairs:
                 fs.makedirs(parent(dst), exist_ok=True)
                 fs.mv(src, dst)
                 moved.append(dst)
-        except BaseException:
+        except BaseException as exc:
             for dst in moved:
                 _quiet(lambda dst=dst: fs.rm(dst))
             for entry, target in reversed(trashed):
                 _quiet(lambda entry=entry, target=target: fs.mv(target, entry, recursive=True))
             _quiet(lambda: fs.rm(trash, recursive=True))
-            raise
+            if not isinstance(exc, Exception):
+                raise
+            raise WriteCommitError(
+                f"Committing the write to {self.path} failed while trying to {step}: "
+                f"{type(exc).__name__}: {exc}. The destination was restored to its previous content."
+            ) from exc
         if trashed or fs.exists(trash):
             _quiet(lambda: fs.rm(trash, recursive=True))
 
     def _commit_by_copy(self, staged: List[str]) -> None:
+        """Commit on an object store (no rename): back up what an overwrite replaces, copy the
+        new objects into place, delete the old ones. If any step fails, the destination is
+        put back to exactly its old content and the error names the step."""
         fs = self._fs
         pairs = self._targets(staged)
         if type(self.filename_provider) is not FilenameProvider:
@@ -420,28 +460,60 @@ class FileDatasink(Datasink):
                 for p in found
                 if not any(part.startswith((".", "_")) for part in p[len(prefix) :].split("/"))
             ]
+        backup_root = join(fs, self._path, _TRASH_PREFIX + self._write_id)
+        backups: List[Tuple[str, str]] = []
         copied: List[str] = []
+        step = "back up the files it replaces"
         try:
+            for path in old:
+                backup = join(fs, backup_root, path[len(self._path.rstrip("/")) + 1 :])
+                self._retried(lambda path=path, backup=backup: fs.copy(path, backup), f"back up {path}")
+                backups.append((path, backup))
+            step = "copy the new files into place"
             for src, dst in pairs:
-                call_with_retry(
-                    lambda src=src, dst=dst: fs.copy(src, dst),
-                    description=f"copy to {display_path(fs, dst)}",
-                    config=self._retry,
-                )
+                self._retried(lambda src=src, dst=dst: fs.copy(src, dst), f"copy to {display_path(fs, dst)}")
                 copied.append(dst)
-        except BaseException:
-            if copied:
-                _quiet(lambda: fs.rm(copied))
-            raise
-        new = {dst for _, dst in pairs}
-        stale = [p for p in old if p not in new]
-        if stale:
-            call_with_retry(
-                lambda: fs.rm(stale),
-                description=f"delete old files in {self.path}",
-                config=self._retry,
+            step = "delete the files it replaces"
+            new = {dst for _, dst in pairs}
+            stale = [p for p in old if p not in new]
+            if stale:
+                self._retried(lambda: fs.rm(stale), f"delete old files in {self.path}")
+        except BaseException as exc:
+            restored = self._roll_back_copy(copied, backups, backup_root)
+            outcome = (
+                "The destination was restored to its previous content."
+                if restored
+                else f"Restoring it failed too: its previous content is kept under "
+                f"{display_path(fs, backup_root)}."
             )
+            raise WriteCommitError(
+                f"Committing the write to {self.path} failed while trying to {step}: "
+                f"{type(exc).__name__}: {exc}. {outcome}"
+            ) from exc
+        if backups:
+            _quiet(lambda: fs.rm(backup_root, recursive=True))
         _quiet(lambda: fs.invalidate_cache(self._path))
+
+    def _retried(self, fn: Any, description: str) -> Any:
+        return call_with_retry(fn, description=description, config=self._retry)
+
+    def _roll_back_copy(self, copied: List[str], backups: List[Tuple[str, str]], backup_root: str) -> bool:
+        """Undo a partial copy commit; True when the old content is back."""
+        fs = self._fs
+        originals = {path for path, _ in backups}
+        try:
+            added = [p for p in copied if p not in originals]
+            if added:
+                self._retried(lambda: fs.rm(added), f"remove new files from {self.path}")
+            for path, backup in backups:
+                self._retried(lambda path=path, backup=backup: fs.copy(backup, path), f"restore {path}")
+        except Exception as exc:
+            logger.error("Could not roll back the failed commit to %s: %s", self.path, exc)
+            return False
+        if backups:
+            _quiet(lambda: fs.rm(backup_root, recursive=True))
+        _quiet(lambda: fs.invalidate_cache(self._path))
+        return True
 
 
 class BlockBasedFileDatasink(FileDatasink):
@@ -504,6 +576,10 @@ def _single_path(path: Any) -> str:
 
 def _concat(blocks: List[Block]) -> Block:
     return blocks[0] if len(blocks) == 1 else concat_blocks(blocks)
+
+
+def _not_cancelled() -> bool:
+    return False
 
 
 def _quiet(fn: Any, default: Any = None) -> Any:

@@ -14,6 +14,9 @@ os.environ.setdefault("SHARDFLOW_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 import shardflow as sf  # noqa: E402
+
+# S3 (moto) and GCS (emulator) servers and the ``store`` fixtures, for every test folder.
+pytest_plugins = ["storage_fixtures"]
 from shardflow.engine.context import DataContext  # noqa: E402
 
 

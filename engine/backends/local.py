@@ -75,6 +75,9 @@ def store_for(spec: TaskSpec) -> Callable[[Any], Any]:
 
 
 def _run_in_thread(spec: TaskSpec) -> None:
+    cancelled = getattr(spec.gate, "cancelled", None)
+    if cancelled is not None:
+        spec.ctx.cancelled = cancelled
     try:
         blocks = spec.transform(spec.inputs, spec.ctx)
     except BaseException as exc:

@@ -37,6 +37,10 @@ class PhysicalOperator:
 
     #: Whether the operator appears in ``stats()`` and progress bars.
     shown_in_stats = True
+    #: Whether a cancelled execution may return while this operator's thread tasks still run
+    #: (they stop at their next block and their results are dropped). Writes may not: their
+    #: tasks must have stopped before the write is cleaned up.
+    abandon_tasks = True
 
     def __init__(self, name: str, inputs: List["PhysicalOperator"]):
         self.name = name
@@ -193,6 +197,10 @@ class OperatorRuntime:
 
     def cancel_task(self, task_id: int) -> None:
         self.backend.cancel(task_id)
+
+    def num_unabandonable(self) -> int:
+        """Running tasks of operators whose tasks must end before the execution does."""
+        return sum(1 for t in self._running.values() if not t.op.abandon_tasks)
 
     def num_running(self, kind: Optional[str] = None, op: Optional[PhysicalOperator] = None) -> int:
         return sum(

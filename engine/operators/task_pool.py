@@ -49,6 +49,10 @@ class BudgetGate:
     def _cancelled(self) -> bool:
         return self._pool.runtime.cancelled.is_set() or self._pool.op.cancelled
 
+    def cancelled(self) -> bool:
+        """Whether the task should stop (handed to the task as TaskContext.cancelled)."""
+        return self._cancelled()
+
     def acquire(self) -> bool:
         est = self._pool.est_block_bytes
         headroom = est if self._pool.ordered and not self._is_head() else 0
@@ -75,8 +79,11 @@ class SpillGate:
     def __init__(self, pool: "TaskPool"):
         self._pool = pool
 
+    def cancelled(self) -> bool:
+        return self._pool.runtime.cancelled.is_set() or self._pool.op.cancelled
+
     def acquire(self) -> bool:
-        return not (self._pool.runtime.cancelled.is_set() or self._pool.op.cancelled)
+        return not self.cancelled()
 
     def produced(self, nbytes: int) -> None:
         pass
