@@ -6,6 +6,8 @@ import pickle
 import traceback
 from typing import Optional
 
+from shardflow.sdk.filesystems import redact_text
+
 
 class UserCodeError(Exception):
     """An exception raised by a user function, re-raised on the driver.
@@ -52,8 +54,10 @@ class TaskFailure:
                 return
         else:
             self.operator = operator
-            self.traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-            self.message = (
+            self.traceback = redact_text(
+                "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            )
+            self.message = redact_text(
                 f"{operator} failed: {type(exc).__name__}: {exc}\n\n"
                 f"Traceback from the worker:\n{self.traceback}"
             )
@@ -81,6 +85,11 @@ class TaskFailure:
         so that ``sys.exit(3)`` in a UDF ends the script with status 3.
         """
         original = self.original()
+        if original is not None:
+            try:  # the user's exception is chained as the cause: no secrets there either
+                original.args = tuple(redact_text(a) if isinstance(a, str) else a for a in original.args)
+            except Exception:
+                pass
         if isinstance(original, (SystemExit, KeyboardInterrupt)):
             return original
         error = UserCodeError(self.message, self.operator, self.traceback)
@@ -89,8 +98,8 @@ class TaskFailure:
 
 def wrap_user_exception(operator: str, exc: BaseException) -> UserCodeError:
     """Wrap an exception raised by a user function inside a worker."""
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    message = (
+    tb = redact_text("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    message = redact_text(
         f"{operator} failed: {type(exc).__name__}: {exc}\n\n"
         f"Traceback from the user function:\n{tb}"
     )

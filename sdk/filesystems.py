@@ -38,6 +38,20 @@ def redact(path: str) -> str:
     return _USERINFO_RE.sub(r"\1", str(path))
 
 
+_USERINFO_IN_TEXT_RE = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*://)[^/@\s'\"]*:[^/@\s'\"]*@")
+
+
+def redact_text(text: str) -> str:
+    """``text`` with the ``user:password@`` part of every URL in it removed.
+
+    Examples:
+        >>> from shardflow.sdk.filesystems import redact_text
+        >>> redact_text("cannot read s3://KEY:SECRET@bucket/a and gs://u:p@b/c")
+        'cannot read s3://bucket/a and gs://b/c'
+    """
+    return _USERINFO_IN_TEXT_RE.sub(r"\1", text)
+
+
 def protocol_of(path: str) -> Optional[str]:
     """The scheme of ``path`` (``"s3"``, ``"gs"``, ...), or None for a plain local path."""
     match = _SCHEME_RE.match(str(path))
@@ -186,8 +200,38 @@ def resolve_filesystem(
         shown = ", ".join(sorted(f"{p}://" for p in protocols))
         raise ValueError(f"All paths must use one filesystem; got schemes {shown}.")
     protocol = protocols.pop() if protocols else "file"
+    paths, options = _move_credentials(paths, protocol, options)
     fs = _make_fsspec(protocol, options)
     return fs, [strip_path(fs, p) for p in paths]
+
+
+def _move_credentials(paths: List[str], protocol: str, options: Dict[str, Any]) -> Tuple[List[str], Dict[str, Any]]:
+    """Take ``user:password@`` out of the paths and into the storage options, so that the
+    credentials reach the filesystem but never a path that could be shown or logged."""
+    found = None
+    clean = []
+    for path in paths:
+        match = _USERINFO_RE.match(path)
+        if match:
+            userinfo = path[len(match.group(1)) : match.end() - 1]
+            if found is not None and found != userinfo:
+                raise ValueError("All paths of one read or write must carry the same credentials.")
+            found = userinfo
+            path = redact(path)
+        clean.append(path)
+    if found is None:
+        return paths, options
+    user, _, password = found.partition(":")
+    from urllib.parse import unquote
+
+    user, password = unquote(user), unquote(password)
+    if protocol == "s3":
+        options.setdefault("key", user)
+        options.setdefault("secret", password)
+    else:
+        options.setdefault("username", user)
+        options.setdefault("password", password)
+    return clean, options
 
 
 def join(fs: Any, *parts: str) -> str:
