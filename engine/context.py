@@ -58,6 +58,11 @@ class DataContext:
             every core despite the GIL.
         backend: ``"local"`` or ``"ray"``; set by ``shardflow.init``.
         retry: Retry policy for transient storage errors.
+        max_task_retries: How many times a task whose worker died (killed, out of memory) runs
+            again before the execution fails; user exceptions are retried only when the
+            operation asks (``map_batches(..., retry_exceptions=...)``).
+        max_errored_blocks: How many failed tasks an execution may skip (their blocks are
+            dropped and counted in ``stats()``) instead of failing; ``-1`` for no limit.
         streaming_split_timeout_s: Longest wait, in seconds, of a ``streaming_split``
             consumer for the others: for all splits to start an epoch, or (with
             ``equal=True``) for lagging splits to read their share. A TimeoutError then says
@@ -78,6 +83,8 @@ class DataContext:
     python_udfs_in_processes: bool = True
     backend: str = "local"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_task_retries: int = 3
+    max_errored_blocks: int = 0
     streaming_split_timeout_s: Optional[float] = 1800.0
 
     _current: "Optional[DataContext]" = None
@@ -112,6 +119,10 @@ class DataContext:
             raise ValueError(
                 f"DataContext.memory_budget_bytes must be a positive int, got {self.memory_budget_bytes!r}."
             )
+        for name, low in (("max_task_retries", 0), ("max_errored_blocks", -1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"DataContext.{name} must be an int >= {low}, got {value!r}.")
         for name in ("target_max_block_size", "target_min_block_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:

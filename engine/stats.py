@@ -30,6 +30,8 @@ class OperatorStats:
     finished_at: Optional[float] = None
     skipped_files: int = 0
     bytes_spilled: int = 0
+    tasks_retried: int = 0
+    errored_blocks: int = 0
 
     @property
     def wall_time_s(self) -> float:
@@ -75,6 +77,10 @@ class ExecutionStats:
             )
             if op.bytes_spilled:
                 line += f", {_fmt_bytes(op.bytes_spilled)} spilled"
+            if op.tasks_retried:
+                line += f", {op.tasks_retried} tasks retried"
+            if op.errored_blocks:
+                line += f", {op.errored_blocks} failed blocks skipped"
             if op.skipped_files:
                 line += f", {op.skipped_files} bad files skipped"
             lines.append(line)

@@ -156,6 +156,7 @@ class OperatorRuntime:
         self.output_waiting = output_waiting
         self.cancelled = cancelled
         self._running: Dict[int, _RunningTask] = {}
+        self.errored_blocks = 0  # failed tasks skipped under DataContext.max_errored_blocks
         self._spill_dir: Optional[str] = None
         self._spill_lock = threading.Lock()
 

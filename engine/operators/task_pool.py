@@ -7,14 +7,18 @@ each task produces, and hands them out in task order when order is preserved.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Deque, Dict, Iterator, List, Optional, Set, Tuple
 
 from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR
+from shardflow.engine.errors import WorkerCrashedError
 from shardflow.engine.operators.base import PhysicalOperator
 from shardflow.engine.refs import RefBundle
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -24,6 +28,11 @@ class PoolTask:
     inputs: List[RefBundle]
     spilled: bool
     started: float = field(default_factory=time.perf_counter)
+    transform: Any = None
+    kind: str = "thread"
+    wait: bool = True
+    attempt: int = 0
+    skip: int = 0  # blocks a rerun produces again that its failed attempt already delivered
 
 
 class BudgetGate:
@@ -122,6 +131,7 @@ class TaskPool:
         self.next_index = 0
         self.est_block_bytes = 0
         self.queued_bytes = 0
+        self.delivered: Dict[int, int] = {}
 
     @property
     def runtime(self) -> Any:
@@ -137,22 +147,26 @@ class TaskPool:
         """
         index = self.next_index
         self.next_index += 1
-        if spill:
-            gate: Any = SpillGate(self)
-        elif not wait:
-            gate = CountingGate(self)
-        else:
-            gate = BudgetGate(self, index)
-        spill_dir = self.runtime.spill_dir() if spill else None
-        task_id = self.runtime.launch(
-            self.op, transform, [b.ref for b in inputs], kind, gate, index, spill_dir
-        )
-        task = PoolTask(task_id, index, inputs, spill)
-        self.running[task_id] = task
+        task = self._start(PoolTask(-1, index, inputs, spill, transform=transform, kind=kind, wait=wait))
         self.outputs.setdefault(index, deque())
         stats = self.op.stats
         stats.tasks += 1
         stats.mark_started()
+        return task
+
+    def _start(self, task: PoolTask) -> PoolTask:
+        if task.spilled:
+            gate: Any = SpillGate(self)
+        elif not task.wait:
+            gate = CountingGate(self)
+        else:
+            gate = BudgetGate(self, task.index)
+        spill_dir = self.runtime.spill_dir() if task.spilled else None
+        task.task_id = self.runtime.launch(
+            self.op, task.transform, [b.ref for b in task.inputs], task.kind, gate, task.index, spill_dir
+        )
+        task.started = time.perf_counter()
+        self.running[task.task_id] = task
         return task
 
     def on_event(self, task_id: int, event: str, payload: Any, meta: Any) -> None:
@@ -162,7 +176,8 @@ class TaskPool:
         stats = self.op.stats
         if event == BLOCK:
             bundle = RefBundle(payload, meta, 0 if task.spilled else meta.size_bytes or 0)
-            if self.op.cancelled:
+            if self.op.cancelled or task.skip:
+                task.skip = max(0, task.skip - 1)  # a rerun's block its failed attempt delivered
                 self.runtime.budget.release(bundle.charge)
                 return
             self.outputs[task.index].append(bundle)
@@ -178,9 +193,68 @@ class TaskPool:
                 stats.skipped_files += payload.get("skipped_files", 0)
             self._finish(task)
         elif event == ERROR:
-            self._finish(task)
-            if not self.op.cancelled:
+            if self.op.cancelled:
+                self._finish(task)
+            elif self._retry(task, payload):
+                return
+            elif self._skip_errored(task, payload):
+                self._finish(task)
+            else:
+                self._finish(task)
                 raise payload.to_exception()
+
+    # -- failures -------------------------------------------------------------------------
+
+    def _retry(self, task: PoolTask, failure: Any) -> bool:
+        """Run a failed task again on the same inputs, when its error allows and attempts
+        remain; the blocks its failed attempt already delivered are dropped from the rerun."""
+        error = failure.original() if hasattr(failure, "original") else None
+        if task.attempt >= self._max_retries() or not self._retryable(error):
+            return False
+        del self.running[task.task_id]
+        self.runtime.task_finished(task.task_id)
+        for bundle in self.outputs.get(task.index, ()):
+            self.queued_bytes -= bundle.charge
+            self.runtime.budget.release(bundle.charge)
+        self.outputs[task.index] = deque()
+        task.attempt += 1
+        task.skip = self.delivered.get(task.index, 0)
+        self.op.stats.tasks_retried += 1
+        logger.warning(
+            "%s: a task failed (%s: %s); running it again (attempt %d of %d).",
+            self.op.name, type(error).__name__, error, task.attempt + 1, self._max_retries() + 1,
+        )
+        self._start(task)
+        return True
+
+    def _max_retries(self) -> int:
+        own = getattr(self.op, "max_task_retries", None)
+        return self.runtime.context.max_task_retries if own is None else own
+
+    def _retryable(self, error: Optional[BaseException]) -> bool:
+        if isinstance(error, WorkerCrashedError):
+            return True  # the process died (killed, out of memory): the work itself may be fine
+        allowed = getattr(self.op, "retry_exceptions", False)
+        if allowed is True:
+            return isinstance(error, Exception)
+        if isinstance(allowed, (list, tuple)) and error is not None:
+            return isinstance(error, tuple(allowed))
+        return False
+
+    def _skip_errored(self, task: PoolTask, failure: Any) -> bool:
+        """With DataContext.max_errored_blocks, a failed task's blocks are skipped (and
+        counted) instead of failing the whole execution."""
+        limit = self.runtime.context.max_errored_blocks
+        if limit == 0 or (limit > 0 and self.runtime.errored_blocks >= limit):
+            return False
+        self.runtime.errored_blocks += 1
+        self.op.stats.errored_blocks += 1
+        for bundle in self.outputs.get(task.index, ()):
+            self.queued_bytes -= bundle.charge
+            self.runtime.budget.release(bundle.charge)
+        self.outputs[task.index] = deque()
+        logger.warning("%s: skipping a failed task (%s).", self.op.name, failure.message.splitlines()[0])
+        return True
 
     def _finish(self, task: PoolTask) -> None:
         del self.running[task.task_id]
@@ -198,14 +272,14 @@ class TaskPool:
             for index in list(self.outputs):
                 queue_ = self.outputs[index]
                 while queue_:
-                    yield self._take(queue_)
+                    yield self._take(queue_, index)
                 if index in self.finished:
                     del self.outputs[index]
             return
         while self.head in self.outputs:
             queue_ = self.outputs[self.head]
             while queue_:
-                yield self._take(queue_)
+                yield self._take(queue_, self.head)
             if self.head in self.finished:
                 del self.outputs[self.head]
                 self.head += 1
@@ -222,9 +296,10 @@ class TaskPool:
             done.append((index, bundles))
         return done
 
-    def _take(self, queue_: Deque[RefBundle]) -> RefBundle:
+    def _take(self, queue_: Deque[RefBundle], index: int) -> RefBundle:
         bundle = queue_.popleft()
         self.queued_bytes -= bundle.charge
+        self.delivered[index] = self.delivered.get(index, 0) + 1
         return bundle
 
     @property
