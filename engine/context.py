@@ -63,6 +63,9 @@ class DataContext:
             operation asks (``map_batches(..., retry_exceptions=...)``).
         max_errored_blocks: How many failed tasks an execution may skip (their blocks are
             dropped and counted in ``stats()``) instead of failing; ``-1`` for no limit.
+        no_progress_timeout_s: Fail an execution in which no task produced or finished
+            anything for this many seconds while the consumer waited, naming the stage and
+            what it waits for; None (the default) waits as long as tasks run.
         streaming_split_timeout_s: Longest wait, in seconds, of a ``streaming_split``
             consumer for the others: for all splits to start an epoch, or (with
             ``equal=True``) for lagging splits to read their share. A TimeoutError then says
@@ -85,6 +88,7 @@ class DataContext:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_task_retries: int = 3
     max_errored_blocks: int = 0
+    no_progress_timeout_s: Optional[float] = None
     streaming_split_timeout_s: Optional[float] = 1800.0
 
     _current: "Optional[DataContext]" = None

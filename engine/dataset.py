@@ -40,6 +40,20 @@ DEFAULT_BATCH_SIZE = 1024
 
 
 def _udf(fn: Any, fn_args: Any, fn_kwargs: Any, ctor_args: Any, ctor_kwargs: Any) -> UDFCall:
+    for name, value, kinds in (
+        ("fn_args", fn_args, (list, tuple)),
+        ("fn_constructor_args", ctor_args, (list, tuple)),
+        ("fn_kwargs", fn_kwargs, (dict,)),
+        ("fn_constructor_kwargs", ctor_kwargs, (dict,)),
+    ):
+        if value is not None and not isinstance(value, kinds):
+            wanted = "a dict" if dict in kinds else "a list or tuple"
+            raise TypeError(f"{name} must be {wanted}, got {type(value).__name__}: {value!r}.")
+    if (ctor_args or ctor_kwargs) and not isinstance(fn, type):
+        raise ValueError(
+            "fn_constructor_args and fn_constructor_kwargs can only be given when fn is a "
+            f"callable class, but got: {fn!r}."
+        )
     return UDFCall(fn, tuple(fn_args or ()), dict(fn_kwargs or {}), tuple(ctor_args or ()), dict(ctor_kwargs or {}))
 
 

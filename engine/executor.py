@@ -134,6 +134,7 @@ class StreamingExecutor:
     def _run(self) -> None:
         ended = False
         cancelled_at = None
+        self._last_progress = time.monotonic()
         try:
             while True:
                 if self.cancelled.is_set():
@@ -154,7 +155,9 @@ class StreamingExecutor:
                 try:
                     event = self._events.get(timeout=_WAIT_S)
                 except queue.Empty:
+                    self._check_progress()
                     continue
+                self._last_progress = time.monotonic()
                 self._handle(event)
                 while True:
                     try:
@@ -176,6 +179,29 @@ class StreamingExecutor:
             self.runtime.remove_spill_dir()
             if not ended:  # cancelled: wake a reader still waiting for blocks
                 self._out.put(_END)
+
+    def _check_progress(self) -> None:
+        """Fail when nothing happened for DataContext.no_progress_timeout_s while the
+        consumer waited (a consumer that does not read is not a stalled stage)."""
+        limit = self.context.no_progress_timeout_s
+        if not limit or not self._out.empty():
+            self._last_progress = time.monotonic()
+            return
+        idle = time.monotonic() - self._last_progress
+        if idle < limit:
+            return
+        waiting = []
+        for op in self._ops:
+            running = self.runtime.num_running(op=op)
+            if running:
+                waiting.append(f"{op.name} waits for {running} running task(s) that produced nothing")
+            elif id(op) not in self._done and op.input_ops and not op.inputs_complete:
+                waiting.append(f"{op.name} waits for input")
+        detail = "; ".join(waiting) or "no operator has work it can start"
+        raise TimeoutError(
+            f"The execution made no progress for {idle:.0f} s (DataContext.no_progress_timeout_s"
+            f"={limit}): {detail}."
+        )
 
     def _may_return(self, cancelled_at: float) -> bool:
         """After a cancellation: once no task runs, or after a grace period once only tasks

@@ -210,8 +210,25 @@ def expand_paths(
         if _is_dir(info):
             files.extend(_list_folder(fs, path, retry))
         else:
+            _refuse_special_file(fs, path)
             files.append(FileInfo(path, _size(info), parent(path)))
     return files
+
+
+def _refuse_special_file(fs: Any, path: str) -> None:
+    """A FIFO, socket or device named explicitly is refused: reading it could block forever
+    or never end (folders list regular files only)."""
+    if not is_local(fs):
+        return
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+        raise ValueError(f"Cannot read {path}: it is {kind}. Give regular files or folders of them.")
 
 
 def filter_extensions(files: List[FileInfo], extensions: Optional[Sequence[str]]) -> List[FileInfo]:

@@ -43,3 +43,37 @@ def test_credentials_in_s3_urls_are_used_and_never_shown(s3_bucket, s3_options, 
     for text in shown:
         assert FAKE_SECRET not in str(text)
     assert "here.parquet" in str(missing.value)  # the error still names the file
+
+
+def test_udf_argument_types_are_checked_when_the_method_is_called():
+    ds = sf.range(3)
+    with pytest.raises(TypeError, match="fn_args"):
+        ds.map_batches(lambda b, x: b, fn_args=5)
+    with pytest.raises(TypeError, match="fn_kwargs"):
+        ds.map(lambda r: r, fn_kwargs=[("a", 1)])
+    with pytest.raises(ValueError, match="callable class"):
+        ds.map(lambda r: r, fn_constructor_args=(1,))
+
+
+def test_a_fifo_is_refused_instead_of_read_forever(tmp_path):
+    import os
+
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="FIFO"):
+        sf.read_csv(str(fifo)).take_all()
+
+
+def test_a_stage_without_progress_fails_naming_itself():
+    import time
+
+    sf.DataContext.get_current().no_progress_timeout_s = 1.0
+
+    def stuck(batch):
+        time.sleep(30)
+        return batch
+
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"MapBatches\(stuck\) waits for"):
+        sf.range(4, override_num_blocks=2).map_batches(stuck).take_all()
+    assert time.monotonic() - start < 10
