@@ -152,13 +152,13 @@ def test_global_aggregations_and_unique_like_ray(both):
     def aggs(module):
         return [module.Count(), module.Sum("x"), module.Min("y"), module.Max("x"), module.Mean("y"),
                 module.Std("x", ddof=0), module.AbsMax("x"), module.Quantile("x", q=0.25),
-                module.Unique("x"), module.Count("x", ignore_nulls=True), module.Mean("y", ignore_nulls=False)]
+                module.Unique("x"), module.Unique("y"), module.Count("x", ignore_nulls=True),
+                module.Mean("y", ignore_nulls=False)]
 
     ray_result = both.from_arrow(blocks).aggregate(*aggs(ray_agg))
     sf_result = sf.from_arrow(blocks).aggregate(*aggs(sf_agg))
     assert list(sf_result) == list(ray_result)
     assert {k: canonical(v) for k, v in sf_result.items()} == {k: canonical(v) for k, v in ray_result.items()}
-    assert sorted(map(repr, sf.from_arrow(blocks).unique("y"))) == sorted(map(repr, both.from_arrow(blocks).unique("y")))
 
 
 def test_aggregations_of_no_rows_like_ray(both):
@@ -198,7 +198,9 @@ JOIN_RIGHT = pa.table({"id": pa.array([1, 2, 2, None, 7], pa.int64()), "b": [10,
                        "v": [0.5, 0.25, 0.125, 0.0, -1.0]})
 
 
-@pytest.mark.parametrize("join_type", ["inner", "full_outer", "left_semi", "right_anti"])
+# Three of the eight types (Ray Data takes seconds per join here); tests/engine checks all
+# eight against an oracle.
+@pytest.mark.parametrize("join_type", ["inner", "full_outer", "left_semi"])
 def test_join_like_ray(both, join_type):
     pytest.importorskip("polars")
     kwargs = dict(on=("id",), left_suffix="_l", right_suffix="_r")
