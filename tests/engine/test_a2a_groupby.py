@@ -284,3 +284,28 @@ def test_min_max_of_strings(backend):
     ds = sf.from_items([{"k": 1, "s": "pear"}, {"k": 1, "s": "apple"}, {"k": 2, "s": None}])
     assert ds.min("s") == "apple" and ds.max("s") == "pear"
     assert ds.groupby("k").min("s").take_all() == [{"k": 1, "min(s)": "apple"}, {"k": 2, "min(s)": None}]
+
+
+def test_decimal_sum_and_mean(backend):
+    import decimal
+
+    ds = sf.from_arrow(pa.table({"d": pa.array([decimal.Decimal("1.5"), decimal.Decimal("2.25")], pa.decimal128(5, 2))}))
+    assert ds.sum("d") == decimal.Decimal("3.75")
+    assert math.isclose(float(ds.mean("d")), 1.875)
+
+
+@pytest.mark.xfail(reason="bug: Std of a decimal column raises ArrowTypeError (Sum and Mean work; "
+                   "Ray Data gives the float standard deviation)", strict=True)
+def test_decimal_std(backend):
+    import decimal
+
+    ds = sf.from_arrow(pa.table({"d": pa.array([decimal.Decimal("1.5"), decimal.Decimal("2.25")], pa.decimal128(5, 2))}))
+    assert math.isclose(float(ds.std("d")), float(np.std([1.5, 2.25], ddof=1)), rel_tol=1e-3)
+
+
+@pytest.mark.xfail(reason="bug: groupby on a column of Arrow null type (all values None) raises "
+                   "ArrowNotImplementedError ('not_equal' has no kernel for null); Ray Data gives one "
+                   "group with key None", strict=True)
+def test_groupby_on_a_column_of_null_type(backend):
+    ds = sf.from_arrow(pa.table({"n": pa.array([None, None], pa.null()), "v": [1, 2]}))
+    assert ds.groupby("n").sum("v").take_all() == [{"n": None, "sum(v)": 3}]

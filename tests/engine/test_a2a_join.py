@@ -171,3 +171,11 @@ def test_outer_join_with_an_empty_side_still_has_its_columns(backend, how):
     right = sf.from_items([{"id": 5, "b": 1}]).limit(0)
     got = left.join(right, how, 2).take_all()
     assert same_rows(got, [{"id": 1, "a": 1, "b": None}, {"id": 2, "a": 2, "b": None}])
+
+
+def test_nan_keys_match_each_other_as_in_ray_data(backend):
+    # Unlike nulls, NaN keys are equal to each other (Ray Data's join does the same).
+    ds = sf.from_arrow([pa.table({"k": [float("nan"), 1.0, None], "v": [1, 2, 3]}),
+                        pa.table({"k": [float("nan"), 1.0], "v": [4, 5]})])
+    got = ds.join(ds.rename_columns({"v": "w"}), "inner", 2, on=("k",)).take_all()
+    assert sorted((r["v"], r["w"]) for r in got) == [(1, 1), (1, 4), (2, 2), (2, 5), (4, 1), (4, 4), (5, 2), (5, 5)]
