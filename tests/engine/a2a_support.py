@@ -8,9 +8,11 @@ calls cannot hide in the expected value.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
-from typing import Any, Dict, Iterable, List, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 from hypothesis import HealthCheck, settings
@@ -32,7 +34,7 @@ def dataset_of(table: pa.Table, cuts: Sequence[int]) -> Any:
     """``table`` as a dataset of several blocks, cut at the given row positions."""
     n = table.num_rows
     bounds = sorted({0, n, *(min(max(c, 0), n) for c in cuts)})
-    blocks = [table.slice(lo, hi - lo) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    blocks = [table.slice(lo, hi - lo) for lo, hi in itertools.pairwise(bounds)]
     return sf.from_arrow(blocks or [table])
 
 
@@ -41,7 +43,7 @@ def block_cuts(max_rows: int = 60) -> Any:
     return st.lists(st.integers(min_value=0, max_value=max_rows), max_size=5)
 
 
-def blocks_of(ds: Any) -> List[pa.Table]:
+def blocks_of(ds: Any) -> list[pa.Table]:
     """The output blocks of ``ds`` in order, as tables, on either backend."""
     out = []
     for ref in ds.to_arrow_refs():
@@ -78,11 +80,11 @@ def canonical(value: Any) -> Any:
     return value
 
 
-def row_key(row: Dict[str, Any]) -> tuple:
+def row_key(row: dict[str, Any]) -> tuple:
     return tuple(sorted((k, repr(canonical(v))) for k, v in row.items()))
 
 
-def same_rows(got: Iterable[Dict[str, Any]], expected: Iterable[Dict[str, Any]]) -> bool:
+def same_rows(got: Iterable[dict[str, Any]], expected: Iterable[dict[str, Any]]) -> bool:
     """Whether two lists of rows are equal as multisets (order ignored)."""
     return sorted(map(row_key, got)) == sorted(map(row_key, expected))
 
@@ -98,7 +100,7 @@ def values_close(a: Any, b: Any, rel: float = 1e-9, abs_tol: float = 1e-9) -> bo
     return a == b
 
 
-def rows_close(got: List[Dict[str, Any]], expected: List[Dict[str, Any]]) -> bool:
+def rows_close(got: list[dict[str, Any]], expected: list[dict[str, Any]]) -> bool:
     """Row lists equal in order, column names and (within tolerance) values."""
     if len(got) != len(expected):
         return False
@@ -111,7 +113,9 @@ def rows_close(got: List[Dict[str, Any]], expected: List[Dict[str, Any]]) -> boo
 # -- the sort oracle --------------------------------------------------------------------
 
 
-def oracle_sort(rows: List[Dict[str, Any]], keys: Sequence[str], descending: Sequence[bool]) -> List[Dict[str, Any]]:
+def oracle_sort(
+    rows: list[dict[str, Any]], keys: Sequence[str], descending: Sequence[bool]
+) -> list[dict[str, Any]]:
     """Rows ordered by ``keys`` (each ascending or descending), NaN after every number and
     nulls after everything whatever the direction: stable sorts from the last key to the
     first."""
@@ -125,9 +129,11 @@ def oracle_sort(rows: List[Dict[str, Any]], keys: Sequence[str], descending: Seq
     return out
 
 
-def group_rows(rows: List[Dict[str, Any]], keys: Sequence[str]) -> Dict[tuple, List[Dict[str, Any]]]:
+def group_rows(
+    rows: list[dict[str, Any]], keys: Sequence[str]
+) -> dict[tuple, list[dict[str, Any]]]:
     """Rows by key tuple (canonical values, so NaN groups with NaN and null with null)."""
-    groups: Dict[tuple, List[Dict[str, Any]]] = {}
+    groups: dict[tuple, list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault(tuple(canonical(row[k]) for k in keys), []).append(row)
     return groups

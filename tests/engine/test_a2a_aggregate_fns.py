@@ -36,34 +36,55 @@ def _numbers(n: int = 300, seed: int = 0):
 
 
 def _blocks(keys, values, parts: int = 6):
-    return sf.from_arrow([
-        pa.table({"k": k, "v": v}) for k, v in zip(np.array_split(keys, parts), np.array_split(values, parts))
-    ])
+    return sf.from_arrow(
+        [
+            pa.table({"k": k, "v": v})
+            for k, v in zip(np.array_split(keys, parts), np.array_split(values, parts))
+        ]
+    )
 
 
 def test_aggregate_fn_by_rows_and_by_blocks(backend):
     keys, values = _numbers()
     ds = _blocks(keys, values)
-    by_row = AggregateFn(init=lambda k: 0.0, accumulate_row=lambda a, r: a + r["v"] ** 2,
-                         merge=lambda a, b: a + b, finalize=lambda a: math.sqrt(a), name="norm")
-    by_block = AggregateFn(init=lambda k: 0, accumulate_block=lambda a, b: a + b.num_rows,
-                           merge=lambda a, b: a + b, name="rows")
+    by_row = AggregateFn(
+        init=lambda k: 0.0,
+        accumulate_row=lambda a, r: a + r["v"] ** 2,
+        merge=lambda a, b: a + b,
+        finalize=lambda a: math.sqrt(a),
+        name="norm",
+    )
+    by_block = AggregateFn(
+        init=lambda k: 0,
+        accumulate_block=lambda a, b: a + b.num_rows,
+        merge=lambda a, b: a + b,
+        name="rows",
+    )
     result = ds.aggregate(by_row, by_block)
     assert math.isclose(result["norm"], float(np.linalg.norm(values)), rel_tol=1e-9)
     assert result["rows"] == len(values)
     grouped = ds.groupby("k").aggregate(by_row, by_block).take_all()
     for k in range(5):
         assert grouped[k]["k"] == k
-        assert math.isclose(grouped[k]["norm"], float(np.linalg.norm(values[keys == k])), rel_tol=1e-9)
+        assert math.isclose(
+            grouped[k]["norm"], float(np.linalg.norm(values[keys == k])), rel_tol=1e-9
+        )
         assert grouped[k]["rows"] == int((keys == k).sum())
 
 
 def test_aggregate_fn_init_receives_the_group_key(backend):
     ds = sf.from_items([{"k": "a", "v": 1}, {"k": "b", "v": 2}, {"k": "a", "v": 3}])
-    tagged = AggregateFn(init=lambda key: [key], accumulate_row=lambda a, r: a + [r["v"]],
-                         merge=lambda a, b: a + b[1:], finalize=lambda a: f"{a[0]}:{sum(a[1:])}",
-                         name="tag")
-    assert ds.groupby("k").aggregate(tagged).take_all() == [{"k": "a", "tag": "a:4"}, {"k": "b", "tag": "b:2"}]
+    tagged = AggregateFn(
+        init=lambda key: [key],
+        accumulate_row=lambda a, r: a + [r["v"]],
+        merge=lambda a, b: a + b[1:],
+        finalize=lambda a: f"{a[0]}:{sum(a[1:])}",
+        name="tag",
+    )
+    assert ds.groupby("k").aggregate(tagged).take_all() == [
+        {"k": "a", "tag": "a:4"},
+        {"k": "b", "tag": "b:2"},
+    ]
 
 
 class SumOfSquares(AggregateFnV2):
@@ -74,16 +95,26 @@ class SumOfSquares(AggregateFnV2):
 
     def aggregate_block(self, block):
         column = block.column(self.get_target_column())
-        return pc.sum(pc.multiply(column, column), skip_nulls=self._ignore_nulls, min_count=1).as_py()
+        return pc.sum(
+            pc.multiply(column, column), skip_nulls=self._ignore_nulls, min_count=1
+        ).as_py()
 
     def combine(self, current_accumulator, new):
         return current_accumulator + new
 
 
 def test_aggregate_fn_v2_subclass_with_null_rules(backend):
-    ds = sf.from_arrow([pa.table({"k": [1, 1, 2, 3], "v": [1.0, 2.0, None, None]}),
-                        pa.table({"k": [2, 3, 3], "v": [3.0, None, 4.0]})])
-    got = ds.groupby("k").aggregate(SumOfSquares("v"), SumOfSquares("v", ignore_nulls=False)).take_all()
+    ds = sf.from_arrow(
+        [
+            pa.table({"k": [1, 1, 2, 3], "v": [1.0, 2.0, None, None]}),
+            pa.table({"k": [2, 3, 3], "v": [3.0, None, 4.0]}),
+        ]
+    )
+    got = (
+        ds.groupby("k")
+        .aggregate(SumOfSquares("v"), SumOfSquares("v", ignore_nulls=False))
+        .take_all()
+    )
     # The same name twice: the second gets "_2", as in Ray Data.
     assert got == [
         {"k": 1, "sum_sq(v)": 5.0, "sum_sq(v)_2": 5.0},
@@ -96,13 +127,16 @@ def test_aggregate_fn_v2_subclass_with_null_rules(backend):
 def test_repeated_builtin_names_get_suffixes(backend):
     ds = sf.range(5)
     assert ds.aggregate(Sum("id"), Sum("id"), Sum("id", alias_name="total")) == {
-        "sum(id)": 10, "sum(id)_2": 10, "total": 10,
+        "sum(id)": 10,
+        "sum(id)_2": 10,
+        "total": 10,
     }
 
 
 # Values with nulls, but not only nulls (that case is test_quantile_of_only_nulls_is_null).
-some_values = st.lists(st.one_of(st.none(), st.integers(min_value=-50, max_value=50)), max_size=50).filter(
-    lambda values: not values or any(v is not None for v in values))
+some_values = st.lists(
+    st.one_of(st.none(), st.integers(min_value=-50, max_value=50)), max_size=50
+).filter(lambda values: not values or any(v is not None for v in values))
 
 
 @PROPERTY_SETTINGS
@@ -113,17 +147,24 @@ def test_absmax_and_quantile_match_numpy(backend, values, cuts, q):
     result = ds.aggregate(AbsMax("x"), Quantile("x", q=q))
     if len(present):
         assert result["abs_max(x)"] == np.abs(present).max()
-        assert math.isclose(result["quantile(x)"], float(np.quantile(present, q)), rel_tol=1e-9, abs_tol=1e-9)
+        assert math.isclose(
+            result["quantile(x)"], float(np.quantile(present, q)), rel_tol=1e-9, abs_tol=1e-9
+        )
     else:
         assert result["abs_max(x)"] is None and result["quantile(x)"] is None
 
 
 @PROPERTY_SETTINGS
-@given(values=st.lists(st.one_of(st.none(), st.sampled_from(["a", "b", "c"])), max_size=40),
-       cuts=block_cuts(40), ignore_nulls=st.booleans())
+@given(
+    values=st.lists(st.one_of(st.none(), st.sampled_from(["a", "b", "c"])), max_size=40),
+    cuts=block_cuts(40),
+    ignore_nulls=st.booleans(),
+)
 def test_unique_aggregation_per_group(backend, values, cuts, ignore_nulls):
     rows = [{"k": i % 3, "s": v} for i, v in enumerate(values)]
-    ds = dataset_of(pa.Table.from_pylist(rows, schema=pa.schema([("k", pa.int64()), ("s", pa.string())])), cuts)
+    ds = dataset_of(
+        pa.Table.from_pylist(rows, schema=pa.schema([("k", pa.int64()), ("s", pa.string())])), cuts
+    )
     got = ds.groupby("k").aggregate(Unique("s", ignore_nulls=ignore_nulls)).take_all()
     groups = group_rows(rows, ["k"])
     assert [r["k"] for r in got] == sorted(k[0] for k in groups)
@@ -140,14 +181,20 @@ def test_unique_aggregation_per_group(backend, values, cuts, ignore_nulls):
 def test_quantile_of_only_nulls_is_null(backend):
     ds = sf.from_arrow(pa.table({"k": [1, 1, 2], "x": pa.array([None, None, 4], pa.int64())}))
     assert ds.groupby("k").aggregate(Quantile("x")).take_all() == [
-        {"k": 1, "quantile(x)": None}, {"k": 2, "quantile(x)": 4.0}]
+        {"k": 1, "quantile(x)": None},
+        {"k": 2, "quantile(x)": 4.0},
+    ]
     assert ds.filter(lambda r: r["k"] == 1).aggregate(Quantile("x")) == {"quantile(x)": None}
 
 
 def test_count_and_max_of_one_column_ignore_nulls(backend):
     ds = sf.from_items([{"x": 1}, {"x": None}, {"x": 3}])
-    assert ds.aggregate(Count("x", ignore_nulls=True), Count("x"), Max("x", ignore_nulls=False)) == {
-        "count(x)": 2, "count(x)_2": 3, "max(x)": None,
+    assert ds.aggregate(
+        Count("x", ignore_nulls=True), Count("x"), Max("x", ignore_nulls=False)
+    ) == {
+        "count(x)": 2,
+        "count(x)_2": 3,
+        "max(x)": None,
     }
 
 
@@ -177,27 +224,47 @@ def test_approximate_quantile_close_to_numpy(backend):
 
 
 @PROPERTY_SETTINGS
-@given(rows=st.lists(st.fixed_dictionaries({
-    "k": st.one_of(st.none(), st.integers(min_value=0, max_value=6)),
-    "v": st.integers(min_value=-100, max_value=100),
-}), max_size=60), cuts=block_cuts(), num_partitions=st.sampled_from([None, 1, 4]))
+@given(
+    rows=st.lists(
+        st.fixed_dictionaries(
+            {
+                "k": st.one_of(st.none(), st.integers(min_value=0, max_value=6)),
+                "v": st.integers(min_value=-100, max_value=100),
+            }
+        ),
+        max_size=60,
+    ),
+    cuts=block_cuts(),
+    num_partitions=st.sampled_from([None, 1, 4]),
+)
 def test_map_groups_sees_each_whole_group_once_in_key_order(backend, rows, cuts, num_partitions):
     table = pa.Table.from_pylist(rows, schema=pa.schema([("k", pa.int64()), ("v", pa.int64())]))
 
     def summarize(batch):
         # pyarrow batches keep a null key null (NumPy batches would make it NaN).
         assert len(set(map(canonical, batch.column("k").to_pylist()))) == 1
-        return pa.table({"k": batch.column("k").slice(0, 1), "n": [batch.num_rows],
-                         "total": [pc.sum(batch.column("v")).as_py() or 0]})
+        return pa.table(
+            {
+                "k": batch.column("k").slice(0, 1),
+                "n": [batch.num_rows],
+                "total": [pc.sum(batch.column("v")).as_py() or 0],
+            }
+        )
 
     grouped = dataset_of(table, cuts).groupby("k", num_partitions=num_partitions)
     got = grouped.map_groups(summarize, batch_format="pyarrow").take_all()
     groups = group_rows(rows, ["k"])
     # Groups in key order, the null key last (Ray Data's order is arbitrary).
-    order = sorted(groups, key=lambda key: (key[0] == ("~null",), key[0] if key[0] != ("~null",) else 0))
-    expected = [{"k": groups[key][0]["k"], "n": len(groups[key]), "total": sum(r["v"] for r in groups[key])}
-                for key in order]
-    assert [(r["k"], r["n"], r["total"]) for r in got] == [(e["k"], e["n"], e["total"]) for e in expected]
+    order = sorted(
+        groups, key=lambda key: (key[0] == ("~null",), key[0] if key[0] != ("~null",) else 0)
+    )
+    expected = [
+        {"k": groups[key][0]["k"], "n": len(groups[key]), "total": sum(r["v"] for r in groups[key])}
+        for key in order
+    ]
+    assert [(r["k"], r["n"], r["total"]) for r in got] == [
+        (e["k"], e["n"], e["total"]) for e in expected
+    ]
 
 
 @pytest.mark.parametrize("batch_format", ["pandas", "pyarrow", "numpy"])
@@ -231,9 +298,11 @@ class Scale:
 
 def test_map_groups_callable_class_and_arguments(backend):
     ds = sf.from_items([{"k": i % 2, "v": i} for i in range(6)])
-    got = ds.groupby("k").map_groups(
-        Scale, fn_constructor_args=(10,), fn_args=(1,), fn_kwargs={"sign": -1}
-    ).take_all()
+    got = (
+        ds.groupby("k")
+        .map_groups(Scale, fn_constructor_args=(10,), fn_args=(1,), fn_kwargs={"sign": -1})
+        .take_all()
+    )
     assert got == [{"k": 0, "out": -61}, {"k": 1, "out": -91}]
 
 
@@ -260,6 +329,12 @@ def test_map_groups_error_reaches_the_driver(backend):
 def test_aggregations_of_empty_groupby_values(backend):
     # Groups that are all-null in the aggregated column give null, like Ray Data.
     ds = sf.from_arrow(pa.table({"k": [1, 1, 2], "v": pa.array([None, None, 1.5], pa.float64())}))
-    got = ds.groupby("k").aggregate(Sum("v"), Max("v"), AbsMax("v"), Unique("v", ignore_nulls=True)).take_all()
-    assert got == [{"k": 1, "sum(v)": None, "max(v)": None, "abs_max(v)": None, "unique(v)": []},
-                   {"k": 2, "sum(v)": 1.5, "max(v)": 1.5, "abs_max(v)": 1.5, "unique(v)": [1.5]}]
+    got = (
+        ds.groupby("k")
+        .aggregate(Sum("v"), Max("v"), AbsMax("v"), Unique("v", ignore_nulls=True))
+        .take_all()
+    )
+    assert got == [
+        {"k": 1, "sum(v)": None, "max(v)": None, "abs_max(v)": None, "unique(v)": []},
+        {"k": 2, "sum(v)": 1.5, "max(v)": 1.5, "abs_max(v)": 1.5, "unique(v)": [1.5]},
+    ]

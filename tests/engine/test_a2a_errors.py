@@ -44,17 +44,35 @@ def test_unknown_column_is_named_at_call_time(ds, call):
         result.take_all()
 
 
-@pytest.mark.parametrize("call", [
-    "groupby", "groupby_agg_column", "join_left", "join_right", "aggregate", "map_groups",
-    pytest.param("sort", marks=pytest.mark.xfail(
-        reason="bug: sort on a column missing from a schema known only at run time raises "
-        "pyarrow's KeyError ('Field \"zz\" does not exist in schema') instead of a ValueError "
-        "naming the dataset's columns", strict=True)),
-    pytest.param("repartition_keys", marks=pytest.mark.xfail(
-        reason="bug: repartition(keys=) on a column missing from a schema known only at run "
-        "time raises pyarrow's KeyError instead of a ValueError naming the dataset's columns",
-        strict=True)),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        "groupby",
+        "groupby_agg_column",
+        "join_left",
+        "join_right",
+        "aggregate",
+        "map_groups",
+        pytest.param(
+            "sort",
+            marks=pytest.mark.xfail(
+                reason="bug: sort on a column missing from a schema known only at run time "
+                "raises pyarrow's KeyError ('Field \"zz\" does not exist in schema') instead of "
+                "a ValueError naming the dataset's columns",
+                strict=True,
+            ),
+        ),
+        pytest.param(
+            "repartition_keys",
+            marks=pytest.mark.xfail(
+                reason="bug: repartition(keys=) on a column missing from a schema known only at "
+                "run time raises pyarrow's KeyError instead of a ValueError naming the dataset's "
+                "columns",
+                strict=True,
+            ),
+        ),
+    ],
+)
 def test_unknown_column_is_named_at_run_time(backend, ds, call):
     with pytest.raises(ValueError, match=r"'zz'.*\['a', 's'\]"):
         UNKNOWN_COLUMN_CALLS[call](opaque(ds)).take_all()
@@ -69,12 +87,20 @@ def test_global_aggregation_of_unknown_column(ds, method):
 # -- aggregating a non-numeric column -------------------------------------------------------
 
 
-@pytest.mark.parametrize("agg, name", [
-    (Sum("s"), "sum(s)"), (Mean("s"), "mean(s)"), (Std("s"), "std(s)"),
-    (AbsMax("s"), "abs_max(s)"), (Quantile("s"), "quantile(s)"),
-])
+@pytest.mark.parametrize(
+    "agg, name",
+    [
+        (Sum("s"), "sum(s)"),
+        (Mean("s"), "mean(s)"),
+        (Std("s"), "std(s)"),
+        (AbsMax("s"), "abs_max(s)"),
+        (Quantile("s"), "quantile(s)"),
+    ],
+)
 def test_numeric_aggregation_of_strings_names_aggregation_and_column(ds, agg, name):
-    with pytest.raises(ValueError, match=rf"{name.replace('(', '[(]').replace(')', '[)]')}.*column 's'.*string"):
+    with pytest.raises(
+        ValueError, match=rf"{name.replace('(', '[(]').replace(')', '[)]')}.*column 's'.*string"
+    ):
         ds.aggregate(agg)
     with pytest.raises(ValueError, match=r"column 's'"):
         ds.groupby("a").aggregate(agg).take_all()
@@ -134,11 +160,19 @@ def test_equal_split_of_fewer_rows_than_splits_gives_empty_splits():
     assert [d.count() for d in sf.range(7).split(3, equal=True)] == [2, 2, 2]
 
 
-@pytest.mark.parametrize("test_size, match", [
-    (0, "test_size"), (-1, "test_size"), (10, "smaller than the size of the dataset"),
-    (11, "smaller than the size"), (0.0, "between 0 and 1"), (1.0, "between 0 and 1"),
-    (1.5, "between 0 and 1"), ("a", "test_size"),
-])
+@pytest.mark.parametrize(
+    "test_size, match",
+    [
+        (0, "test_size"),
+        (-1, "test_size"),
+        (10, "smaller than the size of the dataset"),
+        (11, "smaller than the size"),
+        (0.0, "between 0 and 1"),
+        (1.0, "between 0 and 1"),
+        (1.5, "between 0 and 1"),
+        ("a", "test_size"),
+    ],
+)
 def test_train_test_split_bad_sizes(test_size, match):
     with pytest.raises(ValueError, match=match):
         sf.range(10).train_test_split(test_size)
@@ -149,13 +183,19 @@ def test_train_test_split_bad_sizes(test_size, match):
 
 def test_zip_of_different_row_counts(backend):
     with pytest.raises(ValueError, match="Cannot zip datasets of different number of rows: 3, 4"):
-        sf.from_items([{"a": i} for i in range(3)]).zip(sf.from_items([{"b": i} for i in range(4)])).take_all()
+        sf.from_items([{"a": i} for i in range(3)]).zip(
+            sf.from_items([{"b": i} for i in range(4)])
+        ).take_all()
     with pytest.raises(ValueError, match="different number of rows"):
         sf.range(3).zip(sf.range(2), sf.range(3)).take_all()
 
 
 def test_zip_union_join_take_datasets(ds):
-    for call in (lambda: ds.zip(5), lambda: ds.union([ds]), lambda: ds.join(pa.table({"a": [1]}), "inner", 1)):
+    for call in (
+        lambda: ds.zip(5),
+        lambda: ds.union([ds]),
+        lambda: ds.join(pa.table({"a": [1]}), "inner", 1),
+    ):
         with pytest.raises(TypeError, match="Datasets"):
             call()
 

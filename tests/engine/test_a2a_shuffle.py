@@ -7,7 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-from a2a_support import PROPERTY_SETTINGS, block_cuts, blocks_of, dataset_of, group_rows, oracle_sort
+from a2a_support import (
+    PROPERTY_SETTINGS,
+    block_cuts,
+    blocks_of,
+    dataset_of,
+    group_rows,
+    oracle_sort,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -26,8 +33,12 @@ def xs(ds):
 
 
 @PROPERTY_SETTINGS
-@given(n=st.integers(min_value=0, max_value=80), cuts=block_cuts(80), seed=st.integers(min_value=0, max_value=2**32),
-       num_blocks=st.sampled_from([None, 1, 3, 7]))
+@given(
+    n=st.integers(min_value=0, max_value=80),
+    cuts=block_cuts(80),
+    seed=st.integers(min_value=0, max_value=2**32),
+    num_blocks=st.sampled_from([None, 1, 3, 7]),
+)
 def test_random_shuffle_is_a_seeded_permutation(backend, n, cuts, seed, num_blocks):
     ds = numbered(n, cuts).random_shuffle(seed=seed, num_blocks=num_blocks)
     first = xs(ds)
@@ -59,8 +70,9 @@ def test_random_shuffle_seeds_differ_and_unseeded_runs_differ(backend):
 
 
 def test_random_shuffle_keeps_rows_whole_and_types(backend):
-    table = pa.table({"x": np.arange(50), "s": [str(i) for i in range(50)],
-                      "l": [[i, i + 1] for i in range(50)]})
+    table = pa.table(
+        {"x": np.arange(50), "s": [str(i) for i in range(50)], "l": [[i, i + 1] for i in range(50)]}
+    )
     out = dataset_of(table, [10, 30]).random_shuffle(seed=4).to_arrow()
     assert out.schema == table.schema
     for row in out.to_pylist():
@@ -98,11 +110,19 @@ def test_seeded_operations_identical_on_both_backends_and_across_runs(ray_sessio
 
 
 @PROPERTY_SETTINGS
-@given(n=st.integers(min_value=0, max_value=60), cuts=block_cuts(), seed=st.integers(min_value=0, max_value=1000))
+@given(
+    n=st.integers(min_value=0, max_value=60),
+    cuts=block_cuts(),
+    seed=st.integers(min_value=0, max_value=1000),
+)
 def test_randomize_block_order_moves_whole_blocks(backend, n, cuts, seed):
     ds = numbered(n, cuts)
     before = [b.column("x").to_pylist() for b in blocks_of(ds) if b.num_rows]
-    after = [b.column("x").to_pylist() for b in blocks_of(ds.randomize_block_order(seed=seed)) if b.num_rows]
+    after = [
+        b.column("x").to_pylist()
+        for b in blocks_of(ds.randomize_block_order(seed=seed))
+        if b.num_rows
+    ]
     assert sorted(after) == sorted(before)
     assert xs(ds.randomize_block_order(seed=seed)) == [v for b in after for v in b]
 
@@ -114,8 +134,12 @@ def test_randomize_block_order_permutes_blocks(backend):
 
 
 @PROPERTY_SETTINGS
-@given(n=st.integers(min_value=0, max_value=200), cuts=block_cuts(200), seed=st.integers(min_value=0, max_value=1000),
-       fraction=st.sampled_from([0.0, 0.1, 0.5, 0.9, 1.0]))
+@given(
+    n=st.integers(min_value=0, max_value=200),
+    cuts=block_cuts(200),
+    seed=st.integers(min_value=0, max_value=1000),
+    fraction=st.sampled_from([0.0, 0.1, 0.5, 0.9, 1.0]),
+)
 def test_random_sample_is_a_seeded_subsequence(backend, n, cuts, seed, fraction):
     ds = numbered(n, cuts)
     got = xs(ds.random_sample(fraction, seed=seed))
@@ -137,7 +161,11 @@ def test_random_sample_fraction_is_close(backend):
 
 
 @PROPERTY_SETTINGS
-@given(n=st.integers(min_value=0, max_value=80), cuts=block_cuts(80), k=st.integers(min_value=1, max_value=9))
+@given(
+    n=st.integers(min_value=0, max_value=80),
+    cuts=block_cuts(80),
+    k=st.integers(min_value=1, max_value=9),
+)
 def test_repartition_keeps_order_and_evens_blocks(backend, n, cuts, k):
     ds = numbered(n, cuts).repartition(k)
     blocks = blocks_of(ds)
@@ -150,7 +178,11 @@ def test_repartition_keeps_order_and_evens_blocks(backend, n, cuts, k):
 
 
 @PROPERTY_SETTINGS
-@given(n=st.integers(min_value=0, max_value=80), cuts=block_cuts(80), k=st.integers(min_value=1, max_value=9))
+@given(
+    n=st.integers(min_value=0, max_value=80),
+    cuts=block_cuts(80),
+    k=st.integers(min_value=1, max_value=9),
+)
 def test_repartition_shuffle_keeps_every_row(backend, n, cuts, k):
     blocks = [b for b in blocks_of(numbered(n, cuts).repartition(k, shuffle=True)) if b.num_rows]
     assert len(blocks) == min(n, k)
@@ -165,36 +197,63 @@ def test_repartition_shuffle_keeps_every_row(backend, n, cuts, k):
 @pytest.mark.parametrize("op", ["random_shuffle", "repartition_shuffle"])
 def test_shuffles_of_empty_input_keep_the_schema(backend, op):
     empty = sf.from_arrow(pa.table({"x": pa.array([], pa.int64()), "s": pa.array([], pa.string())}))
-    ds = empty.random_shuffle(seed=1) if op == "random_shuffle" else empty.repartition(2, shuffle=True)
+    ds = (
+        empty.random_shuffle(seed=1)
+        if op == "random_shuffle"
+        else empty.repartition(2, shuffle=True)
+    )
     assert ds.to_arrow().schema == empty.to_arrow().schema
     assert ds.schema().names == ["x", "s"]
 
 
 @PROPERTY_SETTINGS
-@given(rows=st.lists(st.fixed_dictionaries({
-    "k": st.one_of(st.none(), st.integers(min_value=0, max_value=5)),
-    "g": st.sampled_from(["a", "b"]), "v": st.integers(min_value=-(2**40), max_value=2**40)}), max_size=60),
-    cuts=block_cuts(), k=st.integers(min_value=1, max_value=5), keys=st.sampled_from([["k"], ["k", "g"]]),
-    sort=st.booleans())
+@given(
+    rows=st.lists(
+        st.fixed_dictionaries(
+            {
+                "k": st.one_of(st.none(), st.integers(min_value=0, max_value=5)),
+                "g": st.sampled_from(["a", "b"]),
+                "v": st.integers(min_value=-(2**40), max_value=2**40),
+            }
+        ),
+        max_size=60,
+    ),
+    cuts=block_cuts(),
+    k=st.integers(min_value=1, max_value=5),
+    keys=st.sampled_from([["k"], ["k", "g"]]),
+    sort=st.booleans(),
+)
 def test_repartition_by_keys_puts_equal_keys_in_one_block(backend, rows, cuts, k, keys, sort):
     schema = pa.schema([("k", pa.int64()), ("g", pa.string()), ("v", pa.int64())])
-    ds = dataset_of(pa.Table.from_pylist(rows, schema=schema), cuts).repartition(k, keys=keys, sort=sort)
+    ds = dataset_of(pa.Table.from_pylist(rows, schema=schema), cuts).repartition(
+        k, keys=keys, sort=sort
+    )
     blocks = [b.to_pylist() for b in blocks_of(ds)]
     home = {}
     for i, block in enumerate(blocks):
         for key in group_rows(block, keys):
             assert home.setdefault(key, i) == i, f"key {key} in blocks {home[key]} and {i}"
         if sort:
-            expected_keys = [[r[c] for c in keys] for r in oracle_sort(block, keys, [False] * len(keys))]
+            expected_keys = [
+                [r[c] for c in keys] for r in oracle_sort(block, keys, [False] * len(keys))
+            ]
             assert [[r[c] for c in keys] for r in block] == expected_keys
     assert len(blocks) <= k
     assert sorted(r["v"] for b in blocks for r in b) == sorted(r["v"] for r in rows)
 
 
 @PROPERTY_SETTINGS
-@given(n=st.integers(min_value=0, max_value=80), cuts=block_cuts(80), target=st.integers(min_value=1, max_value=30))
+@given(
+    n=st.integers(min_value=0, max_value=80),
+    cuts=block_cuts(80),
+    target=st.integers(min_value=1, max_value=30),
+)
 def test_repartition_by_rows_per_block(backend, n, cuts, target):
-    blocks = [b for b in blocks_of(numbered(n, cuts).repartition(target_num_rows_per_block=target)) if b.num_rows]
+    blocks = [
+        b
+        for b in blocks_of(numbered(n, cuts).repartition(target_num_rows_per_block=target))
+        if b.num_rows
+    ]
     sizes = [b.num_rows for b in blocks]
     assert all(s == target for s in sizes[:-1]) and (not sizes or 0 < sizes[-1] <= target)
     assert [v for b in blocks for v in b.column("x").to_pylist()] == list(range(n))
@@ -204,12 +263,16 @@ def test_repartition_by_rows_per_block(backend, n, cuts, target):
 
 
 @PROPERTY_SETTINGS
-@given(sizes=st.lists(st.integers(min_value=0, max_value=30), min_size=1, max_size=4),
-       cuts=st.lists(block_cuts(30), min_size=4, max_size=4))
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=30), min_size=1, max_size=4),
+    cuts=st.lists(block_cuts(30), min_size=4, max_size=4),
+)
 def test_union_gives_each_input_in_turn(backend, sizes, cuts):
     datasets, expected, start = [], [], 0
     for size, cut in zip(sizes, cuts):
-        datasets.append(dataset_of(pa.table({"x": np.arange(start, start + size, dtype=np.int64)}), cut))
+        datasets.append(
+            dataset_of(pa.table({"x": np.arange(start, start + size, dtype=np.int64)}), cut)
+        )
         expected += list(range(start, start + size))
         start += size
     # preserve_order defaults to True in shardflow: input 0's rows come first (Ray Data
@@ -226,7 +289,9 @@ def test_union_with_exchanges_on_each_side(backend):
 
 
 @PROPERTY_SETTINGS
-@given(n=st.integers(min_value=0, max_value=60), cuts=st.lists(block_cuts(), min_size=3, max_size=3))
+@given(
+    n=st.integers(min_value=0, max_value=60), cuts=st.lists(block_cuts(), min_size=3, max_size=3)
+)
 def test_zip_combines_rows_whatever_the_block_layouts(backend, n, cuts):
     a = dataset_of(pa.table({"x": np.arange(n, dtype=np.int64)}), cuts[0])
     b = dataset_of(pa.table({"y": np.arange(n, dtype=np.int64) * 2}), cuts[1])
@@ -235,8 +300,11 @@ def test_zip_combines_rows_whatever_the_block_layouts(backend, n, cuts):
     assert got == [{"x": i, "y": 2 * i, "z": 3 * i} for i in range(n)]
 
 
-@pytest.mark.xfail(reason="bug: zip suffixes a duplicate column with the dataset's position "
-                   "(x_2) where Ray Data counts that name's duplicates (x_1)", strict=True)
+@pytest.mark.xfail(
+    reason="bug: zip suffixes a duplicate column with the dataset's position "
+    "(x_2) where Ray Data counts that name's duplicates (x_1)",
+    strict=True,
+)
 def test_zip_duplicate_names_counted_per_name(backend):
     # Ray Data: range(2).zip(range(2), range(2)) -> id, id_1, id_2; a{id, x}.zip(b{id},
     # c{x, y}) -> id, x, id_1, x_1, y.

@@ -3,6 +3,8 @@ duplicated, sizes as documented, rows in order; both backends."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -22,8 +24,12 @@ def numbered(n, cuts):
 
 
 @PROPERTY_SETTINGS
-@given(n=st.integers(min_value=0, max_value=60), cuts=block_cuts(), k=st.integers(min_value=1, max_value=8),
-       equal=st.booleans())
+@given(
+    n=st.integers(min_value=0, max_value=60),
+    cuts=block_cuts(),
+    k=st.integers(min_value=1, max_value=8),
+    equal=st.booleans(),
+)
 def test_split_sizes_and_order(backend, n, cuts, k, equal):
     parts = numbered(n, cuts).split(k, equal=equal)
     assert len(parts) == k
@@ -41,17 +47,23 @@ def test_split_sizes_and_order(backend, n, cuts, k, equal):
 
 
 @PROPERTY_SETTINGS
-@given(n=st.integers(min_value=0, max_value=60), cuts=block_cuts(),
-       indices=st.lists(st.integers(min_value=0, max_value=80), max_size=5).map(sorted))
+@given(
+    n=st.integers(min_value=0, max_value=60),
+    cuts=block_cuts(),
+    indices=st.lists(st.integers(min_value=0, max_value=80), max_size=5).map(sorted),
+)
 def test_split_at_indices(backend, n, cuts, indices):
     parts = numbered(n, cuts).split_at_indices(indices)
     bounds = [0] + [min(i, n) for i in indices] + [n]
-    assert [ids(p) for p in parts] == [list(range(lo, hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    assert [ids(p) for p in parts] == [list(range(lo, hi)) for lo, hi in itertools.pairwise(bounds)]
 
 
 @PROPERTY_SETTINGS
-@given(n=st.integers(min_value=0, max_value=60), cuts=block_cuts(),
-       proportions=st.lists(st.sampled_from([0.1, 0.2, 0.25, 0.3]), min_size=1, max_size=3))
+@given(
+    n=st.integers(min_value=0, max_value=60),
+    cuts=block_cuts(),
+    proportions=st.lists(st.sampled_from([0.1, 0.2, 0.25, 0.3]), min_size=1, max_size=3),
+)
 def test_split_proportionately_loses_nothing(backend, n, cuts, proportions):
     parts = numbered(n, cuts).split_proportionately(proportions)
     assert len(parts) == len(proportions) + 1
@@ -86,7 +98,7 @@ def test_train_test_split_shuffled_is_seeded_permutation(backend):
     a = [r["id"] for r in train.take_all()] + [r["id"] for r in test.take_all()]
     assert sorted(a) == list(range(100)) and a != list(range(100))
     assert test.count() == 25
-    train2, test2 = ds.train_test_split(0.25, shuffle=True, seed=3)
+    _, test2 = ds.train_test_split(0.25, shuffle=True, seed=3)
     assert [r["id"] for r in test2.take_all()] == [r["id"] for r in test.take_all()]
 
 
@@ -95,7 +107,12 @@ def test_splits_are_materialized_and_reusable(backend):
     parts = ds.split(3)
     assert [p.count() for p in parts] == [4, 4, 4]
     assert [r["id"] for r in parts[1].take_all()] == [4, 5, 6, 7]
-    assert [r["id"] for r in parts[1].map(lambda r: {"id": r["id"] * 2}).take_all()] == [8, 10, 12, 14]
+    assert [r["id"] for r in parts[1].map(lambda r: {"id": r["id"] * 2}).take_all()] == [
+        8,
+        10,
+        12,
+        14,
+    ]
     # Splits keep the columns and types of the input.
     assert parts[2].schema().names == ["id"]
     assert parts[2].to_arrow().schema.field("id").type == pa.int64()
