@@ -262,6 +262,7 @@ JOIN_RIGHT = pa.table(
 
 # Three of the eight types (Ray Data takes seconds per join here); tests/engine checks all
 # eight against an oracle.
+@pytest.mark.slow
 @pytest.mark.parametrize("join_type", ["inner", "full_outer", "left_semi"])
 def test_join_like_ray(both, join_type):
     pytest.importorskip("polars")
