@@ -133,12 +133,19 @@ class SplitMixin:
             raise ValueError("proportions must sum to less than 1.")
         refs, metas = _materialized_parts(self)
         total = sum(m.num_rows or 0 for m in metas)
-        bounds, acc = [0], 0.0
-        for p in proportions:
-            acc += p
-            bounds.append(int(total * acc))
-        bounds.append(total)
-        return _cut(refs, metas, bounds, "Split")
+        import numpy as np
+
+        indices = [int(total * c) for c in np.cumsum(proportions)]
+        # As Ray Data: move rows forward so that no split is empty, where the rows allow.
+        taken = 0
+        for i in range(len(indices) - 2, -1, -1):
+            indices[i] -= taken
+            if indices[i] == indices[i + 1]:
+                taken += 1
+                indices[i] -= 1
+        if any(i <= 0 for i in indices):
+            raise ValueError("Couldn't create non-empty splits with the given proportions.")
+        return _cut(refs, metas, [0] + indices + [total], "Split")
 
     def train_test_split(
         self,

@@ -35,6 +35,8 @@ def group_starts(sorted_block: Block, keys: Sequence[str]) -> np.ndarray:
 
 def _changes(column: pa.Array) -> np.ndarray:
     """For each row but the first, whether its value differs from the previous row's."""
+    if pa.types.is_null(column.type):  # all null: one group
+        return np.zeros(len(column) - 1, dtype=bool)
     head, tail = column.slice(0, len(column) - 1), column.slice(1)
     differs = pc.fill_null(pc.not_equal(tail, head), True)
     same_null = pc.and_(pc.is_null(tail), pc.is_null(head))

@@ -23,8 +23,21 @@ from shardflow.sdk.block import Block
 SAMPLES_PER_RUN = 64
 
 
+def check_key_columns(block: Block, columns: Sequence[str]) -> None:
+    """ValueError naming an unknown key column and the columns the data has."""
+    if not block.num_columns and not block.num_rows:
+        return
+    for column in columns:
+        if column not in block.column_names:
+            raise ValueError(
+                f"You specified the column '{column}', but there's no such column in the "
+                f"dataset. The dataset has columns: {block.column_names}"
+            )
+
+
 def sort_block(block: Block, key: SortKey) -> Block:
     """``block`` ordered by ``key`` (stable)."""
+    check_key_columns(block, key.columns)
     if block.num_rows <= 1:
         return block
     return block.take(pc.sort_indices(block, sort_keys=key.arrow_sort_keys()))

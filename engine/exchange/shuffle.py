@@ -75,6 +75,9 @@ def _slices_of_each_run(runs: List[Run], parts: int) -> List[List[Any]]:
         for j, (offset, length) in enumerate(even_ranges(run.num_rows, parts)):
             if length:
                 pieces[j].append(slice_ref(run.bundle.ref, offset, length))
+    for partition in pieces:
+        if not partition and runs:  # an empty partition still carries the schema
+            partition.append(slice_ref(runs[0].bundle.ref, 0, 0))
     return pieces
 
 

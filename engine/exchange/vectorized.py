@@ -159,7 +159,10 @@ class _Std(Vectorized):
             ("v", "mean", _opts(skip)),
             ("v", "variance", pc.VarianceOptions(ddof=0, skip_nulls=skip, min_count=1)),
         ]
-        out = _hash_aggregate({"v": self.values(block)}, gid, specs)
+        values = self.values(block)
+        if pa.types.is_decimal(values.type):  # variance has no decimal kernel
+            values = pc.cast(values, pa.float64())
+        out = _hash_aggregate({"v": values}, gid, specs)
         count = out.column("v_count")
         m2 = pc.multiply(out.column("v_variance"), pc.cast(count, pa.float64()))
         return {self.state(0): count, self.state(1): out.column("v_mean"), self.state(2): m2}

@@ -18,12 +18,14 @@ class ZipColumns:
 
     def __call__(self, inputs: List[Any], ctx: Any) -> Any:
         columns: dict = {}
-        for position, item in enumerate(inputs):
+        repeats: dict = {}
+        for item in inputs:
             block = resolve(item)
             for name in block.column_names:
                 out = name
-                if out in columns:
-                    out = f"{name}_{position}"
+                if name in columns or name in repeats:
+                    repeats[name] = repeats.get(name, 0) + 1
+                    out = f"{name}_{repeats[name]}"
                 columns[out] = block.column(name)
         yield pa.table(columns)
 

@@ -173,11 +173,6 @@ def test_unique_aggregation_per_group(backend, values, cuts, ignore_nulls):
         assert sorted(map(repr, r["unique(s)"])) == sorted(map(repr, expected))
 
 
-@pytest.mark.xfail(
-    reason="bug: Quantile of a column or group holding only nulls raises "
-    "ArrowNotImplementedError (quantile has no kernel for the null type) instead of giving None",
-    strict=True,
-)
 def test_quantile_of_only_nulls_is_null(backend):
     ds = sf.from_arrow(pa.table({"k": [1, 1, 2], "x": pa.array([None, None, 4], pa.int64())}))
     assert ds.groupby("k").aggregate(Quantile("x")).take_all() == [
@@ -198,11 +193,6 @@ def test_count_and_max_of_one_column_ignore_nulls(backend):
     }
 
 
-@pytest.mark.xfail(
-    reason="bug: ApproximateQuantile passes a read-only NumPy view to "
-    "kll_doubles_sketch.update, which datasketches 5.2 rejects with TypeError",
-    strict=True,
-)
 def test_approximate_quantile_close_to_numpy(backend):
     pytest.importorskip("datasketches")
     from shardflow.aggregate import ApproximateQuantile

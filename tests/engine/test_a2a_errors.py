@@ -53,24 +53,8 @@ def test_unknown_column_is_named_at_call_time(ds, call):
         "join_right",
         "aggregate",
         "map_groups",
-        pytest.param(
-            "sort",
-            marks=pytest.mark.xfail(
-                reason="bug: sort on a column missing from a schema known only at run time "
-                "raises pyarrow's KeyError ('Field \"zz\" does not exist in schema') instead of "
-                "a ValueError naming the dataset's columns",
-                strict=True,
-            ),
-        ),
-        pytest.param(
-            "repartition_keys",
-            marks=pytest.mark.xfail(
-                reason="bug: repartition(keys=) on a column missing from a schema known only at "
-                "run time raises pyarrow's KeyError instead of a ValueError naming the dataset's "
-                "columns",
-                strict=True,
-            ),
-        ),
+        "sort",
+        "repartition_keys",
     ],
 )
 def test_unknown_column_is_named_at_run_time(backend, ds, call):

@@ -300,11 +300,6 @@ class _GenericMean(Mean):
         return super().aggregate_block(block)
 
 
-@pytest.mark.xfail(
-    reason="bug: built-in Sum/Mean/Std propagate NaN values (result nan) while the same "
-    "aggregations through the generic path treat NaN as null (result None)",
-    strict=True,
-)
 def test_nan_values_aggregate_the_same_on_the_builtin_and_the_generic_path(backend):
     ds = sf.from_arrow(
         [
@@ -347,11 +342,6 @@ def test_decimal_sum_and_mean(backend):
     assert math.isclose(float(ds.mean("d")), 1.875)
 
 
-@pytest.mark.xfail(
-    reason="bug: Std of a decimal column raises ArrowTypeError (Sum and Mean work; "
-    "Ray Data gives the float standard deviation)",
-    strict=True,
-)
 def test_decimal_std(backend):
     import decimal
 
@@ -363,12 +353,6 @@ def test_decimal_std(backend):
     assert math.isclose(float(ds.std("d")), float(np.std([1.5, 2.25], ddof=1)), rel_tol=1e-3)
 
 
-@pytest.mark.xfail(
-    reason="bug: groupby on a column of Arrow null type (all values None) raises "
-    "ArrowNotImplementedError ('not_equal' has no kernel for null); Ray Data gives one "
-    "group with key None",
-    strict=True,
-)
 def test_groupby_on_a_column_of_null_type(backend):
     ds = sf.from_arrow(pa.table({"n": pa.array([None, None], pa.null()), "v": [1, 2]}))
     assert ds.groupby("n").sum("v").take_all() == [{"n": None, "sum(v)": 3}]

@@ -239,11 +239,6 @@ def test_join_keeps_tensor_and_list_columns(backend):
         assert list(by_id[i]["tags"]) == ["t"] * i
 
 
-@pytest.mark.xfail(
-    reason="bug: outer joins whose other side produced no blocks (e.g. limit(0)) pass rows "
-    "through without the other side's columns",
-    strict=True,
-)
 @pytest.mark.parametrize("how", ["left_outer", "full_outer"])
 def test_outer_join_with_an_empty_side_still_has_its_columns(backend, how):
     left = sf.from_items([{"id": 1, "a": 1}, {"id": 2, "a": 2}])

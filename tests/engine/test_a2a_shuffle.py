@@ -196,11 +196,6 @@ def test_repartition_shuffle_keeps_every_row(backend, n, cuts, k):
     assert sorted(got) == list(range(n))
 
 
-@pytest.mark.xfail(
-    reason="bug: random_shuffle and repartition(shuffle=True) of an empty dataset lose the "
-    "schema (output blocks have no columns, schema() is None)",
-    strict=True,
-)
 @pytest.mark.parametrize("op", ["random_shuffle", "repartition_shuffle"])
 def test_shuffles_of_empty_input_keep_the_schema(backend, op):
     empty = sf.from_arrow(pa.table({"x": pa.array([], pa.int64()), "s": pa.array([], pa.string())}))
@@ -307,11 +302,6 @@ def test_zip_combines_rows_whatever_the_block_layouts(backend, n, cuts):
     assert got == [{"x": i, "y": 2 * i, "z": 3 * i} for i in range(n)]
 
 
-@pytest.mark.xfail(
-    reason="bug: zip suffixes a duplicate column with the dataset's position "
-    "(x_2) where Ray Data counts that name's duplicates (x_1)",
-    strict=True,
-)
 def test_zip_duplicate_names_counted_per_name(backend):
     # Ray Data: range(2).zip(range(2), range(2)) -> id, id_1, id_2; a{id, x}.zip(b{id},
     # c{x, y}) -> id, x, id_1, x_1, y.

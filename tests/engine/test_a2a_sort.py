@@ -118,14 +118,7 @@ def test_sort_keeps_schema_and_empty_input(backend):
     "descending",
     [
         False,
-        pytest.param(
-            True,
-            marks=pytest.mark.xfail(
-                reason="bug: descending sort with boundaries puts each boundary value in the block "
-                "above it (Ray Data cuts the same value ranges as ascending, in reverse)",
-                strict=True,
-            ),
-        ),
+        True,
     ],
 )
 def test_sort_with_boundaries_cuts_blocks_at_them(backend, descending):

@@ -65,20 +65,26 @@ def test_split_at_indices(backend, n, cuts, indices):
     proportions=st.lists(st.sampled_from([0.1, 0.2, 0.25, 0.3]), min_size=1, max_size=3),
 )
 def test_split_proportionately_loses_nothing(backend, n, cuts, proportions):
+    # Ray Data's rule: cut at int(n * cumulative proportion), then move cuts forward so that
+    # no split is empty; when the rows cannot allow that, a ValueError.
+    indices = [int(n * c) for c in np.cumsum(proportions)]
+    taken = 0
+    for i in range(len(indices) - 2, -1, -1):
+        indices[i] -= taken
+        if indices[i] == indices[i + 1]:
+            taken += 1
+            indices[i] -= 1
+    if any(i <= 0 for i in indices):
+        with pytest.raises(ValueError, match="non-empty splits"):
+            numbered(n, cuts).split_proportionately(proportions)
+        return
     parts = numbered(n, cuts).split_proportionately(proportions)
     assert len(parts) == len(proportions) + 1
     assert [v for p in parts for v in ids(p)] == list(range(n))
-    # Each split takes at most its share, rounded down (the last one takes the rest).
-    cumulative = np.cumsum(proportions)
     ends = [sum(p.count() for p in parts[: i + 1]) for i in range(len(proportions))]
-    assert all(end <= int(n * c) for end, c in zip(ends, cumulative))
+    assert ends == indices
 
 
-@pytest.mark.xfail(
-    reason="bug: split_proportionately gives an empty split where Ray Data moves a row into "
-    "it (Ray: range(10).split_proportionately([0.3, 0.05]) -> sizes [2, 1, 7])",
-    strict=True,
-)
 def test_split_proportionately_gives_no_empty_split_when_rows_allow(backend):
     assert [p.count() for p in sf.range(10).split_proportionately([0.3, 0.05])] == [2, 1, 7]
 
