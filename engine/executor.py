@@ -61,7 +61,7 @@ class StreamingExecutor:
         self._done: set = set()
         self._stopped: set = set()
         self.runtime = OperatorRuntime(
-            backend, self.budget, context, self._events, self._out.empty, self.cancelled
+            backend, self.budget, context, self._events, self._starved, self.cancelled
         )
         shown = [op for op in self._ops if op.shown_in_stats]
         self.stats = ExecutionStats(backend.name, context.memory_budget_bytes, [op.stats for op in shown])
@@ -202,6 +202,14 @@ class StreamingExecutor:
             f"The execution made no progress for {idle:.0f} s (DataContext.no_progress_timeout_s"
             f"={limit}): {detail}."
         )
+
+    def _starved(self, op: PhysicalOperator) -> bool:
+        """Whether ``op``'s consumer has nothing it can work on (see BudgetGate)."""
+        consumer = self._consumer.get(id(op))
+        if consumer is None:
+            return self._out.empty()
+        ready = consumer[0].ready_input_bytes()
+        return self._starved(consumer[0]) if ready is None else ready == 0
 
     def _may_return(self, cancelled_at: float) -> bool:
         """After a cancellation: once no task runs, or after a grace period once only tasks

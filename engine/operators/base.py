@@ -115,6 +115,12 @@ class PhysicalOperator:
         """Bytes of blocks the operator holds (queued inputs, outputs not yet taken)."""
         return 0
 
+    def ready_input_bytes(self) -> Optional[int]:
+        """Bytes of queued input the operator can start working on without more input (0
+        while it waits to gather enough); None for an operator that passes its input on
+        at once (then its own consumer decides)."""
+        return None
+
     def cancel(self) -> None:
         """Stop all work: cancel running tasks and release held blocks."""
         self.cancelled = True
@@ -136,7 +142,9 @@ class OperatorRuntime:
         backend: Where tasks run.
         budget: The memory budget of this execution.
         context: The settings of this execution.
-        output_waiting: True while the consumer has nothing to read (see ``BudgetGate``).
+        downstream_starved: ``downstream_starved(op)`` is True while whatever consumes ``op``'s
+            output (the next operator, or the user) has nothing it can work on (see
+            ``BudgetGate``).
     """
 
     def __init__(
@@ -145,7 +153,7 @@ class OperatorRuntime:
         budget: MemoryBudget,
         context: DataContext,
         events: "queue.Queue",
-        output_waiting: Callable[[], bool],
+        downstream_starved: Callable[[PhysicalOperator], bool],
         cancelled: threading.Event,
     ):
         self.backend = backend
@@ -153,7 +161,7 @@ class OperatorRuntime:
         self.context = context
         self.preserve_order = context.preserve_order
         self.events = events
-        self.output_waiting = output_waiting
+        self.downstream_starved = downstream_starved
         self.cancelled = cancelled
         self._running: Dict[int, _RunningTask] = {}
         self.errored_blocks = 0  # failed tasks skipped under DataContext.max_errored_blocks

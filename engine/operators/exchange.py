@@ -86,13 +86,22 @@ class ExchangeOperator(PhysicalOperator):
         return budget.used() >= budget.limit * SPILL_FRACTION
 
     def _ready_queue(self) -> Optional[int]:
+        """An input whose queued blocks are enough for a prepare task: a run's worth, the last
+        of that input, or whatever is queued once the budget is under pressure (waiting to
+        gather more could then wait forever)."""
+        pressed = self.runtime.budget.used() >= self.runtime.budget.limit * SPILL_FRACTION
         for index, queue_ in enumerate(self._queues):
             if not queue_:
                 continue
             queued = sum(b.meta.size_bytes or 0 for _, b in queue_)
-            if self._inputs_done[index] or queued >= self.min_bytes_per_prepare:
+            if self._inputs_done[index] or pressed or queued >= self.min_bytes_per_prepare:
                 return index
         return None
+
+    def ready_input_bytes(self) -> int:
+        if self._ready_queue() is None:
+            return 0
+        return sum(b.charge for q in self._queues for _, b in q) or 1
 
     def _launch_prepare(self, index: int) -> None:
         queue_ = self._queues[index]

@@ -101,6 +101,12 @@ class MapOperator(PhysicalOperator):
             self.inputs_complete and not self._queue and not self._ready and self._pool.idle
         )
 
+    def ready_input_bytes(self) -> int:
+        need = self.min_rows_per_task
+        if need and not self.inputs_complete and self._queued_rows < need:
+            return 0
+        return sum(b.charge for b in self._queue) or (1 if self._queue else 0)
+
     def held_bytes(self) -> int:
         return sum(b.charge for b in self._queue) + sum(b.charge for b in self._ready) + self._pool.held_bytes()
 

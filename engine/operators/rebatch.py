@@ -77,6 +77,11 @@ class RebatchOperator(PhysicalOperator):
         pieces[-1].charge = sum(b.charge for b in consumed)
         self._pool.launch(_Join(), pieces, THREAD)
 
+    def ready_input_bytes(self) -> int:
+        if self.next_task_kind() is None:
+            return 0
+        return sum(b.charge for b in self._pending) or 1
+
     def has_pending_work(self, kind: str) -> bool:
         return kind == THREAD and (bool(self._pending) or bool(self._pool.running))
 

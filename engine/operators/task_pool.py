@@ -40,8 +40,9 @@ class BudgetGate:
 
     Blocks are reserved at the size of the largest block the operator has produced so far.
     When order is preserved, the oldest running task (the head) may pass a full budget while
-    the consumer has nothing to read, which guarantees progress; the others leave room for
-    one block of the head.
+    its consumer has nothing it can work on: blocks of later tasks may fill the budget while
+    they wait for the head, and only the head can break that. The others leave room for one
+    block of the head.
     """
 
     def __init__(self, pool: "TaskPool", index: int):
@@ -53,7 +54,7 @@ class BudgetGate:
         return self._pool.ordered and self._pool.head == self._index
 
     def _exempt(self) -> bool:
-        return self._is_head() and self._pool.runtime.output_waiting()
+        return self._is_head() and self._pool.runtime.downstream_starved(self._pool.op)
 
     def _cancelled(self) -> bool:
         return self._pool.runtime.cancelled.is_set() or self._pool.op.cancelled

@@ -84,6 +84,11 @@ class ZipOperator(PhysicalOperator):
             pieces.append(piece)
         self._pool.launch(ZipColumns(), pieces, THREAD)
 
+    def ready_input_bytes(self) -> int:
+        if not all(self._pending):
+            return 0
+        return sum(b.charge for q in self._pending for b in q) or 1
+
     def has_pending_work(self, kind: str) -> bool:
         return kind == THREAD and (bool(self._pool.running) or all(self._pending))
 

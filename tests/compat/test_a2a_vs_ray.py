@@ -300,10 +300,6 @@ def test_splits_like_ray(both):
     assert sizes(sf) == sizes(both)
 
 
-@pytest.mark.xfail(
-    reason="bug: split_proportionately leaves a split empty where Ray Data moves a row into it",
-    strict=True,
-)
 def test_split_proportionately_small_share_like_ray(both):
     def sizes(module):
         return [d.count() for d in module.range(10).split_proportionately([0.3, 0.05])]
@@ -332,11 +328,6 @@ def test_zip_and_union_like_ray(both):
     )
 
 
-@pytest.mark.xfail(
-    reason="bug: zip suffixes a duplicate column with the dataset's position "
-    "(x_2) where Ray Data counts that name's duplicates (x_1)",
-    strict=True,
-)
 def test_zip_duplicate_names_like_ray(both):
     ray_a, ray_b, ray_c = _zip_inputs(both, "x")
     sf_a, sf_b, sf_c = _zip_inputs(sf, "x")

@@ -59,11 +59,6 @@ def test_sort_larger_than_budget(small_budget):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="bug: a sort right after a random_shuffle holds ~2.7x the memory budget in flight "
-    "(each exchange alone, and sort after sort, stay within it)",
-    strict=True,
-)
 def test_shuffle_then_sort_stays_within_budget(small_budget):
     ds = sf.range(ROWS, override_num_blocks=48).random_shuffle(seed=1).sort("id")
     ids = _ids(ds)
