@@ -110,9 +110,17 @@ def require(obj: Any, *names: str, owner: str | None = None) -> None:
         raise Unavailable(f"{owner} has no {', '.join(missing)} yet")
 
 
-def own_peak_rss() -> int:
-    """Peak resident memory of this process so far, in bytes (Linux reports KiB)."""
-    import resource
+def own_peak_rss() -> int | None:
+    """Peak resident memory of this process so far, in bytes, or None where unknown.
 
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024
+    Read from ``VmHWM`` (Linux), which starts afresh at ``exec``; ``ru_maxrss`` would not do:
+    it carries over the forking parent's resident size.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
