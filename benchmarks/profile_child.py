@@ -40,6 +40,10 @@ OUTSIDE_PIPELINE = ("start_shardflow", "start_ray_data", "import_engine", "summa
 # The family's ``run`` function: main-thread samples count only beneath it.
 FAMILY_RUN = re.compile(r"^run \(.*b\d+_\w+\.py")
 FRAME_LINE = re.compile(r":\d+\)$")
+# A stack whose innermost frame outside libc is one of these is a thread waiting (for a lock,
+# the GIL, a queue or Arrow's executor), not computing; with --native py-spy counts those too.
+WAITING = ("PyThread_acquire_lock_timed", "condition_variable::wait", "Condition.wait (",
+           "sem_wait", "SimpleQueue_get_impl", "take_gil")
 
 
 def parse_raw(lines: Iterable[str]) -> list[tuple[str, list[str], int]]:
@@ -75,8 +79,15 @@ def _name(frame: str) -> str:
     return f"{head} ({where.rsplit('/', 1)[-1]}" if sep else frame
 
 
+def is_waiting(frames: Sequence[str]) -> bool:
+    inner = next((f for f in reversed(frames) if "(libc.so" not in f), "")
+    return any(marker in inner for marker in WAITING)
+
+
 def summarize(samples: list[tuple[str, list[str], int]], top: int) -> dict:
-    kept = [(t, f, c) for t, f, c in samples if in_pipeline(t, f)]
+    pipeline = [(t, f, c) for t, f, c in samples if in_pipeline(t, f)]
+    kept = [(t, f, c) for t, f, c in pipeline if not is_waiting(f)]
+    waiting = sum(c for _, _, c in pipeline) - sum(c for _, _, c in kept)
     total = sum(c for _, _, c in kept) or 1
     inclusive: collections.Counter = collections.Counter()
     self_time: collections.Counter = collections.Counter()
@@ -92,7 +103,8 @@ def summarize(samples: list[tuple[str, list[str], int]], top: int) -> dict:
     def share(counter: collections.Counter) -> list[tuple[str, float]]:
         return [(name, round(100 * n / total, 1)) for name, n in counter.most_common(top)]
 
-    return {"samples": total, "dropped": sum(c for _, _, c in samples) - total,
+    return {"samples": total, "waiting": waiting,
+            "dropped": sum(c for _, _, c in samples) - total - waiting,
             "threads": share(threads), "inclusive": share(inclusive), "self": share(self_time)}
 
 
@@ -122,20 +134,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--native", action="store_true", help="include C/C++ frames")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--raw", help="keep py-spy's raw output at this path")
+    parser.add_argument("--summarize", metavar="RAW",
+                        help="only summarize a raw file kept earlier with --raw")
     args = parser.parse_args(argv)
     name = args.benchmark.upper()
     if name not in all_benchmarks():
         parser.error(f"unknown benchmark {name!r}; choose from {sorted(all_benchmarks())}")
     with tempfile.TemporaryDirectory() as tmp:
-        raw_path = args.raw or os.path.join(tmp, "profile.txt")
-        result = record(name, args.system, args.scale, args.rate, args.native, raw_path)
+        raw_path = args.summarize or args.raw or os.path.join(tmp, "profile.txt")
+        result = {} if args.summarize else record(name, args.system, args.scale, args.rate,
+                                                  args.native, raw_path)
         with open(raw_path) as f:
             summary = summarize(parse_raw(f), args.top)
     seconds = result.get("seconds") or 0.0
     cores = summary["samples"] / (args.rate * seconds) if seconds else 0.0
     print(f"{name} {args.system} scale {args.scale:g}: {seconds:.3f} s under py-spy, "
-          f"{summary['samples']} samples in the pipeline (~{cores:.2f} cores busy), "
-          f"{summary['dropped']} outside it")
+          f"{summary['samples']} samples computing in the pipeline (~{cores:.2f} cores), "
+          f"{summary['waiting']} waiting, {summary['dropped']} outside it")
     for title in ("threads", "inclusive", "self"):
         print(f"\n{title} (% of pipeline samples):")
         for entry, pct in summary[title]:
