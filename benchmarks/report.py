@@ -41,8 +41,9 @@ class Summary:
     unavailable: str | None = None
 
 
-def _median(values: Sequence[float]) -> float | None:
-    return statistics.median(values) if values else None
+def _median(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
 def summarize(bench: Benchmark, systems: Sequence[str],
@@ -60,7 +61,7 @@ def summarize(bench: Benchmark, systems: Sequence[str],
             runs=len(ok),
             failures=len([m for m in mine if m.error is not None]),
             all_seconds=[m.seconds for m in ok],
-            peak_rss=_median([m.peak_rss for m in ok if m.peak_rss]),
+            peak_rss=_median([m.peak_rss for m in ok]),
             unavailable=missing,
         ))
     return out
@@ -144,8 +145,9 @@ def verdicts(bench: Benchmark, summaries: Sequence[Summary]) -> list[tuple[str, 
         values = by_metric[target.metric]
         ratio = target.ratio(values)
         if ratio is None:
-            if target.system in unavailable:
-                why = f"{target.system} not available ({unavailable[target.system]})"
+            missing = [s for s in (target.system, *target.references()) if s in unavailable]
+            if missing:
+                why = "; ".join(f"{s} not available ({unavailable[s]})" for s in missing)
             else:
                 needed = " or ".join(target.references())
                 why = f"{target.system} and {needed} both needed"
