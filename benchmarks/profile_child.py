@@ -118,7 +118,8 @@ def record(bench: str, system: str, scale: float, rate: int, native: bool, raw_p
     # Without --native, py-spy need not pause the child for each sample.
     command.append("--native" if native else "--nonblocking")
     command += ["--", interpreter(system), CHILD, bench, system, repr(scale)]
-    done = subprocess.run(command, capture_output=True, text=True, env=child_env(), cwd=HERE)
+    done = subprocess.run(command, capture_output=True, text=True, env=child_env(), cwd=HERE,
+                          check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
     if done.returncode != 0 or not lines:
         raise SystemExit(f"the profiled child failed:\n{done.stderr[-3000:]}")

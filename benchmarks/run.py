@@ -136,7 +136,7 @@ def _daft_version() -> str:
             "except m.PackageNotFoundError: print('(not installed)')")
     try:
         done = subprocess.run([interpreter(DAFT), "-c", code], capture_output=True, text=True,
-                              timeout=60)
+                              timeout=60, check=False)
         return done.stdout.strip() or "(unknown)"
     except (OSError, subprocess.SubprocessError):
         return "(unknown)"

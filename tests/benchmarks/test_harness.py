@@ -16,11 +16,11 @@ import pytest
 BENCHMARKS = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks")
 sys.path.insert(0, os.path.abspath(BENCHMARKS))
 
-import monitor  # noqa: E402
-import profile_child  # noqa: E402
-import registry  # noqa: E402
-import report  # noqa: E402
-from registry import Benchmark, Target  # noqa: E402
+import monitor
+import profile_child
+import registry
+import report
+from registry import Benchmark, Target
 
 
 def test_target_against_the_best_of_several_references():
@@ -110,15 +110,13 @@ def test_monitor_sees_the_memory_of_a_grandchild():
 
 
 def test_profile_summary_keeps_only_the_pipeline():
+    main = 'process 1:"python child.py";thread (1): MainThread;<module> (child.py:5);'
+    worker = 'process 1:"python child.py";thread (2): shardflow_0;drive_task (task_runner.py:2);'
     raw = [
-        'process 1:"python child.py";thread (1): MainThread;<module> (child.py:5);'
-        'main (child.py:9);start_shardflow (systems.py:3);<module> (shardflow/__init__.py:1) 5',
-        'process 1:"python child.py";thread (1): MainThread;<module> (child.py:5);'
-        'main (child.py:9);run (benchmarks/b4_parquet_etl.py:200);write (x.py:1) 3',
-        'process 1:"python child.py";thread (2): shardflow_0;drive_task (task_runner.py:2);'
-        'read (parquet.py:10) 6',
-        'process 1:"python child.py";thread (2): shardflow_0;drive_task (task_runner.py:2);'
-        'Condition.wait (threading.py:320) 4',
+        main + "main (child.py:9);start_shardflow (systems.py:3);<module> (sf/__init__.py:1) 5",
+        main + "main (child.py:9);run (benchmarks/b4_parquet_etl.py:200);write (x.py:1) 3",
+        worker + "read (parquet.py:10) 6",
+        worker + "Condition.wait (threading.py:320) 4",
     ]
     summary = profile_child.summarize(profile_child.parse_raw(raw), top=10)
     assert summary["samples"] == 9 and summary["waiting"] == 4 and summary["dropped"] == 5
