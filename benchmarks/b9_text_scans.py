@@ -13,7 +13,10 @@ order a system adds in, and it equals the one computed with NumPy when the input
   then ``take_all()`` and a sum of the partials on the driver;
 - Polars: ``scan_csv`` / ``scan_ndjson`` over the files and one ``select`` of the sums;
 - DuckDB: ``read_csv`` / ``read_json`` in one ``SELECT`` of the sums;
-- Daft: ``read_csv`` / ``read_json`` and one ``agg`` of the sums.
+- Daft: ``read_csv`` / ``read_json`` and one ``agg`` of the sums;
+- the bare reference (``pyarrow-2threads``, no target): ``pyarrow.csv.read_csv`` /
+  ``pyarrow.json.read_json`` of one file per task, single-threaded, on two threads, then the
+  same partial sums: what Arrow's parsers cost without an engine around them.
 
 The time covers the scan and the checksum; imports and cluster start-up come first.
 """
@@ -30,6 +33,7 @@ from registry import (
     DUCKDB,
     ENGINES,
     POLARS,
+    PYARROW_2THREADS,
     RAY_DATA,
     SHARDFLOW_LOCAL,
     SHARDFLOW_RAY,
@@ -218,6 +222,25 @@ def _daft(fmt: str, source: str) -> dict[str, int]:
     return {key: int(value) for key, value in row.items()}
 
 
+def _pyarrow_threads(fmt: str, source: str) -> dict[str, int]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow.csv as pacsv
+    import pyarrow.json as pajson
+
+    def one(name: str) -> dict[str, Any]:
+        path = os.path.join(source, name)
+        if fmt == CSV:
+            table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(use_threads=False))
+        else:
+            table = pajson.read_json(path, read_options=pajson.ReadOptions(use_threads=False))
+        return partial_checksum(table).to_pylist()[0]
+
+    files = sorted(name for name in os.listdir(source) if name.endswith(f".{fmt}"))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return _combine(list(pool.map(one, files)))
+
+
 ENGINE_RUNNERS = {POLARS: _polars, DUCKDB: _duckdb, DAFT: _daft}
 
 
@@ -240,7 +263,7 @@ def _benchmark(name: str, fmt: str, title: str) -> Benchmark:
         name=name,
         title=title,
         family=__name__,
-        systems=(SHARDFLOW_LOCAL, SHARDFLOW_RAY, RAY_DATA, *ENGINES),
+        systems=(SHARDFLOW_LOCAL, SHARDFLOW_RAY, RAY_DATA, *ENGINES, PYARROW_2THREADS),
         rows=num_rows,
         check=_checker(fmt),
         prepare=lambda scale: prepare_format(fmt, scale),
@@ -274,6 +297,12 @@ def run(bench: Benchmark, system: str, scale: float) -> dict[str, Any]:
         import_engine(system)
         start = time.perf_counter()
         result = ENGINE_RUNNERS[system](fmt, source)
+    elif system == PYARROW_2THREADS:
+        import pyarrow.csv
+        import pyarrow.json  # noqa: F401  (imported before the clock, as elsewhere)
+
+        start = time.perf_counter()
+        result = _pyarrow_threads(fmt, source)
     elif system == RAY_DATA:
         from systems import ship_by_value, start_ray_data
 

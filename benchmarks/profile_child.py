@@ -65,7 +65,7 @@ def parse_raw(lines: Iterable[str]) -> list[tuple[str, list[str], int]]:
 
 
 def in_pipeline(thread: str, frames: Sequence[str]) -> bool:
-    if not any(f.startswith("<module> (") and "child.py" in f for f in frames[:1]):
+    if not any(f.startswith("<module> (") and "child.py" in f for f in frames):
         return True  # not the main thread: the engine's threads only ever run the pipeline
     if not any(FAMILY_RUN.match(f) for f in frames):
         return False
