@@ -105,6 +105,7 @@ def table_rows(bench: Benchmark, summaries: Sequence[Summary], scale: float) -> 
             bench.name,
             s.system,
             _fmt_s(s.seconds),
+            _fmt_s(min(s.all_seconds) if s.all_seconds else None),
             "-" if s.peak_rss is None else f"{s.peak_rss / 2**20:.0f}",
             _fmt_rate(rows, s.seconds),
             _fmt_s(s.spawn_to_result_s),
@@ -115,7 +116,7 @@ def table_rows(bench: Benchmark, summaries: Sequence[Summary], scale: float) -> 
     return cells
 
 
-HEADER = ("bench", "system", "time s", "peak RSS MiB", "rows/s", "spawn->result s",
+HEADER = ("bench", "system", "time s", "best s", "peak RSS MiB", "rows/s", "spawn->result s",
           "time/best peer", "vs ray-data", "runs")
 
 
@@ -191,3 +192,39 @@ def check_results(bench: Benchmark, measurements: Sequence[Measurement], scale: 
             if message:
                 errors.append(f"repeat {repeat + 1}: {message}")
     return errors
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the table and verdicts again from a ``run.py --json`` file."""
+    import argparse
+    import json
+
+    from registry import all_benchmarks
+
+    parser = argparse.ArgumentParser(description="Re-print the table of a run.py --json file.")
+    parser.add_argument("path")
+    parser.add_argument("--scale", type=float, default=1.0, help="the scale of that run")
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args(argv)
+    with open(args.path) as f:
+        measurements = [Measurement(**m) for m in json.load(f)]
+    registry = all_benchmarks()
+    rows, lines = [], []
+    for name in dict.fromkeys(m.benchmark for m in measurements):
+        bench = registry[name]
+        systems = [s for s in bench.systems if any(m.system == s and m.benchmark == name
+                                                   for m in measurements)]
+        summaries = summarize(bench, systems, measurements)
+        rows += table_rows(bench, summaries, args.scale)
+        lines += [f"{verdict} {text}" for verdict, text in verdicts(bench, summaries)]
+        lines += [f"WRONG {e}" for e in check_results(bench, measurements, args.scale)]
+    lines += unavailable_lines(measurements)
+    print(format_markdown(rows) if args.markdown else format_text(rows))
+    print("\n".join(["", *lines, load_line(measurements)]))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
