@@ -24,6 +24,7 @@ class Measurement:
     peak_rss: int | None = None  # bytes, whole process tree, over the measured span
     other_cores: float | None = None  # cores busy with other work while the child ran
     unavailable: str | None = None  # why the system cannot run this benchmark
+    warning: str | None = None  # e.g. the child crashed at exit after printing its result
 
 
 @dataclass
@@ -160,12 +161,16 @@ def verdicts(bench: Benchmark, summaries: Sequence[Summary]) -> list[tuple[str, 
 
 
 def unavailable_lines(measurements: Sequence[Measurement]) -> list[str]:
-    """One ``N/A`` line per (benchmark, system) that could not run, with the reason."""
+    """One ``N/A`` line per (benchmark, system) that could not run, with the reason, and one
+    ``WARN`` line per run that completed but ended badly."""
     seen: dict[tuple[str, str], str] = {}
     for m in measurements:
         if m.unavailable:
             seen.setdefault((m.benchmark, m.system), m.unavailable)
-    return [f"N/A {bench} {system}: {why}" for (bench, system), why in seen.items()]
+    lines = [f"N/A {bench} {system}: {why}" for (bench, system), why in seen.items()]
+    lines += [f"WARN {m.benchmark} {m.system} run {m.repeat + 1}: {m.warning}"
+              for m in measurements if m.warning]
+    return lines
 
 
 def load_line(measurements: Sequence[Measurement]) -> str:

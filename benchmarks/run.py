@@ -98,10 +98,13 @@ def measure(bench: Benchmark, system: str, scale: float, repeat: int, timeout_s:
         usage = monitor.stop()
         m.other_cores = usage.other_cores
     lines = [line for line in out.splitlines() if line.startswith(RESULT_PREFIX)]
-    if proc.returncode != 0 or not lines:
+    if not lines:
         tail = "\n".join(err.strip().splitlines()[-15:])
         m.error = f"exit code {proc.returncode}, no result line\n{tail}"
         return m
+    if proc.returncode != 0:
+        # The measurement is complete; the crash came while the process shut down.
+        m.warning = f"exit code {proc.returncode} after printing its result"
     data = json.loads(lines[-1])
     if data.get("unavailable"):
         m.unavailable = data["unavailable"]
