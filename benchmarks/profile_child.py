@@ -47,8 +47,9 @@ WAITING = ("PyThread_acquire_lock_timed", "condition_variable::wait", "Condition
 
 
 def parse_raw(lines: Iterable[str]) -> list[tuple[str, list[str], int]]:
-    """py-spy's raw format: ``process;thread (tid): name;frame;...;frame COUNT`` per line.
-    Returns ``(thread name, frames outermost first, count)``."""
+    """py-spy's raw format: ``process PID:"cmd";thread (TID): name;frame;...;frame COUNT`` per
+    line. Returns ``(thread name, frames outermost first, count)``; the main thread is always
+    named ``MainThread`` (py-spy leaves it unnamed in some modes; its TID is the PID)."""
     samples = []
     for line in lines:
         line = line.rstrip("\n")
@@ -59,16 +60,20 @@ def parse_raw(lines: Iterable[str]) -> list[tuple[str, list[str], int]]:
         thread_index = next((i for i, p in enumerate(parts) if p.startswith("thread (")), None)
         if thread_index is None:
             continue
-        thread = parts[thread_index].partition(": ")[2] or parts[thread_index]
-        samples.append((thread, parts[thread_index + 1:], int(count)))
+        head, _, name = parts[thread_index].partition(": ")
+        pid = re.match(r"process (\d+)", parts[0])
+        tid = re.match(r"thread \((?:0x[0-9a-f]+ )?(\d+)\)", head)
+        if pid and tid and pid.group(1) == tid.group(1):
+            name = "MainThread"
+        samples.append((name or head, parts[thread_index + 1:], int(count)))
     return samples
 
 
 def in_pipeline(thread: str, frames: Sequence[str]) -> bool:
-    if not any(f.startswith("<module> (") and "child.py" in f for f in frames):
-        return True  # not the main thread: the engine's threads only ever run the pipeline
+    if thread != "MainThread":
+        return True  # the engine's threads only ever run the pipeline
     if not any(FAMILY_RUN.match(f) for f in frames):
-        return False
+        return False  # start-up before ``run``, or the interpreter shutting down
     return not any(marker in f for f in frames for marker in OUTSIDE_PIPELINE)
 
 
