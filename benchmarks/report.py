@@ -147,9 +147,12 @@ def verdicts(bench: Benchmark, summaries: Sequence[Summary]) -> list[tuple[str, 
         values = by_metric[target.metric]
         ratio = target.ratio(values)
         if ratio is None:
-            missing = [s for s in (target.system, *target.references()) if s in unavailable]
-            if missing:
-                why = "; ".join(f"{s} not available ({unavailable[s]})" for s in missing)
+            if target.system in values:  # every reference is missing
+                blamed = [s for s in target.references() if s in unavailable]
+            else:
+                blamed = [target.system] if target.system in unavailable else []
+            if blamed:
+                why = "; ".join(f"{s} not available ({unavailable[s]})" for s in blamed)
             else:
                 needed = " or ".join(target.references())
                 why = f"{target.system} and {needed} both needed"

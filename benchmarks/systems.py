@@ -97,8 +97,9 @@ def import_engine(module: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise Unavailable(f"{module} is not installed ({exc}); run `make bench` or "
-                          f"pip install -e '.[benchmark]'") from None
+        how = (f"`make bench` installs it in {DAFT_VENV}" if module == DAFT
+               else "run `make bench` or pip install -e '.[benchmark]'")
+        raise Unavailable(f"{module} is not installed ({exc}); {how}") from None
 
 
 def require(obj: Any, *names: str, owner: str | None = None) -> None:

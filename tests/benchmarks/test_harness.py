@@ -86,6 +86,17 @@ def test_table_and_verdicts_from_measurements():
     assert report.unavailable_lines(ms) == ["N/A BX ray-data: not installed"]
 
 
+def test_a_skip_blames_the_missing_system_first():
+    bench = _bench()
+    ms = [report.Measurement("BX", "polars", 0, seconds=1.0, peak_rss=1),
+          report.Measurement("BX", "duckdb", 0, unavailable="duckdb missing")]
+    verdicts = report.verdicts(bench, report.summarize(bench, bench.systems, ms))
+    assert verdicts[0] == ("SKIP", "fast: not measured (me and polars or duckdb both needed)")
+    ms.append(report.Measurement("BX", "me", 0, unavailable="no such operation"))
+    verdicts = report.verdicts(bench, report.summarize(bench, bench.systems, ms))
+    assert "me not available (no such operation)" in verdicts[0][1]
+
+
 def test_peak_rss_window_and_slack():
     usage = monitor.TreeUsage(samples=[(1.0, 10), (2.0, 50), (3.0, 20)], tree_cpu_s=1.0,
                               busy_cpu_s=3.0, wall_s=2.0)
