@@ -25,11 +25,22 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
-bench: $(STAMP)
-	$(PY) benchmarks/run.py
+# Daft caps pyarrow below the version shardflow is tested with, so it gets a venv of its own
+# (benchmarks/systems.py runs Daft's children with it); the main venv keeps its pyarrow.
+DAFT_VENV := .venv-daft
+DAFT_STAMP := $(DAFT_VENV)/.installed
+
+$(DAFT_STAMP):
+	$(PYTHON) -m venv $(DAFT_VENV)
+	$(DAFT_VENV)/bin/python -m pip install --quiet "daft>=0.7,<0.8" numpy
+	touch $(DAFT_STAMP)
+
+bench: $(STAMP) $(DAFT_STAMP)
+	$(PY) -m pip install --quiet -e ".[test,benchmark]"
+	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
 compat-table: $(STAMP)
 	$(PY) tests/compat/gen_compat_table.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(DAFT_VENV) build *.egg-info

@@ -10,6 +10,11 @@ fresh folder. The bare baseline runs ``read_table -> etl -> write_table`` per fi
 threads. The time covers the pipeline only (imports and cluster start-up come first);
 afterwards the child reads its output back with pyarrow and reports its row count and the
 sums of ``id`` and ``key``, which must equal the values computed from the generated input.
+
+Polars, DuckDB and Daft run the same query in their own languages (a lazy scan, SQL, a Daft
+DataFrame) and write snappy Parquet with their own writers: Polars and DuckDB write one file,
+Daft one or more. Their string lengths count characters, as ``pyarrow.compute.utf8_length``
+does (the labels are ASCII).
 """
 
 from __future__ import annotations
@@ -21,6 +26,10 @@ from typing import Any
 
 from benchdata import ensure_input, files_dir, fresh_output_dir, read_manifest, remove
 from registry import (
+    DAFT,
+    DUCKDB,
+    ENGINES,
+    POLARS,
     PYARROW_2THREADS,
     RAY_DATA,
     SHARDFLOW_LOCAL,
@@ -47,6 +56,11 @@ def _input_name(scale: float) -> str:
     return f"b4_parquet_{num_rows(scale)}rows_{NUM_FILES}files"
 
 
+def input_files(scale: float) -> str:
+    """The folder of the generated input files for ``scale`` (B9-ITER reads them too)."""
+    return files_dir(_input_name(scale))
+
+
 def _spec(scale: float) -> dict[str, Any]:
     return {"rows": num_rows(scale), "files": NUM_FILES, "seed": SEED, "version": FORMAT_VERSION}
 
@@ -63,6 +77,15 @@ def etl(batch: Any) -> Any:
         pc.utf8_length(kept["label"]).cast(pa.int64()),
     )
     return kept.append_column("score", score).append_column("key", key)
+
+
+def warm_up() -> None:
+    """Run :func:`etl` once on a tiny table before the clock starts (pyarrow's compute
+    functions import pandas and parse their signatures on first use)."""
+    import pyarrow as pa
+
+    etl(pa.table({"id": [1], "a": [0.5], "b": [0.5], "c": pa.array([1], pa.int32()),
+                  "label": ["x"]}))
 
 
 def _generate(folder: str, scale: float) -> dict[str, Any]:
@@ -125,7 +148,7 @@ BENCHMARKS = [
         title=("read_parquet(~1 GB x scale, 32 files) -> map_batches(pyarrow: filter, 2 new "
                "columns) -> write_parquet"),
         family=__name__,
-        systems=(SHARDFLOW_LOCAL, SHARDFLOW_RAY, RAY_DATA, PYARROW_2THREADS),
+        systems=(SHARDFLOW_LOCAL, SHARDFLOW_RAY, RAY_DATA, PYARROW_2THREADS, *ENGINES),
         rows=num_rows,
         check=_check,
         prepare=prepare,
@@ -134,7 +157,12 @@ BENCHMARKS = [
                    SHARDFLOW_LOCAL, RAY_DATA, 2.0),
             Target("B4: shardflow-local within 1.25x of the bare pyarrow loop",
                    SHARDFLOW_LOCAL, PYARROW_2THREADS, 1.25, kind="within"),
+            Target("B4: shardflow-local within 1.25x of the fastest of Polars, DuckDB, Daft",
+                   SHARDFLOW_LOCAL, ENGINES, 1.25, kind="within"),
+            Target("B4: shardflow-local peak RSS at most 1.5x Polars'",
+                   SHARDFLOW_LOCAL, POLARS, 1.5, kind="within", metric="rss"),
         ),
+        peers=ENGINES,
     ),
 ]
 
@@ -168,13 +196,73 @@ def summarize_output(out: str) -> dict[str, int]:
     }
 
 
+def _polars(source: str, out: str) -> None:
+    from systems import import_engine
+
+    pl = import_engine("polars")
+    os.makedirs(out)
+    (
+        pl.scan_parquet(os.path.join(source, "*.parquet"))
+        .filter(pl.col("a") >= KEEP_FROM)
+        .with_columns(
+            score=pl.col("a") * 1.5 + pl.col("b"),
+            key=pl.col("c").cast(pl.Int64) * 3 + pl.col("label").str.len_chars().cast(pl.Int64),
+        )
+        .sink_parquet(os.path.join(out, "part-0.parquet"), compression="snappy")
+    )
+
+
+def _duckdb(source: str, out: str) -> None:
+    from systems import import_engine
+
+    duckdb = import_engine("duckdb")
+    os.makedirs(out)
+    target = os.path.join(out, "part-0.parquet")
+    with duckdb.connect() as con:
+        con.execute(
+            f"""COPY (
+                SELECT *, 1.5 * a + b AS score,
+                       3 * CAST(c AS BIGINT) + CAST(length(label) AS BIGINT) AS key
+                FROM read_parquet('{os.path.join(source, "*.parquet")}')
+                WHERE a >= {KEEP_FROM}
+            ) TO '{target}' (FORMAT parquet, COMPRESSION snappy)"""
+        )
+
+
+def _daft(source: str, out: str) -> None:
+    from systems import import_engine
+
+    daft = import_engine("daft")
+    col, int64 = daft.col, daft.DataType.int64()
+    (
+        daft.read_parquet(os.path.join(source, "*.parquet"))
+        .where(col("a") >= KEEP_FROM)
+        .with_columns({
+            "score": col("a") * 1.5 + col("b"),
+            "key": col("c").cast(int64) * 3 + col("label").length().cast(int64),
+        })
+        .write_parquet(out, compression="snappy")
+    )
+
+
+ENGINE_RUNNERS = {POLARS: _polars, DUCKDB: _duckdb, DAFT: _daft}
+
+
 def run(bench: Benchmark, system: str, scale: float) -> dict[str, Any]:
     """Run the pipeline on ``system`` (in the child), time it, and read the output back."""
     prepare(scale)
-    source = files_dir(_input_name(scale))
+    source = input_files(scale)
     out = fresh_output_dir(f"b4-{system}")
+    if system not in ENGINE_RUNNERS:
+        warm_up()
     try:
-        if system == PYARROW_2THREADS:
+        if system in ENGINE_RUNNERS:
+            from systems import import_engine
+
+            import_engine(system)  # imported before the clock, as elsewhere
+            start = time.perf_counter()
+            ENGINE_RUNNERS[system](source, out)
+        elif system == PYARROW_2THREADS:
             import pyarrow.parquet  # noqa: F401  (imported before the clock, as elsewhere)
 
             start = time.perf_counter()

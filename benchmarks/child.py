@@ -20,7 +20,7 @@ def main(argv: list[str]) -> int:
         print("usage: child.py BENCH SYSTEM SCALE", file=sys.stderr)
         return 2
     name, system, scale = argv[0], argv[1], float(argv[2])
-    from registry import all_benchmarks, load_family
+    from registry import Unavailable, all_benchmarks, load_family
     from systems import shutdown
 
     bench = all_benchmarks()[name]
@@ -29,7 +29,13 @@ def main(argv: list[str]) -> int:
         return 2
     family = load_family(bench.family)
     try:
-        measured = family.run(bench, system, scale)
+        try:
+            measured = family.run(bench, system, scale)
+        except Unavailable as exc:
+            # Not a failure of the run: this system cannot express the benchmark (yet).
+            line = {"benchmark": name, "system": system, "unavailable": str(exc)}
+            print(json.dumps(line), flush=True)
+            return 0
         t_result = measured.pop("t_result", None) or time.time()
         line = {
             "benchmark": name,

@@ -17,8 +17,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+# One family per line, in display order.
 FAMILIES: tuple[str, ...] = (
-    "b1_first_row", "b2_vectorized", "b3_row_udf", "b4_parquet_etl", "b5_images",
+    "b1_first_row",
+    "b2_vectorized",
+    "b3_row_udf",
+    "b4_parquet_etl",
+    "b5_images",
+    "b6_exchanges",
+    "b9_text_scans",
+    "b9_iter_batches",
 )
 
 # Every system a benchmark may run; a benchmark lists the ones it supports.
@@ -30,26 +38,52 @@ NUMPY_2THREADS = "numpy-2threads"
 PYARROW_2THREADS = "pyarrow-2threads"
 PILLOW_2THREADS = "pillow-2threads"
 PANDAS = "pandas"
+PYARROW = "pyarrow"  # a bare pyarrow process (B1's reference)
+PYARROW_LOOP = "pyarrow-loop"  # a bare single-threaded pyarrow loop (iter_batches' reference)
+POLARS = "polars"
+DUCKDB = "duckdb"
+DAFT = "daft"
+
+# The single-machine engines shardflow is compared with on file and exchange workloads.
+ENGINES: tuple[str, ...] = (POLARS, DUCKDB, DAFT)
+
+
+class Unavailable(Exception):
+    """Raised in a child when a system cannot run a benchmark: it lacks the operation, or its
+    library is not installed. The run reports "not available" for that system and goes on."""
 
 
 @dataclass(frozen=True)
 class Target:
-    """A goal comparing two systems' median times.
+    """A goal comparing a system's median time (or peak memory) with a reference's.
 
-    ``kind="faster"``: ``time[reference] / time[system] >= threshold`` (speedup).
-    ``kind="within"``: ``time[system] / time[reference] <= threshold`` (slowdown bound).
+    ``kind="faster"``: ``value[reference] / value[system] >= threshold`` (speedup).
+    ``kind="within"``: ``value[system] / value[reference] <= threshold`` (slowdown bound).
+
+    ``reference`` may be a tuple of systems: the best (smallest value) of those measured is the
+    reference. ``metric`` is ``"time"`` (median seconds) or ``"rss"`` (median peak RSS).
     """
 
     label: str
     system: str
-    reference: str
+    reference: str | tuple[str, ...]
     threshold: float
     kind: str = "faster"
+    metric: str = "time"
 
-    def ratio(self, times: dict[str, float]) -> float | None:
-        if self.system not in times or self.reference not in times:
+    def references(self) -> tuple[str, ...]:
+        return (self.reference,) if isinstance(self.reference, str) else tuple(self.reference)
+
+    def pick_reference(self, values: dict[str, float]) -> str | None:
+        """The reference system to compare with: the best measured one, or None."""
+        measured = [r for r in self.references() if r in values]
+        return min(measured, key=lambda r: values[r]) if measured else None
+
+    def ratio(self, values: dict[str, float]) -> float | None:
+        reference = self.pick_reference(values)
+        if self.system not in values or reference is None:
             return None
-        mine, theirs = times[self.system], times[self.reference]
+        mine, theirs = values[self.system], values[reference]
         if self.kind == "faster":
             return theirs / mine if mine > 0 else float("inf")
         return mine / theirs if theirs > 0 else float("inf")
@@ -57,11 +91,13 @@ class Target:
     def passed(self, ratio: float) -> bool:
         return ratio >= self.threshold if self.kind == "faster" else ratio <= self.threshold
 
-    def describe(self, ratio: float) -> str:
+    def describe(self, ratio: float, values: dict[str, float] | None = None) -> str:
+        reference = self.pick_reference(values or {}) or " / ".join(self.references())
+        what = "the time" if self.metric == "time" else "the peak RSS"
         if self.kind == "faster":
-            return (f"{self.system} is {ratio:.2f}x faster than {self.reference} "
+            return (f"{self.system} is {ratio:.2f}x faster than {reference} "
                     f"(need >= {self.threshold:g}x)")
-        return (f"{self.system} takes {ratio:.2f}x the time of {self.reference} "
+        return (f"{self.system} takes {ratio:.2f}x {what} of {reference} "
                 f"(need <= {self.threshold:g}x)")
 
 
@@ -82,6 +118,7 @@ class Benchmark:
         targets: Goals printed as PASS/MISS.
         prepare: Given the scale, creates the benchmark's input data when missing (in the
             parent, once, before any child is spawned, so no measurement pays for it).
+        peers: Systems whose fastest median time is the table's "time / best peer" reference.
     """
 
     name: str
@@ -93,6 +130,7 @@ class Benchmark:
     check: Callable[[dict[str, Any], float], str | None] | None = None
     targets: tuple[Target, ...] = field(default_factory=tuple)
     prepare: Callable[[float], Any] | None = None
+    peers: tuple[str, ...] = ()
 
 
 def load_family(family: str) -> Any:
@@ -112,12 +150,19 @@ def all_benchmarks() -> dict[str, Benchmark]:
 
 
 def select(names: Sequence[str] | None) -> list[Benchmark]:
-    """The benchmarks named (all when ``names`` is empty), in registry order."""
+    """The benchmarks named (all when ``names`` is empty), in registry order.
+
+    A name also selects its sub-benchmarks: ``B9`` selects ``B9-CSV``, ``B9-JSONL``, ...
+    """
     registry = all_benchmarks()
     wanted = [n.strip().upper() for n in names or () if n.strip()]
     if not wanted:
         return list(registry.values())
-    unknown = [n for n in wanted if n not in registry]
+
+    def matches(name: str, asked: str) -> bool:
+        return name == asked or name.startswith(asked + "-")
+
+    unknown = [n for n in wanted if not any(matches(name, n) for name in registry)]
     if unknown:
         raise ValueError(f"unknown benchmark(s) {unknown}; choose from {sorted(registry)}.")
-    return [bench for name, bench in registry.items() if name in wanted]
+    return [bench for name, bench in registry.items() if any(matches(name, n) for n in wanted)]

@@ -29,19 +29,24 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from registry import Benchmark, all_benchmarks, select
+from monitor import TreeMonitor
+from registry import DAFT, Benchmark, all_benchmarks, select
 from report import (
     Measurement,
     check_results,
     format_markdown,
     format_text,
+    load_line,
     summarize,
     table_rows,
+    unavailable_lines,
     verdicts,
 )
+from systems import interpreter
 
 CHILD = os.path.join(HERE, "child.py")
 RESULT_PREFIX = '{"benchmark"'
+SAMPLE_INTERVAL_S = 0.05
 
 
 def child_env() -> dict[str, str]:
@@ -70,17 +75,18 @@ def _stop_group(proc: subprocess.Popen) -> None:
 
 
 def measure(bench: Benchmark, system: str, scale: float, repeat: int, timeout_s: float) -> Measurement:
-    """Spawn one child for ``(bench, system)`` and read its JSON line."""
+    """Spawn one child for ``(bench, system)``, sample its process tree, and read its JSON line."""
     m = Measurement(bench.name, system, repeat)
     spawned = time.time()
     proc = subprocess.Popen(
-        [sys.executable, CHILD, bench.name, system, repr(scale)],
+        [interpreter(system), CHILD, bench.name, system, repr(scale)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=child_env(),
         text=True,
         start_new_session=True,
     )
+    monitor = TreeMonitor(proc.pid, interval_s=SAMPLE_INTERVAL_S)
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -88,26 +94,55 @@ def measure(bench: Benchmark, system: str, scale: float, repeat: int, timeout_s:
         out, err = proc.communicate()
         m.error = f"timed out after {timeout_s:g} s"
         return m
+    finally:
+        usage = monitor.stop()
+        m.other_cores = usage.other_cores
     lines = [line for line in out.splitlines() if line.startswith(RESULT_PREFIX)]
-    if proc.returncode != 0 or not lines:
+    if not lines:
         tail = "\n".join(err.strip().splitlines()[-15:])
         m.error = f"exit code {proc.returncode}, no result line\n{tail}"
         return m
+    if proc.returncode != 0:
+        # The measurement is complete; the crash came while the process shut down.
+        m.warning = f"exit code {proc.returncode} after printing its result"
     data = json.loads(lines[-1])
+    if data.get("unavailable"):
+        m.unavailable = data["unavailable"]
+        return m
     m.result = data.get("result")
     m.spawn_to_result_s = data["t_result"] - spawned
     m.seconds = m.spawn_to_result_s if bench.from_spawn else data["seconds"]
+    # Peak memory over the measured span only (not over imports before it nor read-backs after).
+    start = spawned if bench.from_spawn else data["t_result"] - data["seconds"]
+    peaks = [usage.peak_rss(start, data["t_result"], slack_s=2 * SAMPLE_INTERVAL_S),
+             data.get("peak_rss_self")]
+    m.peak_rss = max((p for p in peaks if p), default=None)
     return m
 
 
-def _versions() -> str:
+def _versions(systems: set[str]) -> str:
     parts = []
-    for dist in ("shardflow", "ray", "pyarrow", "numpy", "pandas"):
+    for dist in ("shardflow", "ray", "pyarrow", "numpy", "pandas", "polars", "duckdb"):
         try:
             parts.append(f"{dist} {metadata.version(dist)}")
         except metadata.PackageNotFoundError:
             parts.append(f"{dist} (not installed)")
+    if DAFT in systems:
+        parts.append(f"daft {_daft_version()}")
     return ", ".join(parts)
+
+
+def _daft_version() -> str:
+    """Daft's version in the interpreter that runs it (it may live in a venv of its own)."""
+    code = ("from importlib import metadata as m\n"
+            "try: print(m.version('daft'), 'with pyarrow', m.version('pyarrow'))\n"
+            "except m.PackageNotFoundError: print('(not installed)')")
+    try:
+        done = subprocess.run([interpreter(DAFT), "-c", code], capture_output=True, text=True,
+                              timeout=60, check=False)
+        return done.stdout.strip() or "(unknown)"
+    except (OSError, subprocess.SubprocessError):
+        return "(unknown)"
 
 
 def _cores() -> int:
@@ -158,7 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = datetime.datetime.now().astimezone()
     print(f"shardflow benchmarks, {started:%Y-%m-%d %H:%M %Z}; machine: {_cores()} cores, "
           f"load average {os.getloadavg()[0]:.2f}; Python {platform.python_version()}")
-    print(f"{_versions()}; scale {args.scale:g}, repeat {args.repeat}")
+    print(f"{_versions({s for _, systems in plan for s in systems})}; "
+          f"scale {args.scale:g}, repeat {args.repeat}")
     print()
 
     for bench, systems in plan:
@@ -176,7 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{label} ...", end="", file=sys.stderr, flush=True)
                 m = measure(bench, system, args.scale, repeat, args.timeout)
                 measurements.append(m)
-                shown = "FAILED" if m.error else f"{m.seconds:.3f} s"
+                shown = ("FAILED" if m.error else "not available" if m.unavailable
+                         else f"{m.seconds:.3f} s")
                 print(f" {shown}", file=sys.stderr, flush=True)
 
     rows, lines, failed = [], [], False
@@ -191,10 +228,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if m.error:
             lines.append(f"ERROR {m.benchmark} {m.system} run {m.repeat + 1}: {m.error}")
             failed = True
+    lines += unavailable_lines(measurements)
 
     print()
     for bench, _ in plan:
-        print(f"{bench.name}: {bench.title}")
+        peers = f" [peers: {', '.join(bench.peers)}]" if bench.peers else ""
+        print(f"{bench.name}: {bench.title}{peers}")
     print()
     print(format_text(rows))
     if args.markdown:
@@ -204,6 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n".join(lines) if lines else "(no targets)")
     if not failed:
         print("results: every system returned the same, correct result")
+    print(load_line(measurements))
     if args.json:
         with open(args.json, "w") as f:
             json.dump([m.__dict__ for m in measurements], f, indent=1)

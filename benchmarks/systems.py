@@ -9,7 +9,14 @@ import os
 import sys
 from typing import Any
 
-from registry import RAY_DATA, SHARDFLOW_LOCAL, SHARDFLOW_LOCAL_1CPU, SHARDFLOW_RAY
+from registry import (
+    DAFT,
+    RAY_DATA,
+    SHARDFLOW_LOCAL,
+    SHARDFLOW_LOCAL_1CPU,
+    SHARDFLOW_RAY,
+    Unavailable,
+)
 
 RAY_NUM_CPUS = 2
 
@@ -61,3 +68,60 @@ def shutdown(system: str) -> None:
 
         if ray.is_initialized():
             ray.shutdown()
+
+
+# Daft caps pyarrow below the version shardflow is tested with, so ``make bench`` installs it
+# in a virtual environment of its own; its children run with that interpreter.
+DAFT_PYTHON_ENV = "SHARDFLOW_BENCH_DAFT_PYTHON"
+DAFT_VENV = ".venv-daft"
+
+
+def interpreter(system: str) -> str:
+    """The Python that runs ``system``'s children (this one, except for Daft when its own
+    environment exists: ``$SHARDFLOW_BENCH_DAFT_PYTHON`` or ``.venv-daft`` at the repo root)."""
+    if system == DAFT:
+        if os.environ.get(DAFT_PYTHON_ENV):
+            return os.environ[DAFT_PYTHON_ENV]
+        repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        candidate = os.path.join(repo, DAFT_VENV, "bin", "python")
+        if os.path.exists(candidate):
+            return candidate
+    return sys.executable
+
+
+def import_engine(module: str) -> Any:
+    """Import ``polars``, ``duckdb`` or ``daft``, or raise :class:`Unavailable` saying how to
+    install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        how = (f"`make bench` installs it in {DAFT_VENV}" if module == DAFT
+               else "run `make bench` or pip install -e '.[benchmark]'")
+        raise Unavailable(f"{module} is not installed ({exc}); {how}") from None
+
+
+def require(obj: Any, *names: str, owner: str | None = None) -> None:
+    """Raise :class:`Unavailable` unless ``obj`` has every attribute in ``names`` (an API the
+    benchmark needs, such as ``Dataset.random_shuffle``); ``owner`` names ``obj`` in the message."""
+    missing = [n for n in names if not hasattr(obj, n)]
+    if missing:
+        owner = owner or getattr(obj, "__name__", type(obj).__name__)
+        raise Unavailable(f"{owner} has no {', '.join(missing)} yet")
+
+
+def own_peak_rss() -> int | None:
+    """Peak resident memory of this process so far, in bytes, or None where unknown.
+
+    Read from ``VmHWM`` (Linux), which starts afresh at ``exec``; ``ru_maxrss`` would not do:
+    it carries over the forking parent's resident size.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
