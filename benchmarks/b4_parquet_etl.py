@@ -57,7 +57,7 @@ def _input_name(scale: float) -> str:
 
 
 def input_files(scale: float) -> str:
-    """The folder of the generated input files for ``scale`` (B9-ITER reads them too)."""
+    """The folder of the generated input files for ``scale`` (B12-ITER reads them too)."""
     return files_dir(_input_name(scale))
 
 

@@ -1,7 +1,7 @@
 """Profile one benchmark child with py-spy and print where its CPU time goes.
 
     python benchmarks/profile_child.py B4                       # shardflow-local, full size
-    python benchmarks/profile_child.py B9-CSV --scale 0.5 --native --top 30
+    python benchmarks/profile_child.py B11-CSV --scale 0.5 --native --top 30
     python benchmarks/profile_child.py B4 --system ray-data --raw /tmp/b4.txt
 
 The child is the one ``run.py`` spawns (``child.py BENCH SYSTEM SCALE``), sampled on every
@@ -133,7 +133,7 @@ def record(bench: str, system: str, scale: float, rate: int, native: bool, raw_p
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("benchmark", help="e.g. B4, B9-CSV")
+    parser.add_argument("benchmark", help="e.g. B4, B11-CSV")
     parser.add_argument("--system", default=SHARDFLOW_LOCAL)
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--rate", type=int, default=100, help="samples per second per thread")

@@ -25,8 +25,8 @@ FAMILIES: tuple[str, ...] = (
     "b4_parquet_etl",
     "b5_images",
     "b6_exchanges",
-    "b9_text_scans",
-    "b9_iter_batches",
+    "b11_text_scans",
+    "b12_iter_batches",
 )
 
 # Every system a benchmark may run; a benchmark lists the ones it supports.
@@ -152,7 +152,7 @@ def all_benchmarks() -> dict[str, Benchmark]:
 def select(names: Sequence[str] | None) -> list[Benchmark]:
     """The benchmarks named (all when ``names`` is empty), in registry order.
 
-    A name also selects its sub-benchmarks: ``B9`` selects ``B9-CSV``, ``B9-JSONL``, ...
+    A name also selects its sub-benchmarks: ``B11`` selects ``B11-CSV`` and ``B11-JSONL``
     """
     registry = all_benchmarks()
     wanted = [n.strip().upper() for n in names or () if n.strip()]

@@ -1,4 +1,4 @@
-"""B9-ITER: one training epoch: iterate a Parquet folder in batches of 8,192 rows.
+"""B12-ITER: one training epoch: iterate a Parquet folder in batches of 8,192 rows.
 
 The input is B4's (32 Parquet files, 22M rows x scale, five columns; generated once). The
 consumer is the same everywhere and deliberately cheap, so that the figure is the loader's
@@ -82,13 +82,13 @@ def _check(results: dict[str, Any], scale: float) -> str | None:
     wrong = {system: got for system, got in results.items()
              if {k: got.get(k) for k in want} != want}
     if wrong:
-        return f"B9-ITER: every system must see {want}; got {wrong}"
+        return f"B12-ITER: every system must see {want}; got {wrong}"
     return None
 
 
 BENCHMARKS = [
     Benchmark(
-        name="B9-ITER",
+        name="B12-ITER",
         title=(f"read_parquet(B4's input).iter_batches(batch_size={BATCH_SIZE}, pyarrow): one "
                "epoch, rows counted and id summed"),
         family=__name__,
@@ -97,7 +97,7 @@ BENCHMARKS = [
         check=_check,
         prepare=b4.prepare,
         targets=(
-            Target("B9-ITER: shardflow-local within 1.15x of the bare pyarrow loop",
+            Target("B12-ITER: shardflow-local within 1.15x of the bare pyarrow loop",
                    SHARDFLOW_LOCAL, PYARROW_LOOP, 1.15, kind="within"),
         ),
         peers=(PYARROW_LOOP, *ENGINES),

@@ -1,4 +1,4 @@
-"""B9-CSV and B9-JSONL: scan 2M rows of CSV or JSON Lines, every column, into a checksum.
+"""B11-CSV and B11-JSONL: scan 2M rows of CSV or JSON Lines, every column, into a checksum.
 
 The input (generated once into ``benchmarks/data/``, reused while its size matches) is 8
 files of 2M rows in all at scale 1, the same rows in both formats: ``id`` (int64), ``a`` and
@@ -278,8 +278,8 @@ def _benchmark(name: str, fmt: str, title: str) -> Benchmark:
 
 
 BENCHMARKS = [
-    _benchmark("B9-CSV", CSV, "read_csv(2M rows x scale, 8 files), every column -> checksum"),
-    _benchmark("B9-JSONL", JSONL,
+    _benchmark("B11-CSV", CSV, "read_csv(2M rows x scale, 8 files), every column -> checksum"),
+    _benchmark("B11-JSONL", JSONL,
                "read_json(lines=True, 2M rows x scale, 8 files), every column -> checksum"),
 ]
 
