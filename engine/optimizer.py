@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any, List
 
 from shardflow.engine.logical import (
+    Aggregate,
     FilterExpr,
     Join,
     Limit,
@@ -30,6 +31,7 @@ def optimize(plan: LogicalPlan) -> LogicalPlan:
     Plans held by operations that combine datasets (union, zip, join) are optimized too.
     """
     plan = replace(plan, ops=tuple(_optimize_inputs(op) for op in plan.ops))
+    plan = _project_before_aggregate(plan)
     plan = _merge_limits(plan)
     plan = _push_filters(plan)
     plan = _push_projection(plan)
@@ -43,6 +45,41 @@ def _optimize_inputs(op: Any) -> Any:
     if isinstance(op, Join):
         return replace(op, right=optimize(op.right))
     return op
+
+
+def _project_before_aggregate(plan: LogicalPlan) -> LogicalPlan:
+    """An aggregation that reads only some columns gets a projection in front of it, which
+    the next rule pushes into the read (when only filters come before the aggregation)."""
+    ops = list(plan.ops)
+    position = 0
+    while position < len(ops) and isinstance(ops[position], FilterExpr):
+        position += 1
+    if position == len(ops) or not isinstance(ops[position], Aggregate):
+        return plan
+    needed = _columns_read(ops[position])
+    if not needed:  # custom aggregations, or nothing but row counts
+        return plan
+    for op in ops[:position]:
+        needed += [c for c in sorted(op.expr.referenced_columns()) if c not in needed]
+    ops.insert(0, Project(select=tuple(needed)))
+    return replace(plan, ops=tuple(ops))
+
+
+def _columns_read(op: Aggregate) -> Any:
+    """The columns an aggregation reads, or None when a custom one may read any."""
+    needed = list(op.keys)
+    for agg in op.aggs:
+        targets = agg.target_columns()
+        if not targets and not _reads_no_column(agg):
+            return None
+        needed += [c for c in targets if c not in needed]
+    return needed
+
+
+def _reads_no_column(agg: Any) -> bool:
+    from shardflow.engine.aggregate import Count
+
+    return type(agg) is Count and agg.get_target_column() is None
 
 
 def _merge_limits(plan: LogicalPlan) -> LogicalPlan:
