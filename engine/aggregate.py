@@ -175,26 +175,32 @@ class AggregateFnV2(AggregateFn, abc.ABC):
         return None if self._ignore_nulls else self._zero_factory()
 
     def _engine_accumulate(self, accumulator: Any, block: Block) -> Any:
-        result = self.aggregate_block(block)
-        if self._ignore_nulls and is_null(result):
-            result = None
-        return self._engine_merge(accumulator, result)
+        return self._engine_merge(accumulator, self.aggregate_block(block))
 
     def _engine_merge(self, current: Any, new: Any) -> Any:
+        # None means "no value" (ignoring nulls) or "a null was seen" (not ignoring them). A
+        # NaN result is kept and combined (NaN + x is NaN), so a NaN anywhere in a group
+        # gives the same answer whichever blocks it falls in; ``_engine_finalize`` then turns
+        # it into null when nulls are ignored, as Ray Data's built-in aggregations give.
         if self._ignore_nulls:
-            if is_null(current):
+            if current is None:
                 return new
-            if is_null(new):
+            if new is None:
                 return current
         else:
-            if is_null(new):
+            if new is None:
                 return new
-            if is_null(current):
+            if current is None:
                 return current
         return self.combine(current, new)
 
     def _engine_finalize(self, accumulator: Any) -> Any:
-        return accumulator if is_null(accumulator) else self.finalize(accumulator)
+        if accumulator is None:
+            return None
+        value = None if is_null(accumulator) else self.finalize(accumulator)
+        if self._ignore_nulls and is_null(value):
+            return None
+        return accumulator if is_null(accumulator) else value
 
 
 def _column(block: Block, name: str) -> pa.ChunkedArray:
@@ -297,7 +303,7 @@ class Mean(AggregateFnV2):
         if not count:
             return None
         total = _scalar(pc.sum(column, skip_nulls=self._ignore_nulls, min_count=1))
-        return total if is_null(total) else [total, count]
+        return None if total is None else [total, count]
 
     def combine(self, current_accumulator: Any, new: Any) -> Any:
         return [current_accumulator[0] + new[0], current_accumulator[1] + new[1]]
@@ -325,8 +331,8 @@ class Std(AggregateFnV2):
         if not count:
             return None
         total = _scalar(pc.sum(column, skip_nulls=self._ignore_nulls, min_count=1))
-        if is_null(total):
-            return total
+        if total is None:
+            return None
         mean = total / count
         values = pc.cast(column, pa.float64())
         m2 = _scalar(pc.sum(pc.power(pc.subtract(values, mean), 2)))

@@ -46,7 +46,8 @@ def plan_special(planner: Any, op: Any, last: PhysicalOperator) -> PhysicalOpera
     if isinstance(op, Repartition) and op.num_blocks is None:
         return planner.add(RebatchOperator(op.name, last, op.target_num_rows_per_block))
     spec = _exchange_spec(op)
-    return planner.add(ExchangeOperator(op.name, [last], spec, _run_bytes(planner.context)))
+    run_bytes = _run_bytes(planner.context) if spec.gathers_inputs else 0
+    return planner.add(ExchangeOperator(op.name, [last], spec, run_bytes))
 
 
 def _run_bytes(context: Any) -> int:

@@ -92,6 +92,10 @@ class ExchangeSpec:
 
     name = "Exchange"
     num_inputs = 1
+    #: Whether prepare tasks gather several input blocks into one run (fewer, larger runs
+    #: make reduce tasks read larger pieces); specs whose runs are tiny (partial aggregates)
+    #: prepare each block as it comes.
+    gathers_inputs = True
 
     def prepare(self, input_index: int) -> Optional[Callable[[List[Any], TaskContext], Iterator[Block]]]:
         """The prepare transform for blocks of input ``input_index``; None keeps the input

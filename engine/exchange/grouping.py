@@ -85,6 +85,32 @@ class PartialAggregate(PrepareTransform):
     def prepare(self, block: Block, index: int) -> Iterator[Block]:
         check_aggregation_input(block, self.keys, self.aggs)
         block = self._needed_columns(block)
+        bulks = [vectorized(agg, f"__s{i}") for i, agg in enumerate(self.aggs)]
+        if all(b is not None for b in bulks) and block.num_rows:
+            partial = self._hashed(block, bulks)
+        else:
+            partial = self._sorted(block, bulks)
+        yield partial
+        yield sample_keys(partial, ascending(self.keys)) if self.keys else pa.table({})
+
+    def _hashed(self, block: Block, bulks: List[Any]) -> Block:
+        """Every aggregation is built in: one Arrow hash aggregation over the block, then the
+        (small) result sorted by key."""
+        columns: Dict[str, Any] = {k: block.column(k) for k in self.keys}
+        specs: List[tuple] = []
+        for bulk in bulks:
+            inputs, bulk_specs = bulk.block_specs(block)
+            columns.update(inputs)
+            specs += bulk_specs
+        grouped = pa.table(columns).group_by(list(self.keys), use_threads=False).aggregate(specs)
+        out: Dict[str, Any] = {k: grouped.column(k) for k in self.keys}
+        for bulk in bulks:
+            out.update(bulk.states(grouped))
+        partial = pa.table(out)
+        return sort_block(partial, ascending(self.keys)) if self.keys else partial
+
+    def _sorted(self, block: Block, bulks: List[Any]) -> Block:
+        """Some aggregation is custom: sort by key and fold each group's rows in Python."""
         ordered = sort_block(block, ascending(self.keys)) if self.keys else block
         starts = group_starts(ordered, self.keys)
         gid = group_ids(starts)
@@ -93,8 +119,7 @@ class PartialAggregate(PrepareTransform):
             firsts = first_rows(ordered, self.keys, starts)
             columns.update({k: firsts.column(k) for k in self.keys})
         groups = len(starts) - 1
-        for i, agg in enumerate(self.aggs):
-            bulk = vectorized(agg, f"__s{i}")
+        for i, (agg, bulk) in enumerate(zip(self.aggs, bulks)):
             if bulk is not None:
                 columns.update(bulk.partial(ordered, gid) if groups else _empty_states(bulk, ordered))
                 continue
@@ -103,10 +128,7 @@ class PartialAggregate(PrepareTransform):
                 key = _group_key(firsts, g) if self.keys else None
                 states.append(pickle.dumps(agg._engine_accumulate(agg._engine_init(key), rows)))
             columns[f"__s{i}_0"] = pa.array(states, type=pa.binary())
-        partial = pa.table(columns) if columns else pa.table({"__empty": pa.array([], pa.int8())})
-        yield partial
-        yield sample_keys(partial, ascending(self.keys)) if self.keys else pa.table({})
-
+        return pa.table(columns) if columns else pa.table({"__empty": pa.array([], pa.int8())})
 
     def _needed_columns(self, block: Block) -> Block:
         """Only the keys and the aggregated columns (unless a custom aggregation may read any)."""
@@ -187,6 +209,7 @@ class AggregateSpec(ExchangeSpec):
     """groupby(keys).aggregate(*aggs), or Dataset.aggregate(*aggs) with no keys."""
 
     name = "Aggregate"
+    gathers_inputs = False
 
     def __init__(self, keys: Tuple[str, ...], aggs: Tuple[Any, ...], num_partitions: Optional[int]):
         self.keys, self.aggs, self.num_partitions = keys, aggs, num_partitions

@@ -46,9 +46,39 @@ class Vectorized:
         column = block.column(self.on)
         return pc.cast(column, pa.float64()) if pa.types.is_null(column.type) else column
 
+    # The partial step is described as Arrow hash aggregations, so that the aggregations of
+    # one groupby run in a single grouping pass over a block.
+
+    @property
+    def input_name(self) -> str:
+        return f"{self.prefix}_in"
+
+    def inputs(self, block: Block) -> Dict[str, Any]:
+        """The columns the partial step aggregates, under names of this aggregation."""
+        return {self.input_name: self.values(block)}
+
+    def specs(self) -> List[tuple]:
+        """Arrow hash aggregations ``(input, function, options)`` of the partial step."""
+        raise NotImplementedError
+
+    def states(self, grouped: Block) -> Dict[str, pa.Array]:
+        """The state columns from the output of the hash aggregations of ``specs``."""
+        raise NotImplementedError
+
+    def specs_for(self, column: Any) -> List[tuple]:
+        """``specs()`` for the given input column (some kinds of column need none)."""
+        return self.specs()
+
+    def block_specs(self, block: Block) -> tuple:
+        """``(inputs, specs)`` of the partial step over ``block``."""
+        inputs = self.inputs(block)
+        return inputs, self.specs_for(inputs[self.input_name])
+
     def partial(self, block: Block, gid: np.ndarray) -> Dict[str, pa.Array]:
         """State columns, one row per group of ``block`` (groups numbered by ``gid``)."""
-        raise NotImplementedError
+        inputs, specs = self.block_specs(block)
+        table = pa.table({GID: pa.array(gid), **inputs})
+        return self.states(table.group_by(GID, use_threads=False).aggregate(specs))
 
     def combine(self, states: Block, gid: np.ndarray, groups: int) -> Dict[str, pa.Array]:
         """States of several blocks merged, one row per group."""
@@ -78,9 +108,14 @@ class _Fold(Vectorized):
     def _input(self, block: Block) -> Any:
         return self.values(block)
 
-    def partial(self, block: Block, gid: np.ndarray) -> Dict[str, pa.Array]:
-        out = _hash_aggregate({"v": self._input(block)}, gid, [("v", self.function, _opts(self.ignore_nulls))])
-        return {self.state(0): out.column(f"v_{self.function}")}
+    def inputs(self, block: Block) -> Dict[str, Any]:
+        return {self.input_name: self._input(block)}
+
+    def specs(self) -> List[tuple]:
+        return [(self.input_name, self.function, _opts(self.ignore_nulls))]
+
+    def states(self, grouped: Block) -> Dict[str, pa.Array]:
+        return {self.state(0): grouped.column(f"{self.input_name}_{self.function}")}
 
     def combine(self, states: Block, gid: np.ndarray, groups: int) -> Dict[str, pa.Array]:
         specs = [("v", self.function, _opts(self.ignore_nulls))]
@@ -98,11 +133,28 @@ class _Sum(_Fold):
         return self.nan_as_null(combined[self.state(0)])
 
 
-class _Min(_Fold):
+class _MinMax(_Fold):
+    """Min and max keep the column's type; a block whose column holds only nulls (Arrow's null
+    type) has null states of that type, which later blocks' states absorb."""
+
+    def _input(self, block: Block) -> Any:
+        return block.column(self.on)
+
+    def states(self, grouped: Block) -> Dict[str, pa.Array]:
+        name = f"{self.input_name}_{self.function}"
+        if name not in grouped.column_names:
+            return {self.state(0): pa.nulls(grouped.num_rows)}
+        return {self.state(0): grouped.column(name)}
+
+    def specs_for(self, column: Any) -> List[tuple]:
+        return [] if pa.types.is_null(column.type) else self.specs()
+
+
+class _Min(_MinMax):
     function = "min"
 
 
-class _Max(_Fold):
+class _Max(_MinMax):
     function = "max"
 
 
@@ -114,12 +166,17 @@ class _AbsMax(_Fold):
 
 
 class _Count(Vectorized):
-    def partial(self, block: Block, gid: np.ndarray) -> Dict[str, pa.Array]:
-        if self.on is None:
-            counts = np.bincount(gid, minlength=int(gid.max()) + 1 if len(gid) else 0)
-            return {self.state(0): pa.array(counts.astype(np.int64))}
-        out = _hash_aggregate({"v": self.values(block)}, gid, [("v", "count", _count_opts(self.ignore_nulls))])
-        return {self.state(0): out.column("v_count")}
+    def inputs(self, block: Block) -> Dict[str, Any]:
+        if self.on is None:  # every row counts: any column of the right length will do
+            return {self.input_name: pa.nulls(block.num_rows, pa.int8())}
+        return {self.input_name: self.values(block)}
+
+    def specs(self) -> List[tuple]:
+        mode = "only_valid" if self.on is not None and self.ignore_nulls else "all"
+        return [(self.input_name, "count", pc.CountOptions(mode=mode))]
+
+    def states(self, grouped: Block) -> Dict[str, pa.Array]:
+        return {self.state(0): grouped.column(f"{self.input_name}_count")}
 
     def combine(self, states: Block, gid: np.ndarray, groups: int) -> Dict[str, pa.Array]:
         values = states.column(self.state(0)).to_numpy()
@@ -130,10 +187,13 @@ class _Count(Vectorized):
 
 
 class _Mean(Vectorized):
-    def partial(self, block: Block, gid: np.ndarray) -> Dict[str, pa.Array]:
-        specs = [("v", "sum", _opts(self.ignore_nulls)), ("v", "count", _count_opts(self.ignore_nulls))]
-        out = _hash_aggregate({"v": self.values(block)}, gid, specs)
-        return {self.state(0): out.column("v_sum"), self.state(1): out.column("v_count")}
+    def specs(self) -> List[tuple]:
+        name = self.input_name
+        return [(name, "sum", _opts(self.ignore_nulls)), (name, "count", _count_opts(self.ignore_nulls))]
+
+    def states(self, grouped: Block) -> Dict[str, pa.Array]:
+        name = self.input_name
+        return {self.state(0): grouped.column(f"{name}_sum"), self.state(1): grouped.column(f"{name}_count")}
 
     def combine(self, states: Block, gid: np.ndarray, groups: int) -> Dict[str, pa.Array]:
         specs = [("s", "sum", _opts(self.ignore_nulls)), ("n", "sum")]
@@ -152,20 +212,25 @@ class _Std(Vectorized):
     """State: count, mean and M2 (sum of squared deviations) per group; merged with Chan's
     formula, which stays accurate when the mean is large against the spread."""
 
-    def partial(self, block: Block, gid: np.ndarray) -> Dict[str, pa.Array]:
-        skip = self.ignore_nulls
-        specs = [
-            ("v", "count", _count_opts(skip)),
-            ("v", "mean", _opts(skip)),
-            ("v", "variance", pc.VarianceOptions(ddof=0, skip_nulls=skip, min_count=1)),
-        ]
+    def inputs(self, block: Block) -> Dict[str, Any]:
         values = self.values(block)
         if pa.types.is_decimal(values.type):  # variance has no decimal kernel
             values = pc.cast(values, pa.float64())
-        out = _hash_aggregate({"v": values}, gid, specs)
-        count = out.column("v_count")
-        m2 = pc.multiply(out.column("v_variance"), pc.cast(count, pa.float64()))
-        return {self.state(0): count, self.state(1): out.column("v_mean"), self.state(2): m2}
+        return {self.input_name: values}
+
+    def specs(self) -> List[tuple]:
+        skip, name = self.ignore_nulls, self.input_name
+        return [
+            (name, "count", _count_opts(skip)),
+            (name, "mean", _opts(skip)),
+            (name, "variance", pc.VarianceOptions(ddof=0, skip_nulls=skip, min_count=1)),
+        ]
+
+    def states(self, grouped: Block) -> Dict[str, pa.Array]:
+        name = self.input_name
+        count = grouped.column(f"{name}_count")
+        m2 = pc.multiply(grouped.column(f"{name}_variance"), pc.cast(count, pa.float64()))
+        return {self.state(0): count, self.state(1): grouped.column(f"{name}_mean"), self.state(2): m2}
 
     def combine(self, states: Block, gid: np.ndarray, groups: int) -> Dict[str, pa.Array]:
         n_col, mean_col, m2_col = (states.column(self.state(k)) for k in range(3))
