@@ -79,6 +79,8 @@ def type_name(value: Any) -> str:
     """The name used to compare element types: numbers of any kind count as one type."""
     if isinstance(value, numbers.Number) and not isinstance(value, np.ndarray):
         return NUMBER
+    if is_dataframe(value):
+        return DATAFRAME
     cls = type(value)
     return f"{cls.__module__}.{cls.__qualname__}"
 

@@ -36,7 +36,7 @@ def _remote_fn(name: str, fn: Callable, **options: Any) -> Any:
     import ray
 
     if name not in _remote:
-        _remote[name] = ray.remote(**options)(fn)
+        _remote[name] = ray.remote(**options)(fn) if options else ray.remote(fn)
     return _remote[name]
 
 

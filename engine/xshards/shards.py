@@ -206,9 +206,9 @@ class XShards:
 
         if isinstance(cols, str):
             cols = [cols]
-        cols = list(cols)
-        if not cols or not all(isinstance(c, str) for c in cols):
+        if not isinstance(cols, (list, tuple)) or not cols or not all(isinstance(c, str) for c in cols):
             raise TypeError(f"partition_by needs a column name or a list of them, got {cols!r}.")
+        cols = list(cols)
         if num_partitions is None:
             num_partitions = self.num_partitions()
         return partition_by(self, cols, _positive_int(num_partitions, "num_partitions"))
