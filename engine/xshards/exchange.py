@@ -95,7 +95,9 @@ def _plan_element_cut(refs: List[Any], infos: List[BlockInfo], num: int) -> List
     return tasks
 
 
-def _plan_record_cut(refs: List[Any], infos: List[BlockInfo], num: int, family: str) -> List[ReadTask]:
+def _plan_record_cut(
+    refs: List[Any], infos: List[BlockInfo], num: int, family: str
+) -> List[ReadTask]:
     """Rows (items) of all elements, in order, cut into ``num`` equal runs."""
     total = sum(length for info in infos for length in info.lens)
     bounds = _balanced_bounds(total, num)
@@ -220,7 +222,12 @@ def _default_index(df: Any) -> bool:
     import pandas as pd
 
     index = df.index
-    return isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1 and index.name is None
+    return (
+        isinstance(index, pd.RangeIndex)
+        and index.start == 0
+        and index.step == 1
+        and index.name is None
+    )
 
 
 def _concat(items: List[Any], family: str) -> Any:
@@ -262,7 +269,11 @@ def _plan_partition_by(parent: Any, cols: List[str], num: int) -> List[ReadTask]
             "partition_by applies to XShards of pandas DataFrames; these shards hold "
             f"{short_type(family)}."
         )
-    tasks = [blocks_task(_hash_split, [ref], (cols, num)) for ref, info in zip(refs, infos) if info.count]
+    tasks = [
+        blocks_task(_hash_split, [ref], (cols, num))
+        for ref, info in zip(refs, infos)
+        if info.count
+    ]
     split_refs, split_metas = materialize(_run_tasks("PartitionByHash", tasks))
     parts: List[List[Part]] = [[] for _ in range(num)]
     for k, (metadata, meta) in enumerate(zip(block_metadata(split_refs), split_metas)):

@@ -83,7 +83,9 @@ class BlocksCall:
         return [self.fn([resolve(ref) for ref in self.refs], *self.args)]
 
 
-def blocks_task(fn: Callable[..., pa.Table], refs: Sequence[Any], args: Sequence[Any] = ()) -> ReadTask:
+def blocks_task(
+    fn: Callable[..., pa.Table], refs: Sequence[Any], args: Sequence[Any] = ()
+) -> ReadTask:
     return ReadTask(BlocksCall(fn, refs, args), BlockMetadata(None, None))
 
 

@@ -22,7 +22,9 @@ def partition_data(data: Any, num_shards: Optional[int]) -> Any:
     from shardflow.engine.xshards.shards import XShards
 
     if num_shards is not None and (
-        isinstance(num_shards, bool) or not isinstance(num_shards, (int, np.integer)) or num_shards < 1
+        isinstance(num_shards, bool)
+        or not isinstance(num_shards, (int, np.integer))
+        or num_shards < 1
     ):
         raise ValueError(f"num_shards must be a positive int or None, got {num_shards!r}.")
     if not isinstance(data, (np.ndarray, list, tuple, dict)):

@@ -98,7 +98,9 @@ def load_pickle(path: Any, min_partitions: Optional[int]) -> Any:
     from shardflow.engine.xshards.shards import XShards
 
     if min_partitions is not None and (
-        isinstance(min_partitions, bool) or not isinstance(min_partitions, int) or min_partitions < 1
+        isinstance(min_partitions, bool)
+        or not isinstance(min_partitions, int)
+        or min_partitions < 1
     ):
         raise ValueError(f"minPartitions must be a positive int or None, got {min_partitions!r}.")
     paths = normalize_paths_arg(path)
@@ -116,11 +118,14 @@ def load_pickle(path: Any, min_partitions: Optional[int]) -> Any:
         ReadTask(_PickleRead(fs, file, batches), BlockMetadata(None, None, input_files=[file]))
         for file, batches in units
     ]
-    dataset = source_dataset(TaskListSource("LoadPickle", tasks))._with(MapShards(KeepStage("LoadPickle")))
+    source = source_dataset(TaskListSource("LoadPickle", tasks))
+    dataset = source._with(MapShards(KeepStage("LoadPickle")))
     return XShards(dataset, len(tasks), _name="LoadPickle")
 
 
-def _split_units(units: List[Tuple[str, List[Batch]]], wanted: int) -> List[Tuple[str, List[Batch]]]:
+def _split_units(
+    units: List[Tuple[str, List[Batch]]], wanted: int
+) -> List[Tuple[str, List[Batch]]]:
     """Halve the unit with the most batches until there are ``wanted`` units (or none has
     two batches left), keeping files and batches in order."""
     units = list(units)
@@ -195,4 +200,6 @@ def _load_batch(data: Any, shown: str) -> List[Any]:
     try:
         return pickle.loads(data)
     except Exception as exc:
-        raise ValueError(f"load_pickle: cannot unpickle a batch of {shown}: {type(exc).__name__}: {exc}") from exc
+        raise ValueError(
+            f"load_pickle: cannot unpickle a batch of {shown}: {type(exc).__name__}: {exc}"
+        ) from exc

@@ -66,7 +66,10 @@ def read_json(file_path: PathArg, **kwargs: Any) -> Any:
 
 
 def read_parquet(
-    file_path: PathArg, columns: Optional[List[str]] = None, schema: Optional[pa.Schema] = None, **options: Any
+    file_path: PathArg,
+    columns: Optional[List[str]] = None,
+    schema: Optional[pa.Schema] = None,
+    **options: Any,
 ) -> Any:
     """Read Parquet files into an XShards of pandas DataFrames.
 
@@ -98,7 +101,9 @@ def _read(fmt: str, file_path: PathArg, kwargs: Dict[str, Any]) -> Any:
     from shardflow.engine.xshards.shards import XShards
 
     if fmt != "parquet" and (kwargs.get("chunksize") or kwargs.get("iterator")):
-        raise ValueError(f"read_{fmt}: chunksize and iterator are not supported; a shard is a whole DataFrame.")
+        raise ValueError(
+            f"read_{fmt}: chunksize and iterator are not supported; a shard is a whole DataFrame."
+        )
     storage_options = kwargs.pop("storage_options", None)
     filesystem = kwargs.pop("filesystem", None)
     fs, files = _list_files(file_path, filesystem, storage_options, fmt)
@@ -106,7 +111,10 @@ def _read(fmt: str, file_path: PathArg, kwargs: Dict[str, Any]) -> Any:
     groups = [list(g) for g in np.array_split(np.array(files, dtype=object), count)]
     reader = _READERS[fmt]
     tasks = [
-        ReadTask(_GroupRead(fmt, reader, fs, group, kwargs), BlockMetadata(None, None, input_files=group))
+        ReadTask(
+            _GroupRead(fmt, reader, fs, group, kwargs),
+            BlockMetadata(None, None, input_files=group),
+        )
         for group in groups
     ]
     name = f"Read{fmt.upper() if fmt != 'parquet' else 'Parquet'}"
@@ -132,7 +140,9 @@ def _list_files(file_path: PathArg, filesystem: Any, storage_options: Any, fmt: 
 class _GroupRead:
     """Reads one partition's files and joins them into one DataFrame block."""
 
-    def __init__(self, fmt: str, reader: Callable, fs: Any, files: List[str], kwargs: Dict[str, Any]):
+    def __init__(
+        self, fmt: str, reader: Callable, fs: Any, files: List[str], kwargs: Dict[str, Any]
+    ):
         self.fmt, self.reader, self.fs, self.files, self.kwargs = fmt, reader, fs, files, kwargs
 
     def __call__(self) -> List[pa.Table]:

@@ -46,7 +46,9 @@ class XShards:
         [array([ 0, 10, 20]), array([30, 40, 50])]
     """
 
-    def __init__(self, dataset: Any, num_partitions: Optional[int] = None, *, _name: str = "XShards"):
+    def __init__(
+        self, dataset: Any, num_partitions: Optional[int] = None, *, _name: str = "XShards"
+    ):
         from shardflow.engine.dataset import Dataset
 
         if not isinstance(dataset, Dataset):
@@ -90,7 +92,9 @@ class XShards:
         return partition_data(data, num_shards)
 
     @classmethod
-    def load_pickle(cls, path: Union[str, List[str]], minPartitions: Optional[int] = None) -> "XShards":  # noqa: N803
+    def load_pickle(  # noqa: N803 (Orca's argument name)
+        cls, path: Union[str, List[str]], minPartitions: Optional[int] = None
+    ) -> "XShards":
         """Load an XShards saved by :meth:`save_pickle`.
 
         Unpickling runs code chosen by whoever wrote the files: load only files you trust.
@@ -185,7 +189,9 @@ class XShards:
 
         return repartition(self, _positive_int(num_partitions, "num_partitions"))
 
-    def partition_by(self, cols: Union[str, Sequence[str]], num_partitions: Optional[int] = None) -> "XShards":
+    def partition_by(
+        self, cols: Union[str, Sequence[str]], num_partitions: Optional[int] = None
+    ) -> "XShards":
         """Repartition shards of pandas DataFrames so that rows with equal values in ``cols``
         share a partition; lazy.
 
@@ -206,7 +212,8 @@ class XShards:
 
         if isinstance(cols, str):
             cols = [cols]
-        if not isinstance(cols, (list, tuple)) or not cols or not all(isinstance(c, str) for c in cols):
+        valid = isinstance(cols, (list, tuple)) and cols and all(isinstance(c, str) for c in cols)
+        if not valid:
             raise TypeError(f"partition_by needs a column name or a list of them, got {cols!r}.")
         cols = list(cols)
         if num_partitions is None:
@@ -423,11 +430,15 @@ def _positive_int(value: Any, name: str) -> int:
 
 def _select(element: Any, key: Any) -> Any:
     if not hasattr(element, "__getitem__"):
-        raise TypeError(f"No selection operation available for shards of type {type(element).__name__}.")
+        raise TypeError(
+            f"No selection operation available for shards of type {type(element).__name__}."
+        )
     try:
         return element[key]
     except (KeyError, IndexError) as exc:
-        raise KeyError(f"Invalid key {key!r} for a shard of type {type(element).__name__}.") from exc
+        raise KeyError(
+            f"Invalid key {key!r} for a shard of type {type(element).__name__}."
+        ) from exc
 
 
 def _unique_of_partition(elements: List[Any]) -> List[tuple]:

@@ -124,7 +124,9 @@ def _ray_running() -> bool:
     return ray is not None and ray.is_initialized()
 
 
-def _restore(key: str, version: int, source: Tuple[str, Any], released: Tuple[str, ...]) -> SharedValue:
+def _restore(
+    key: str, version: int, source: Tuple[str, Any], released: Tuple[str, ...]
+) -> SharedValue:
     """A worker's handle of a SharedValue; drops copies the driver has released."""
     if released:
         with _cache_lock:
@@ -155,9 +157,16 @@ def _load(cache_key: str, source: Tuple[str, Any]) -> Any:
 
 
 def loads_in_this_process() -> Dict[str, int]:
-    """How many times this process loaded each stored value (for tests and diagnostics)."""
+    """How many times this process loaded each stored value, by ``key:version`` (for tests
+    and diagnostics: once each, by design)."""
     with _cache_lock:
         return dict(_LOADS)
+
+
+def cached_in_this_process() -> list:
+    """The ``key:version`` of every value this process holds now."""
+    with _cache_lock:
+        return list(_cache)
 
 
 # -- the local store: one file per value, mapped by workers -------------------------------

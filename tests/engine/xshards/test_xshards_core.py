@@ -46,13 +46,21 @@ def test_partition_ndarray_matches_array_split(backend):
 
 
 def test_partition_nested_structures_keep_their_shape(backend):
-    data = {"x": (np.arange(10), np.arange(10) * 2.0), "y": [np.arange(10) % 3], "p": Pair(np.ones(10), np.zeros(10))}
+    data = {
+        "x": (np.arange(10), np.arange(10) * 2.0),
+        "y": [np.arange(10) % 3],
+        "p": Pair(np.ones(10), np.zeros(10)),
+    }
     shards = XShards.partition(data, num_shards=3).collect()
     assert len(shards) == 3
     for i, shard in enumerate(shards):
         want = np.array_split(np.arange(10), 3)[i]
         assert set(shard) == {"x", "y", "p"}
-        assert isinstance(shard["x"], tuple) and isinstance(shard["y"], list) and isinstance(shard["p"], Pair)
+        assert (
+            isinstance(shard["x"], tuple)
+            and isinstance(shard["y"], list)
+            and isinstance(shard["p"], Pair)
+        )
         np.testing.assert_array_equal(shard["x"][0], want)
         np.testing.assert_array_equal(shard["x"][1], want * 2.0)
         np.testing.assert_array_equal(shard["y"][0], want % 3)
@@ -100,7 +108,9 @@ def test_transform_shard_with_args_matches_numpy(backend):
 
 def test_transform_shard_on_dataframes_matches_pandas(backend):
     df = ratings()
-    shards = frame_shards(df, 3).transform_shard(lambda d: d[d["rating"] > 0.5].assign(double=lambda x: x["rating"] * 2))
+    shards = frame_shards(df, 3).transform_shard(
+        lambda d: d[d["rating"] > 0.5].assign(double=lambda x: x["rating"] * 2)
+    )
     got = pd.concat(shards.collect(), ignore_index=True)
     want = df[df["rating"] > 0.5].assign(double=lambda x: x["rating"] * 2).reset_index(drop=True)
     pd.testing.assert_frame_equal(got, want, check_dtype=False)
@@ -127,7 +137,9 @@ def test_transform_shard_returning_different_types_is_an_error(backend):
 
 
 def test_numbers_of_any_kind_are_one_type(backend):
-    shards = XShards.partition(np.arange(6), 3).transform_shard(lambda x: int(x.sum()) if x[0] else np.float64(x.sum()))
+    shards = XShards.partition(np.arange(6), 3).transform_shard(
+        lambda x: int(x.sum()) if x[0] else np.float64(x.sum())
+    )
     assert shards.collect() == [1.0, 5, 9]
 
 
@@ -169,7 +181,9 @@ def test_split_tuples(backend):
 def test_split_needs_tuples_of_one_length(backend):
     with pytest.raises(ValueError, match="partition 0 holds a ndarray"):
         XShards.partition(np.arange(4), 2).split()
-    uneven = XShards.partition(np.arange(4), 2).transform_shard(lambda x: tuple(x) if x[0] else (x,))
+    uneven = XShards.partition(np.arange(4), 2).transform_shard(
+        lambda x: tuple(x) if x[0] else (x,)
+    )
     with pytest.raises(ValueError, match="different lengths: 1 and 2"):
         uneven.split()
 
@@ -189,7 +203,9 @@ def test_zip_needs_same_partitions(backend):
     one_each = XShards.partition(np.arange(4), 2)
     two_and_one = XShards.partition(np.arange(6), 3).transform_shard(lambda x: (1,)).repartition(2)
     zipped = one_each.zip(two_and_one)  # lazy: the counts are known only when it runs
-    with pytest.raises(ValueError, match="same number of shards in each partition; partition 0 has 1 and 2"):
+    with pytest.raises(
+        ValueError, match="same number of shards in each partition; partition 0 has 1 and 2"
+    ):
         zipped.collect()
 
 
@@ -208,7 +224,11 @@ def test_repartition_dataframes_keeps_rows_in_order(backend, num):
 
 def test_repartition_pickled_dataframes(backend):
     df = ratings(20).assign(obj=lambda d: d["tag"].astype(object))  # object column: pickled
-    shards = frame_shards(df, 2).transform_shard(lambda d: d.assign(obj=d["tag"].astype(object))).repartition(3)
+    shards = (
+        frame_shards(df, 2)
+        .transform_shard(lambda d: d.assign(obj=d["tag"].astype(object)))
+        .repartition(3)
+    )
     parts = shards.collect()
     assert [len(p) for p in parts] == [7, 7, 6]
     got = pd.concat(parts, ignore_index=True)
@@ -315,7 +335,9 @@ def test_to_dataset_of_arrays_and_dicts(backend):
 
 def test_to_dataset_drops_the_index(backend):
     df = pd.DataFrame({"a": [1, 2, 3]}, index=pd.Index([7, 8, 9], name="k"))
-    shards = sf.from_pandas(pd.DataFrame({"a": [1, 2, 3]})).to_xshards().transform_shard(lambda d: df)
+    shards = (
+        sf.from_pandas(pd.DataFrame({"a": [1, 2, 3]})).to_xshards().transform_shard(lambda d: df)
+    )
     assert shards.to_dataset().take_all() == [{"a": 1}, {"a": 2}, {"a": 3}]
     assert shards.collect()[0].index.tolist() == [7, 8, 9]
 
@@ -329,9 +351,15 @@ def test_dataset_blocks_become_partitions_without_copy():
     from shardflow.engine.refs import resolve
 
     table = resolve(ref)
-    assert table.column("a").chunk(0).buffers()[1].address == resolve(block).column("a").chunk(0).buffers()[1].address
+    assert (
+        table.column("a").chunk(0).buffers()[1].address
+        == resolve(block).column("a").chunk(0).buffers()[1].address
+    )
     out = resolve(shards.to_dataset().materialize()._plan.source.blocks[0])
-    assert out.column("a").chunk(0).buffers()[1].address == table.column("a").chunk(0).buffers()[1].address
+    assert (
+        out.column("a").chunk(0).buffers()[1].address
+        == table.column("a").chunk(0).buffers()[1].address
+    )
 
 
 def test_partitions_are_stable_through_fused_maps(backend):
@@ -340,7 +368,9 @@ def test_partitions_are_stable_through_fused_maps(backend):
     ctx = sf.DataContext.get_current()
     ctx.target_max_block_size = 64 * 1024
     ctx.target_min_block_size = 16 * 1024
-    ds = sf.range(100_000, override_num_blocks=2).map_batches(lambda b: {"id": b["id"], "v": b["id"] * 2.0})
+    ds = sf.range(100_000, override_num_blocks=2).map_batches(
+        lambda b: {"id": b["id"], "v": b["id"] * 2.0}
+    )
     shards = ds.to_xshards()
     counted = shards.transform_shard(len)
     lengths = counted.collect()

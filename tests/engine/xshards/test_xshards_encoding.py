@@ -30,13 +30,22 @@ ARROW_EXACT = {
     "floats": pd.DataFrame({"a": [1.5, np.nan, 3.0], "b": np.array([1, 2, 3], dtype=np.float32)}),
     "strings": pd.DataFrame({"s": ["x", None, "z"]}),
     "dates": pd.DataFrame({"d": pd.to_datetime(["2020-01-01", "2021-06-01", "2022-12-31"])}),
-    "tz": pd.DataFrame({"d": pd.to_datetime(["2020-01-01", "2021-06-01", "2022-12-31"]).tz_localize("UTC")}),
+    "tz": pd.DataFrame(
+        {"d": pd.to_datetime(["2020-01-01", "2021-06-01", "2022-12-31"]).tz_localize("UTC")}
+    ),
     "categorical": pd.DataFrame({"c": pd.Categorical(["a", "b", "a"])}),
-    "nullable": pd.DataFrame({"i": pd.array([1, None, 3], dtype="Int64"), "b": pd.array([True, None, False], dtype="boolean")}),
+    "nullable": pd.DataFrame(
+        {
+            "i": pd.array([1, None, 3], dtype="Int64"),
+            "b": pd.array([True, None, False], dtype="boolean"),
+        }
+    ),
     "timedelta": pd.DataFrame({"t": pd.to_timedelta([1, 2, 3], unit="s")}),
     "named_index": pd.DataFrame({"a": [1, 2, 3]}, index=pd.Index([10, 5, 7], name="key")),
     "string_index": pd.DataFrame({"a": [1, 2, 3]}, index=["x", "y", "z"]),
-    "multi_index": pd.DataFrame({"a": [1, 2]}, index=pd.MultiIndex.from_tuples([(1, "a"), (2, "b")])),
+    "multi_index": pd.DataFrame(
+        {"a": [1, 2]}, index=pd.MultiIndex.from_tuples([(1, "a"), (2, "b")])
+    ),
     "no_rows": pd.DataFrame({"a": pd.Series([], dtype="int64")}),
 }
 
@@ -46,7 +55,9 @@ PICKLED = {
     "lists": pd.DataFrame({"l": pd.Series([[1], [2, 3]], dtype=object)}),
     "int_column_names": pd.DataFrame({0: [1, 2], 1: [3, 4]}),
     "duplicate_columns": pd.DataFrame([[1, 2]], columns=["a", "a"]),
-    "multi_columns": pd.DataFrame([[1, 2]], columns=pd.MultiIndex.from_tuples([("a", "b"), ("a", "c")])),
+    "multi_columns": pd.DataFrame(
+        [[1, 2]], columns=pd.MultiIndex.from_tuples([("a", "b"), ("a", "c")])
+    ),
     "shifted_range_index": pd.DataFrame({"a": [1, 2]}, index=pd.RangeIndex(5, 7)),
     "complex": pd.DataFrame({"c": np.array([1j, 2])}),
     "no_columns": pd.DataFrame(index=range(3)),
@@ -71,11 +82,23 @@ def test_attrs_survive_by_pickling():
 
 
 def test_objects_of_any_kind_and_their_facts():
-    elements = [{"x": np.arange(6).reshape(3, 2), "y": np.arange(3)}, (np.ones(2), 1), [1, 2, 3, 4], None, 7]
+    elements = [
+        {"x": np.arange(6).reshape(3, 2), "y": np.arange(3)},
+        (np.ones(2), 1),
+        [1, 2, 3, 4],
+        None,
+        7,
+    ]
     block = encode(elements)
     info = info_of(block)
     assert info.kind == OBJECTS and info.count == 5
-    assert info.types == ["builtins.dict", "builtins.tuple", "builtins.list", "builtins.NoneType", NUMBER]
+    assert info.types == [
+        "builtins.dict",
+        "builtins.tuple",
+        "builtins.list",
+        "builtins.NoneType",
+        NUMBER,
+    ]
     assert info.lens == [3, None, 4, None, None]
     assert info.seqs == [None, 2, 4, None, None]
     back = decode(block)
