@@ -58,7 +58,7 @@ def block_metadata(refs: Sequence[Any]) -> List[Optional[dict]]:
 
     global _probe
     if _probe is None:
-        _probe = ray.remote(num_cpus=0)(_schema_metadata)
+        _probe = ray.remote(_schema_metadata)
     return ray.get([_probe.remote(_ray_arg(ref)) for ref in refs])
 
 
