@@ -1,15 +1,18 @@
 """How an XShards partition is stored in a block, and read back.
 
 A partition is one block. It holds a list of elements (usually exactly one), stored in one of
-two ways, named in the block's schema metadata under ``shardflow.xshards``:
+three ways, named in the block's schema metadata under ``shardflow.xshards``:
 
 - ``frame``: the block *is* one pandas DataFrame, column for column (Arrow-native, with
   pandas' own schema metadata so dtypes and index come back exactly). ``to_dataset()`` and
   ``Dataset.to_xshards()`` pass such blocks through without copying, and repartitioning cuts
   them into zero-copy slices. Only DataFrames whose every column survives the round trip
   through Arrow unchanged are stored this way.
+- ``arrays``: the block is one dict of numeric ndarrays with one first dimension, a column
+  per key (tensor columns for arrays of more dimensions), built without copying; converting
+  it to a Dataset copies nothing either.
 - ``objects``: one row per element, each cell the pickled element (any picklable object:
-  dicts of ndarrays, lists, tuples, DataFrames that Arrow would change).
+  lists, tuples, other dicts, DataFrames that Arrow would change).
 
 A block without the metadata (a block of a Dataset) is one DataFrame element.
 
@@ -34,8 +37,9 @@ from shardflow.sdk.object_column import PythonObjectType, is_object_type
 
 META_KEY = b"shardflow.xshards"
 ELEMENT_COLUMN = "element"
-FRAME, OBJECTS, DATASET = "frame", "objects", "dataset"
+FRAME, ARRAYS, OBJECTS, DATASET = "frame", "arrays", "objects", "dataset"
 DATAFRAME = "pandas.core.frame.DataFrame"
+DICT = "builtins.dict"
 NUMBER = "number"
 
 _NUMERIC_KINDS = "biufmM"
@@ -46,7 +50,8 @@ class BlockInfo:
     """What a partition block holds, read from its metadata.
 
     Args:
-        kind: ``"frame"``, ``"objects"`` or ``"dataset"`` (a Dataset block: one DataFrame).
+        kind: ``"frame"``, ``"arrays"``, ``"objects"`` or ``"dataset"`` (a Dataset block:
+            one DataFrame).
         types: The type of each element (``module.Class``, or ``"number"`` for any number).
         lens: The length of each element, or None where it has none.
         seqs: The item count of each element that is a list or tuple, else None.
@@ -120,6 +125,10 @@ def encode(elements: List[Any]) -> pa.Table:
         table = frame_to_table(elements[0])
         if table is not None:
             return _with_info(table, FRAME, [elements[0]])
+    if len(elements) == 1 and type(elements[0]) is dict:
+        table = arrays_to_table(elements[0])
+        if table is not None:
+            return _with_info(table, ARRAYS, [elements[0]])
     return _with_info(_objects_table(elements), OBJECTS, elements)
 
 
@@ -195,6 +204,32 @@ def frame_to_table(df: Any) -> Optional[pa.Table]:
         return None
 
 
+def arrays_to_table(arrays: dict) -> Optional[pa.Table]:
+    """A dict of numeric ndarrays of one first dimension as columns (no copy for contiguous
+    arrays), or None when a value would not come back the same."""
+    if not arrays or not all(isinstance(k, str) for k in arrays):
+        return None
+    lengths = set()
+    for value in arrays.values():
+        if (
+            not isinstance(value, np.ndarray)
+            or value.ndim == 0
+            or value.dtype.kind not in "iuf"
+            or not value.dtype.isnative
+            or (value.ndim > 1 and value.size == 0)
+        ):
+            return None
+        lengths.add(value.shape[0])
+    if len(lengths) != 1:
+        return None
+    from shardflow.sdk.block import numpy_batch_to_block
+
+    try:
+        return numpy_batch_to_block(arrays)
+    except (pa.ArrowException, ValueError, TypeError):
+        return None
+
+
 def _safe_dtype(dtype: Any) -> bool:
     """Whether a column of this dtype comes back from Arrow with the same dtype and values."""
     if isinstance(dtype, np.dtype):
@@ -238,7 +273,17 @@ def decode(table: pa.Table) -> List[Any]:
     info = info_of(table)
     if info.kind == OBJECTS:
         return decode_objects(table)
+    if info.kind == ARRAYS:
+        return [table_to_arrays(table)]
     return [table_to_frame(table)]
+
+
+def table_to_arrays(table: pa.Table) -> dict:
+    """The dict of (writable) ndarrays an arrays block holds."""
+    from shardflow.sdk.block import block_to_batch
+
+    batch = block_to_batch(table, "numpy")
+    return {name: np.array(values, copy=True) for name, values in batch.items()}
 
 
 def decode_objects(table: pa.Table) -> List[Any]:

@@ -16,7 +16,10 @@ import numpy as np
 import pyarrow as pa
 
 from shardflow.engine.xshards.encoding import (
+    ARRAYS,
     DATAFRAME,
+    DATASET,
+    DICT,
     FRAME,
     OBJECTS,
     BlockInfo,
@@ -24,6 +27,7 @@ from shardflow.engine.xshards.encoding import (
     decode_objects,
     encode,
     info_from_metadata,
+    info_of,
     is_dataframe,
     short_type,
     table_to_frame,
@@ -185,12 +189,14 @@ def _gather_task(refs: Sequence[Any], parts: List[Part], family: Optional[str]) 
 def _merge(blocks: List[pa.Table], parts: List[Part], family: Optional[str]) -> pa.Table:
     """One partition from ``parts``: pieces of one type concatenated into one element
     (``family`` set), or elements kept whole (``family`` None)."""
-    if family == DATAFRAME and parts and all(p[0] == "rows" for p in parts):
+    if family in (DATAFRAME, DICT) and parts and all(p[0] == "rows" for p in parts):
+        kind = FRAME if family == DATAFRAME else ARRAYS
         slices = [blocks[p[1]].slice(p[2], p[3]) for p in parts]
         slices = [s for s in slices if s.num_rows]
-        if slices and all(s.schema.equals(slices[0].schema, check_metadata=False) for s in slices):
+        same = all(s.schema.equals(slices[0].schema, check_metadata=False) for s in slices)
+        if slices and same and all(info_of(s).kind in (kind, DATASET) for s in slices):
             table = pa.concat_tables(slices) if len(slices) > 1 else slices[0]
-            return with_metadata(table, BlockInfo(FRAME, [DATAFRAME], [table.num_rows], [None]))
+            return with_metadata(table, BlockInfo(kind, [family], [table.num_rows], [None]))
     decoded: Dict[int, List[Any]] = {}
 
     def elements_of(k: int) -> List[Any]:
@@ -201,7 +207,7 @@ def _merge(blocks: List[pa.Table], parts: List[Part], family: Optional[str]) -> 
     items: List[Any] = []
     for part in parts:
         if part[0] == "rows":
-            items.append(table_to_frame(blocks[part[1]].slice(part[2], part[3])))
+            items.append(decode(blocks[part[1]].slice(part[2], part[3]))[0])
         elif part[0] == "element":
             items.append(elements_of(part[1])[part[2]])
         else:

@@ -43,7 +43,8 @@ def partition_data(data: Any, num_shards: Optional[int]) -> Any:
                 f"The length of data {length} is smaller than the total number of shards "
                 f"{count}. Please adjust the num_shards option to be at most {length}."
             )
-    pieces = [np.array_split(leaf, count) for _, leaf in leaves]
+    # Copies: the shards must not change when the caller later changes its arrays.
+    pieces = [[p.copy() for p in np.array_split(leaf, count)] for _, leaf in leaves]
     blocks = []
     for i in range(count):
         shard, used = _rebuild(data, [p[i] for p in pieces], 0)

@@ -122,7 +122,7 @@ def partition_to_rows(block: pa.Table) -> Optional[pa.Table]:
     """A Dataset block of a partition's rows (None for a partition with no elements)."""
     info = info_of(block)
     if info.kind != OBJECTS:
-        return _plain_frame(block)
+        return _plain_frame(block)  # a DataFrame's or a dict of arrays' columns, as they are
     parts = [element_to_block(e) for e in decode_objects(block)]
     parts = [p for p in parts if p is not None]
     if not parts:

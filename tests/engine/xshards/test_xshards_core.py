@@ -385,3 +385,16 @@ def test_cache_keeps_partitions(backend):
     calls.uncache()
     assert not calls.is_cached()
     np.testing.assert_array_equal(np.concatenate(calls.collect()), np.arange(8) + 1)
+
+
+def test_dict_shards_become_rows_without_copy():
+    from shardflow.engine.refs import resolve
+
+    data = {"x": np.arange(20, dtype=np.float64), "y": np.arange(20) % 2}
+    shards = XShards.partition(data, 2).cache()
+    stored = resolve(shards._cached[0][0])
+    rows = resolve(shards.to_dataset().materialize()._plan.source.blocks[0])
+    assert rows.schema.metadata is None
+    for name in ("x", "y"):
+        address = rows.column(name).chunk(0).buffers()[1].address
+        assert address == stored.column(name).chunk(0).buffers()[1].address

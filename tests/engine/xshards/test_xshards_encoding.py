@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 from shardflow.engine.xshards.encoding import (
+    ARRAYS,
     DATAFRAME,
     FRAME,
     NUMBER,
@@ -125,3 +126,37 @@ def test_dataframe_blocks_share_memory_with_the_dataframe_columns():
 def test_empty_partition():
     block = encode([])
     assert info_of(block).count == 0 and decode(block) == []
+
+
+def test_dicts_of_numeric_arrays_are_stored_as_columns_without_copy():
+    x = np.arange(24, dtype=np.float32).reshape(6, 2, 2)
+    y = np.arange(6, dtype=np.int64)
+    block = encode([{"x": x, "y": y}])
+    assert info_of(block).kind == ARRAYS and info_of(block).lens == [6]
+    assert block.column("y").chunk(0).buffers()[1].address == y.__array_interface__["data"][0]
+    (back,) = decode(block)
+    assert list(back) == ["x", "y"]
+    for got, want in ((back["x"], x), (back["y"], y)):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+        assert got.flags.writeable  # a shard's arrays may be changed in place
+    back["y"] += 1
+    np.testing.assert_array_equal(y, np.arange(6))  # the stored data is not
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"b": np.array([True, False])},
+        {1: np.arange(2)},
+        {"x": np.arange(2), "y": np.arange(3)},
+        {"s": np.array(["a", "b"])},
+        {"x": np.arange(2), "n": 3},
+        {"x": np.zeros((0, 2))},
+    ],
+)
+def test_other_dicts_are_pickled(value):
+    block = encode([value])
+    assert info_of(block).kind == OBJECTS
+    (back,) = decode(block)
+    assert list(back) == list(value)
