@@ -37,10 +37,15 @@ Batch = Tuple[int, int, int]  # offset, bytes, shards
 # -- writing ------------------------------------------------------------------------------
 
 
-def save_pickle(xshards: Any, path: str, batch_size: int) -> None:
+def save_pickle(
+    xshards: Any, path: str, batch_size: int, storage_options: Any = None, filesystem: Any = None
+) -> None:
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batchSize must be a positive int, got {batch_size!r}.")
-    xshards._ds.write_datasink(PickleShardsDatasink(path, batch_size))
+    sink = PickleShardsDatasink(
+        path, batch_size, storage_options=storage_options, filesystem=filesystem
+    )
+    xshards._ds.write_datasink(sink)
 
 
 class _PartNames(FilenameProvider):
@@ -94,7 +99,9 @@ def write_partition(elements: List[Any], f: Any, batch_size: int) -> None:
 # -- reading ------------------------------------------------------------------------------
 
 
-def load_pickle(path: Any, min_partitions: Optional[int]) -> Any:
+def load_pickle(
+    path: Any, min_partitions: Optional[int], storage_options: Any = None, filesystem: Any = None
+) -> Any:
     from shardflow.engine.xshards.shards import XShards
 
     if min_partitions is not None and (
@@ -104,7 +111,7 @@ def load_pickle(path: Any, min_partitions: Optional[int]) -> Any:
     ):
         raise ValueError(f"minPartitions must be a positive int or None, got {min_partitions!r}.")
     paths = normalize_paths_arg(path)
-    fs, stripped = resolve_filesystem(paths)
+    fs, stripped = resolve_filesystem(paths, filesystem, storage_options)
     try:
         files = [info.path for info in expand_paths(fs, stripped)]
     except FileNotFoundError as exc:

@@ -93,7 +93,12 @@ class XShards:
 
     @classmethod
     def load_pickle(  # noqa: N803 (Orca's argument name)
-        cls, path: Union[str, List[str]], minPartitions: Optional[int] = None
+        cls,
+        path: Union[str, List[str]],
+        minPartitions: Optional[int] = None,
+        *,
+        storage_options: Optional[dict] = None,
+        filesystem: Any = None,
     ) -> "XShards":
         """Load an XShards saved by :meth:`save_pickle`.
 
@@ -104,6 +109,8 @@ class XShards:
                 local, ``s3://``, ``gs://`` or any fsspec path.
             minPartitions: The least number of partitions; files are split between their
                 batches of elements to reach it where they hold enough batches.
+            storage_options: fsspec options (credentials, endpoint) to reach ``path``.
+            filesystem: An fsspec or pyarrow filesystem to read ``path`` with.
 
         Returns:
             An XShards with one partition per file (or more, see ``minPartitions``).
@@ -113,7 +120,7 @@ class XShards:
         """
         from shardflow.engine.xshards.pickle_io import load_pickle
 
-        return load_pickle(path, minPartitions)
+        return load_pickle(path, minPartitions, storage_options, filesystem)
 
     @classmethod
     def _from_dataset(cls, dataset: Any) -> "XShards":
@@ -342,19 +349,28 @@ class XShards:
         stage = ShardStage(_length_of, (), "len")
         return int(sum(self._map(stage).collect()))
 
-    def save_pickle(self, path: str, batchSize: int = 10) -> "XShards":  # noqa: N803
+    def save_pickle(  # noqa: N803 (Orca's argument name)
+        self,
+        path: str,
+        batchSize: int = 10,
+        *,
+        storage_options: Optional[dict] = None,
+        filesystem: Any = None,
+    ) -> "XShards":
         """Save the shards as pickle files, one per partition, under the folder ``path``.
 
         Args:
             path: A folder that does not exist or is empty (local, ``s3://``, ...).
             batchSize: Shards pickled together in one batch of a file.
+            storage_options: fsspec options (credentials, endpoint) to reach ``path``.
+            filesystem: An fsspec or pyarrow filesystem to write ``path`` with.
 
         Returns:
             This XShards.
         """
         from shardflow.engine.xshards.pickle_io import save_pickle
 
-        save_pickle(self, path, batchSize)
+        save_pickle(self, path, batchSize, storage_options, filesystem)
         return self
 
     def to_dataset(self) -> Any:

@@ -163,3 +163,20 @@ def test_save_pickle_refuses_to_mix_with_existing_data(tmp_path):
 
 def test_load_pickle_docstring_warns_about_trust():
     assert "trust" in XShards.load_pickle.__doc__
+
+
+def test_s3_read_csv_and_pickle_roundtrip(backend, s3_store):
+    import fsspec
+
+    root, options = s3_store
+    fs = fsspec.filesystem("s3", **options)
+    for i, df in enumerate(frames(2)):
+        with fs.open(f"{root}/csv/part{i}.csv", "wb") as f:
+            f.write(df.to_csv(index=False).encode())
+    shards = read_csv(f"{root}/csv", storage_options=options)
+    got = pd.concat(shards.collect(), ignore_index=True)
+    pd.testing.assert_frame_equal(got, pd.concat(frames(2), ignore_index=True))
+    shards.save_pickle(f"{root}/saved", storage_options=options)
+    loaded = XShards.load_pickle(f"{root}/saved", minPartitions=1, storage_options=options)
+    assert loaded.num_partitions() == shards.num_partitions()
+    pd.testing.assert_frame_equal(pd.concat(loaded.collect(), ignore_index=True), got)
