@@ -37,14 +37,19 @@ _ALIGN = 64
 _cache_lock = threading.Lock()
 _cache: Dict[str, Any] = {}  # values loaded by this process, by key
 _LOADS: Dict[str, int] = {}  # how often this process loaded each key (once, by design)
-_released: Deque[str] = deque(maxlen=256)  # keys unpersisted in this driver
+_released: Deque[str] = deque(maxlen=64)  # keys unpersisted lately in this driver
 _folder: Optional[str] = None
 _folder_lock = threading.Lock()
 
 
 class SharedValue:
     """A large read-only input given to every worker once (Orca's ``SharedValue``, Spark's
-    broadcast), for use as an argument of ``transform_shard``.
+    broadcast), for use as an argument of ``transform_shard`` (or of any Dataset function).
+
+    Tasks carry a small handle; the value is stored once and each worker process loads it
+    once, with its first task that reads ``.value``. In worker processes numpy arrays inside
+    the value are read-only views of the one stored copy (as values from Ray's object store
+    are); tasks in the driver's threads see the value itself.
 
     Args:
         value: Any picklable object.
