@@ -132,6 +132,11 @@ def encode(elements: List[Any]) -> pa.Table:
     return _with_info(_objects_table(elements), OBJECTS, elements)
 
 
+def encode_objects(elements: List[Any]) -> pa.Table:
+    """A block holding ``elements`` pickled, one per row, whatever their type."""
+    return _with_info(_objects_table(elements), OBJECTS, elements)
+
+
 def encode_arrow_frame(table: pa.Table) -> pa.Table:
     """A block holding one DataFrame given as an Arrow table (Parquet reads)."""
     info = BlockInfo(FRAME, [DATAFRAME], [table.num_rows], [None])

@@ -26,6 +26,7 @@ from shardflow.engine.xshards.encoding import (
     decode,
     decode_objects,
     encode,
+    encode_objects,
     info_from_metadata,
     info_of,
     is_dataframe,
@@ -335,7 +336,7 @@ def _hash_split(blocks: List[pa.Table], cols: List[str], num: int) -> pa.Table:
                 if len(rows):
                     groups[j].append(rows)
         merged = [pd.concat(g) if len(g) > 1 else (g[0] if g else None) for g in groups]
-        out = encode(merged)
+        out = encode_objects(merged)  # one row per destination, even for one DataFrame
         offsets = list(range(num + 1))
     metadata = dict(out.schema.metadata or {})
     metadata[OFFSETS_KEY] = json.dumps(offsets).encode()

@@ -102,7 +102,8 @@ class XShards:
     ) -> "XShards":
         """Load an XShards saved by :meth:`save_pickle`.
 
-        Unpickling runs code chosen by whoever wrote the files: load only files you trust.
+        Warning: loading a pickle can run arbitrary code chosen by whoever wrote the file.
+        Load only files you trust, never files from an untrusted source.
 
         Args:
             path: The folder written by ``save_pickle`` (or files, globs, a list of them);

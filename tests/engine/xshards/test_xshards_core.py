@@ -300,6 +300,15 @@ def test_partition_by_keeps_the_partition_count_and_pickled_frames(backend):
     assert sorted(owners) == sorted(df["tag"].unique())
 
 
+def test_partition_by_into_one_partition(backend):
+    df = ratings(12)
+    pickled = frame_shards(df, 2).transform_shard(lambda d: d.assign(obj=d["tag"].astype(object)))
+    (only,) = pickled.partition_by("user", 1).collect()
+    assert len(only) == 12 and sorted(only["rating"]) == sorted(df["rating"])
+    (only,) = frame_shards(df, 2).partition_by("user", 1).collect()
+    assert len(only) == 12
+
+
 def test_partition_by_errors(backend):
     with pytest.raises(ValueError, match=r"\['nope'\] are not in the DataFrame"):
         frame_shards(ratings(), 2).partition_by("nope", 2).collect()
