@@ -39,3 +39,25 @@ def test_imports_stay_light():
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"light": True, "ray": False}
+
+
+def test_orca_context_chooses_the_backend(fresh_context, ray_session):
+    import numpy as np
+
+    import shardflow as sf
+    from shardflow.orca import init_orca_context, stop_orca_context
+
+    init_orca_context(cluster_mode="local", cores=2)
+    assert sf.DataContext.get_current().backend == "local"
+    assert sf.DataContext.get_current().num_cpus == 2
+    assert len(sf.XShards.partition(np.arange(4)).collect()) == 2
+    init_orca_context(cluster_mode="local", runtime="ray")  # Ray already runs: joined
+    assert sf.DataContext.get_current().backend == "ray"
+    stop_orca_context()  # does not stop a Ray it did not start
+    assert sf.DataContext.get_current().backend == "local" and ray_session.is_initialized()
+    try:
+        init_orca_context(cluster_mode="yarn-client")
+    except ValueError as exc:
+        assert "Spark" in str(exc)
+    else:
+        raise AssertionError("yarn needs Spark")
