@@ -242,10 +242,11 @@ def _safe_dtype(dtype: Any) -> bool:
     pd = _pandas()
     if isinstance(dtype, pd.CategoricalDtype):
         return _safe_dtype(dtype.categories.dtype)
+    if isinstance(dtype, pd.StringDtype):
+        return dtype.storage == "pyarrow"  # Python-stored strings come back Arrow-stored
     return isinstance(
         dtype,
         (
-            pd.StringDtype,
             pd.ArrowDtype,
             pd.DatetimeTZDtype,
             pd.PeriodDtype,

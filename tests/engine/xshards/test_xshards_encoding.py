@@ -30,6 +30,7 @@ ARROW_EXACT = {
     "ints": pd.DataFrame({"a": [1, 2, 3], "b": np.array([1, 2, 3], dtype=np.uint8)}),
     "floats": pd.DataFrame({"a": [1.5, np.nan, 3.0], "b": np.array([1, 2, 3], dtype=np.float32)}),
     "strings": pd.DataFrame({"s": ["x", None, "z"]}),
+    "arrow_strings": pd.DataFrame({"s": pd.array(["x", None], dtype="string[pyarrow]")}),
     "dates": pd.DataFrame({"d": pd.to_datetime(["2020-01-01", "2021-06-01", "2022-12-31"])}),
     "tz": pd.DataFrame(
         {"d": pd.to_datetime(["2020-01-01", "2021-06-01", "2022-12-31"]).tz_localize("UTC")}
@@ -48,6 +49,8 @@ ARROW_EXACT = {
         {"a": [1, 2]}, index=pd.MultiIndex.from_tuples([(1, "a"), (2, "b")])
     ),
     "no_rows": pd.DataFrame({"a": pd.Series([], dtype="int64")}),
+    "period": pd.DataFrame({"p": pd.period_range("2020-01", periods=3, freq="M")}),
+    "interval": pd.DataFrame({"i": pd.interval_range(0, 3)}),
 }
 
 PICKLED = {
@@ -61,6 +64,7 @@ PICKLED = {
     ),
     "shifted_range_index": pd.DataFrame({"a": [1, 2]}, index=pd.RangeIndex(5, 7)),
     "complex": pd.DataFrame({"c": np.array([1j, 2])}),
+    "python_strings": pd.DataFrame({"s": pd.array(["a", None], dtype="string[python]")}),
     "no_columns": pd.DataFrame(index=range(3)),
 }
 
