@@ -301,6 +301,12 @@ def decode_objects(table: pa.Table) -> List[Any]:
     return out
 
 
+def _is_tensor(arrow_type: pa.DataType) -> bool:
+    """Tensor columns, which pandas cannot hold: they become columns of ndarrays."""
+    name = getattr(arrow_type, "extension_name", None)
+    return name in ("arrow.fixed_shape_tensor", "arrow.variable_shape_tensor")
+
+
 def table_to_frame(table: pa.Table) -> Any:
     """A DataFrame from a frame block (exact, through pandas' metadata) or a Dataset block
     (tensor and object columns become columns of ndarrays or objects)."""
@@ -311,7 +317,7 @@ def table_to_frame(table: pa.Table) -> Any:
     special = [
         name
         for name, field_type in zip(table.column_names, table.schema.types)
-        if is_object_type(field_type) or isinstance(field_type, pa.BaseExtensionType)
+        if is_object_type(field_type) or _is_tensor(field_type)
     ]
     if not special:
         return table.replace_schema_metadata(metadata or None).to_pandas()

@@ -164,3 +164,15 @@ def test_other_dicts_are_pickled(value):
     assert info_of(block).kind == OBJECTS
     (back,) = decode(block)
     assert list(back) == list(value)
+
+
+def test_dataset_blocks_with_tensor_and_object_columns():
+    from shardflow.sdk.block import numpy_batch_to_block
+    from shardflow.sdk.object_column import objects_to_arrow
+
+    table = numpy_batch_to_block({"t": np.arange(8.0).reshape(2, 2, 2), "n": np.arange(2)})
+    table = table.append_column("o", objects_to_arrow([{1}, {2}]))
+    (df,) = decode(table)
+    assert list(df.columns) == ["t", "n", "o"]
+    np.testing.assert_array_equal(df["t"][1], np.arange(4.0, 8.0).reshape(2, 2))
+    assert df["n"].tolist() == [0, 1] and df["o"].tolist() == [{1}, {2}]
