@@ -33,7 +33,14 @@ def _udf_args(op: Any) -> tuple:
 
 
 def stage_for(op: Any) -> Stage:
-    """The executable stage of a one-to-one logical operation."""
+    """The executable stage of a one-to-one logical operation.
+
+    An operation defined outside this module (XShards' shard maps) builds its own stage
+    through a ``make_stage()`` method.
+    """
+    make_stage = getattr(op, "make_stage", None)
+    if make_stage is not None:
+        return make_stage()
     if isinstance(op, MapRows):
         return RowMapStage(op.udf.fn, op.name, *_udf_args(op))
     if isinstance(op, FlatMap):

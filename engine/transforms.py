@@ -31,10 +31,15 @@ from shardflow.sdk.expressions import Expr
 
 
 class Stage:
-    """One step of a fused transform. ``python_heavy`` marks per-row Python work."""
+    """One step of a fused transform. ``python_heavy`` marks per-row Python work.
+
+    ``keeps_blocks`` on the last stage of a fused transform keeps its output blocks as they
+    are, neither joined nor cut to the target block sizes: XShards partitions are blocks.
+    """
 
     name: str = "Stage"
     python_heavy: bool = False
+    keeps_blocks: bool = False
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
         raise NotImplementedError
@@ -377,6 +382,8 @@ class FusedTransform:
         stream = _guard(self.source_name, _read_inputs(inputs))
         for stage in self.stages:
             stream = _guard(stage.name, stage(stream, ctx))
+        if self.stages and getattr(self.stages[-1], "keeps_blocks", False):
+            return stream
         if self.min_block_bytes and self.stages:
             stream = coalesce_blocks(stream, self.min_block_bytes)
         if self.max_block_bytes:

@@ -34,6 +34,7 @@ from shardflow.engine.read_api import (
     read_datasource,
 )
 from shardflow.engine.runtime import init
+from shardflow.engine.xshards.shards import XShards
 from shardflow.sdk.filename_provider import FilenameProvider
 from shardflow.sdk.save_mode import SaveMode
 from shardflow.sdk.file_datasource import FileShuffleConfig
@@ -76,6 +77,7 @@ __all__ = [
     "UserCodeError",
     "WorkerCrashedError",
     "WriteResult",
+    "XShards",
     "col",
     "from_arrow",
     "from_blocks",
@@ -97,3 +99,12 @@ __all__ = [
     "read_text",
     "register_connector",
 ]
+
+
+def __getattr__(name: str):
+    """``shardflow.xshards`` and ``shardflow.orca`` load on first use."""
+    if name in ("xshards", "orca"):
+        import importlib
+
+        return importlib.import_module(f"shardflow.{name}")
+    raise AttributeError(f"module 'shardflow' has no attribute {name!r}")

@@ -1,0 +1,134 @@
+"""Running XShards plans: materializing partitions, reading what they hold, and sources
+whose read tasks are planned only when the plan runs (exchanges between partitions).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+import pyarrow as pa
+
+from shardflow.engine.logical import BlocksSource, LogicalPlan, ReadSource
+from shardflow.engine.refs import RayRef, resolve
+from shardflow.engine.runtime import current_backend
+from shardflow.engine.xshards.encoding import BlockInfo, info_from_metadata
+from shardflow.sdk.block import BlockMetadata
+from shardflow.sdk.datasource import Datasource, ReadTask
+
+_probe = None
+
+
+def materialize(dataset: Any) -> Tuple[List[Any], List[BlockMetadata]]:
+    """Run ``dataset`` and keep its blocks: (references, metadata), in partition order."""
+    refs, metas = [], []
+    for ref, meta in dataset._execute():
+        refs.append(ref)
+        metas.append(meta)
+    return refs, metas
+
+
+def blocks_dataset(refs: Sequence[Any], metas: Sequence[BlockMetadata], name: str) -> Any:
+    """A Dataset over blocks already computed."""
+    from shardflow.engine.dataset import Dataset
+
+    return Dataset(LogicalPlan(BlocksSource(tuple(refs), name, tuple(metas))))
+
+
+def source_dataset(datasource: Datasource) -> Any:
+    from shardflow.engine.dataset import Dataset
+
+    return Dataset(LogicalPlan(ReadSource(datasource)))
+
+
+def block_infos(refs: Sequence[Any], metas: Sequence[BlockMetadata]) -> List[BlockInfo]:
+    """What each partition block holds, read from its schema metadata.
+
+    On Ray a small task per block reads it where the block lives, so no data moves.
+    """
+    metadatas = block_metadata(refs)
+    return [info_from_metadata(m, meta.num_rows or 0) for m, meta in zip(metadatas, metas)]
+
+
+def block_metadata(refs: Sequence[Any]) -> List[Optional[dict]]:
+    """The schema metadata of each block."""
+    if current_backend().name != "ray":
+        return [resolve(ref).schema.metadata for ref in refs]
+    import ray
+
+    global _probe
+    if _probe is None:
+        _probe = ray.remote(_schema_metadata)
+    return ray.get([_probe.remote(_ray_arg(ref)) for ref in refs])
+
+
+def _schema_metadata(item: Any) -> Optional[dict]:
+    return resolve(item).schema.metadata
+
+
+def _ray_arg(ref: Any) -> Any:
+    return ref.object_ref if isinstance(ref, RayRef) else ref
+
+
+class BlocksCall:
+    """A read function over blocks already computed: resolves the references where the task
+    runs and yields the one block ``fn(blocks, *args)`` returns."""
+
+    def __init__(self, fn: Callable[..., pa.Table], refs: Sequence[Any], args: Sequence[Any] = ()):
+        self.fn = fn
+        self.refs = list(refs)
+        self.args = tuple(args)
+
+    def __call__(self) -> List[pa.Table]:
+        return [self.fn([resolve(ref) for ref in self.refs], *self.args)]
+
+
+def blocks_task(
+    fn: Callable[..., pa.Table], refs: Sequence[Any], args: Sequence[Any] = ()
+) -> ReadTask:
+    return ReadTask(BlocksCall(fn, refs, args), BlockMetadata(None, None))
+
+
+class DeferredSource(Datasource):
+    """A source whose read tasks are planned by ``planner()`` when the plan first runs.
+
+    The planner may run other plans first (the partitions an exchange takes in). Its tasks
+    are kept for later runs on the same backend, as Spark keeps a cached RDD.
+    """
+
+    def __init__(self, name: str, planner: Callable[[], List[ReadTask]]):
+        self._name = name
+        self._planner = planner
+        self._lock = threading.Lock()
+        self._tasks: Optional[List[ReadTask]] = None
+        self._backend: Optional[str] = None
+
+    def get_name(self) -> str:
+        return self._name
+
+    def get_read_tasks(self, parallelism: int, **kwargs: Any) -> List[ReadTask]:
+        backend = current_backend().name
+        with self._lock:
+            if self._tasks is None or self._backend != backend:
+                self._tasks = list(self._planner())
+                self._backend = backend
+            return list(self._tasks)
+
+
+class TaskListSource(Datasource):
+    """A source of read tasks planned in advance."""
+
+    def __init__(self, name: str, tasks: List[ReadTask]):
+        self._name = name
+        self._tasks = list(tasks)
+
+    def get_name(self) -> str:
+        return self._name
+
+    def get_read_tasks(self, parallelism: int, **kwargs: Any) -> List[ReadTask]:
+        return list(self._tasks)
+
+
+def default_num_shards() -> int:
+    """Partitions to make when none is asked for: one per CPU of the backend."""
+    return max(1, current_backend().num_slots("thread"))
