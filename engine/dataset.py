@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from shardflow.engine.consumption import ConsumptionMixin
 from shardflow.engine.file_api import FileWriteMixin
+from shardflow.engine.iceberg_api import IcebergWriteMixin
 from shardflow.engine.logical import LimitOp, LogicalPlan, MapOp, WriteOp
 from shardflow.engine.transforms import (
     AddColumnStage,
@@ -51,7 +52,7 @@ def _check_columns(cols: Any, method: str) -> List[str]:
     return cols
 
 
-class Dataset(ConsumptionMixin, FileWriteMixin):
+class Dataset(ConsumptionMixin, FileWriteMixin, IcebergWriteMixin):
     """A distributed-style collection of rows, stored as Arrow blocks and computed lazily.
 
     Create one with ``sf.range``, ``sf.from_items``, ``sf.read_datasource`` and friends.

@@ -21,6 +21,7 @@ from shardflow.engine.file_api import (
     read_parquet,
     read_text,
 )
+from shardflow.engine.iceberg_api import read_iceberg
 from shardflow.engine.read_api import (
     from_arrow,
     from_items,
@@ -76,6 +77,7 @@ __all__ = [
     "read_binary_files",
     "read_csv",
     "read_datasource",
+    "read_iceberg",
     "read_images",
     "read_json",
     "read_numpy",
