@@ -54,7 +54,8 @@ def read_iceberg(
         ...                   "uri": f"sqlite:///{folder}/catalog.db", "warehouse": f"file://{folder}"}
         >>> catalog = SqlCatalog(**catalog_kwargs)
         >>> catalog.create_namespace("db")
-        >>> data = pa.table({"id": pa.array(range(10), pa.int64()), "name": [f"n{i}" for i in range(10)]})
+        >>> data = pa.table({"id": pa.array(range(10), pa.int64()),
+        ...                  "name": [f"n{i}" for i in range(10)]})
         >>> catalog.create_table("db.events", schema=data.schema).append(data)
         >>> ds = sf.read_iceberg("db.events", catalog_kwargs=catalog_kwargs)
         >>> ds.count()
@@ -157,8 +158,8 @@ class IcebergWriteMixin:
             >>> catalog.create_namespace("db")
             >>> schema = pa.schema([("id", pa.int64()), ("score", pa.float64())])
             >>> table = catalog.create_table("db.scores", schema=schema)
-            >>> sf.range(100).map_batches(lambda b: {"id": b["id"], "score": b["id"] / 2}).write_iceberg(
-            ...     "db.scores", catalog_kwargs=catalog_kwargs)
+            >>> ds = sf.range(100).map_batches(lambda b: {"id": b["id"], "score": b["id"] / 2})
+            >>> ds.write_iceberg("db.scores", catalog_kwargs=catalog_kwargs)
             >>> sf.from_items([{"id": 1, "score": -1.0}]).write_iceberg(
             ...     "db.scores", catalog_kwargs=catalog_kwargs, mode="upsert",
             ...     upsert_kwargs={"join_cols": ["id"]})

@@ -18,7 +18,18 @@ Examples:
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Generic, Iterable, Iterator, Optional, Set, Tuple, TypeVar
+from typing import (
+    Any,
+    Callable,
+    ClassVar,
+    Generic,
+    Iterable,
+    Iterator,
+    Optional,
+    Set,
+    Tuple,
+    TypeVar,
+)
 
 import pyarrow as pa
 

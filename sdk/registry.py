@@ -75,7 +75,10 @@ class LazyConnector:
 
     def install_hint(self, name: str, module: str) -> str:
         hint = f" Install it with: {self.install}" if self.install else ""
-        return f"Connector {name!r} needs the optional dependency {module!r}, which is not installed.{hint}"
+        return (
+            f"Connector {name!r} needs the optional dependency {module!r}, which is not "
+            f"installed.{hint}"
+        )
 
 
 def _import_object(dotted: str) -> Any:

@@ -26,7 +26,12 @@ import pyarrow as pa
 
 from shardflow.connectors.iceberg import pyiceberg_api
 from shardflow.connectors.iceberg.planning import PlannedFile, plan_files
-from shardflow.connectors.iceberg.reading import DeleteCache, ReadContext, read_planned_file, rows_in
+from shardflow.connectors.iceberg.reading import (
+    DeleteCache,
+    ReadContext,
+    read_planned_file,
+    rows_in,
+)
 from shardflow.connectors.iceberg.writing import REWRITE_COUNTER_START, delete_files, write_files
 from shardflow.sdk.expressions import Expr
 
@@ -55,7 +60,9 @@ class RowRemoval:
         """Whether every row of the file goes, known from its partition alone."""
         from pyiceberg.expressions import AlwaysTrue
 
-        return self.keys is None and self.residual is None and isinstance(planned.residual, AlwaysTrue)
+        return (
+            self.keys is None and self.residual is None and isinstance(planned.residual, AlwaysTrue)
+        )
 
     def removed(self, table: pa.Table, schema: Any) -> Any:
         """Boolean mask of the rows of ``table`` (all columns, table names) that go."""
@@ -74,7 +81,9 @@ class RowRemoval:
             if expr is None:
                 continue
             result = _evaluate(table, expr)
-            mask &= np.asarray(pc.fill_null(result, False).to_numpy(zero_copy_only=False), dtype=bool)
+            mask &= np.asarray(
+                pc.fill_null(result, False).to_numpy(zero_copy_only=False), dtype=bool
+            )
         return mask
 
 
@@ -125,13 +134,17 @@ class Committer:
                 txn = table.transaction()
                 removed, rewritten = self._stage_removal(table, removal, attempt)
                 if removed:
-                    with txn.update_snapshot(snapshot_properties=self._properties).overwrite() as snap:
+                    with txn.update_snapshot(
+                        snapshot_properties=self._properties
+                    ).overwrite() as snap:
                         for data_file in removed:
                             snap.delete_data_file(data_file)
                         for data_file in rewritten + data_files:
                             snap.append_data_file(data_file)
                 elif data_files:
-                    with txn.update_snapshot(snapshot_properties=self._properties).fast_append() as app:
+                    with txn.update_snapshot(
+                        snapshot_properties=self._properties
+                    ).fast_append() as app:
                         for data_file in data_files:
                             app.append_data_file(data_file)
                 else:
@@ -145,7 +158,12 @@ class Committer:
                 wait = min(5.0, 0.1 * 2 ** (attempt - 1)) * (0.5 + random.random())
                 logger.info(
                     "Commit to Iceberg table %s met a concurrent commit (attempt %d of %d), "
-                    "planning again in %.2fs: %s", self._table_name, attempt, self._max_attempts, wait, exc,
+                    "planning again in %.2fs: %s",
+                    self._table_name,
+                    attempt,
+                    self._max_attempts,
+                    wait,
+                    exc,
                 )
                 time.sleep(wait)
             except BaseException:
@@ -169,7 +187,8 @@ class Committer:
         except Exception:
             return False
         return any(
-            s.summary is not None and s.summary.additional_properties.get(WRITE_ID_PROPERTY) == self._write_uuid
+            s.summary is not None
+            and s.summary.additional_properties.get(WRITE_ID_PROPERTY) == self._write_uuid
             for s in table.metadata.snapshots
         )
 
@@ -208,7 +227,9 @@ class Committer:
             with ThreadPoolExecutor(max_workers=min(4, len(partial))) as pool:
                 results = list(
                     pool.map(
-                        lambda item: self._rewrite(context, item[1], removal, metadata, counter_base + item[0] * 1000),
+                        lambda item: self._rewrite(
+                            context, item[1], removal, metadata, counter_base + item[0] * 1000
+                        ),
                         enumerate(partial),
                     )
                 )
@@ -219,7 +240,12 @@ class Committer:
         return removed, rewritten
 
     def _rewrite(
-        self, context: ReadContext, planned: PlannedFile, removal: RowRemoval, metadata: Any, counter_start: int
+        self,
+        context: ReadContext,
+        planned: PlannedFile,
+        removal: RowRemoval,
+        metadata: Any,
+        counter_start: int,
     ) -> Tuple[Optional[Any], List[Any]]:
         """Read one file; if rows of it go, write the others and return (old file, new files)."""
         import itertools
@@ -232,7 +258,9 @@ class Committer:
         if not removed.any():
             return None, []
         kept = table.filter(pa.array(~removed))
-        new_files = write_files(metadata, context.io, kept, self._write_uuid, itertools.count(counter_start))
+        new_files = write_files(
+            metadata, context.io, kept, self._write_uuid, itertools.count(counter_start)
+        )
         return planned.data_file, new_files
 
 

@@ -41,7 +41,9 @@ _BUFFER_BYTES = 128 * 1024 * 1024
 def _mode(mode: Any) -> str:
     value = getattr(mode, "value", mode)
     if not isinstance(value, str) or value.lower() not in MODES:
-        raise ValueError(f"mode must be one of {list(MODES)} (or a SaveMode with one of them), got {mode!r}.")
+        raise ValueError(
+            f"mode must be one of {list(MODES)} (or a SaveMode with one of them), got {mode!r}."
+        )
     return value.lower()
 
 
@@ -83,27 +85,39 @@ class IcebergDatasink(Datasink[IcebergWriteResult]):
         pyiceberg_api.require_pyiceberg("write_iceberg")
         if not isinstance(table_identifier, str) or not table_identifier.strip():
             raise ValueError(
-                f"table_identifier must be a table name such as 'db.table', got {table_identifier!r}."
+                "table_identifier must be a table name such as 'db.table', "
+                f"got {table_identifier!r}."
             )
         self._mode = _mode(mode)
         if upsert_kwargs and self._mode != "upsert":
-            raise ValueError(f"upsert_kwargs can only be given with mode='upsert', not {self._mode!r}.")
+            raise ValueError(
+                f"upsert_kwargs can only be given with mode='upsert', not {self._mode!r}."
+            )
         if (overwrite_kwargs or overwrite_filter is not None) and self._mode != "overwrite":
             raise ValueError(
                 "overwrite_filter and overwrite_kwargs can only be given with mode='overwrite', "
                 f"not {self._mode!r}."
             )
         self._upsert_kwargs = _check_kwargs(upsert_kwargs, _UPSERT_KWARGS, "upsert_kwargs")
-        self._overwrite_kwargs = _check_kwargs(overwrite_kwargs, _OVERWRITE_KWARGS, "overwrite_kwargs")
+        self._overwrite_kwargs = _check_kwargs(
+            overwrite_kwargs, _OVERWRITE_KWARGS, "overwrite_kwargs"
+        )
         join_cols = self._upsert_kwargs.get("join_cols")
         if join_cols is not None and (
-            isinstance(join_cols, str) or not join_cols or not all(isinstance(c, str) for c in join_cols)
+            isinstance(join_cols, str)
+            or not join_cols
+            or not all(isinstance(c, str) for c in join_cols)
         ):
-            raise TypeError(f"upsert_kwargs['join_cols'] must be a non-empty list of column names, got {join_cols!r}.")
+            raise TypeError(
+                "upsert_kwargs['join_cols'] must be a non-empty list of column names, "
+                f"got {join_cols!r}."
+            )
         check_row_filter(overwrite_filter)
         if snapshot_properties is not None and (
             not isinstance(snapshot_properties, dict)
-            or not all(isinstance(k, str) and isinstance(v, str) for k, v in snapshot_properties.items())
+            or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in snapshot_properties.items()
+            )
         ):
             raise TypeError("snapshot_properties must be a dict of strings to strings.")
         if catalog_kwargs is not None and not isinstance(catalog_kwargs, dict):
@@ -156,7 +170,9 @@ class IcebergDatasink(Datasink[IcebergWriteResult]):
             self._join_cols = self._resolve_join_cols(table_schema)
         if self._mode == "overwrite":
             parse_row_filter(
-                self._overwrite_filter, table_schema, self._overwrite_kwargs.get("case_sensitive", True)
+                self._overwrite_filter,
+                table_schema,
+                self._overwrite_kwargs.get("case_sensitive", True),
             )  # a filter naming an unknown column fails here, before anything is written
         if schema is not None and len(schema.names):
             self._schema_check.check(schema)
@@ -168,7 +184,9 @@ class IcebergDatasink(Datasink[IcebergWriteResult]):
         join_cols = self._upsert_kwargs.get("join_cols")
         case_sensitive = self._upsert_kwargs.get("case_sensitive", True)
         if not join_cols:
-            join_cols = [table_schema.find_column_name(i) for i in table_schema.identifier_field_ids]
+            join_cols = [
+                table_schema.find_column_name(i) for i in table_schema.identifier_field_ids
+            ]
             if not join_cols:
                 raise ValueError(
                     f"mode='upsert' needs the columns that identify a row: give "
@@ -181,7 +199,8 @@ class IcebergDatasink(Datasink[IcebergWriteResult]):
                 found = table_schema.find_field(name, case_sensitive=case_sensitive)
             except ValueError:
                 raise ValueError(
-                    f"Upsert join column {name!r} is not in Iceberg table {self.table_identifier!r} "
+                    f"Upsert join column {name!r} is not in Iceberg table "
+                    f"{self.table_identifier!r} "
                     f"(columns: {', '.join(table_schema.column_names)})."
                 ) from None
             resolved.append(table_schema.find_column_name(found.field_id))
@@ -239,7 +258,11 @@ class IcebergDatasink(Datasink[IcebergWriteResult]):
             return
         deleted = delete_files_of_write(self._io, self._metadata, self._write_uuid)
         if deleted:
-            logger.info("Deleted %d data file(s) of the failed write to %s.", len(deleted), self.table_identifier)
+            logger.info(
+                "Deleted %d data file(s) of the failed write to %s.",
+                len(deleted),
+                self.table_identifier,
+            )
 
     # -- write tasks --------------------------------------------------------------------------
 

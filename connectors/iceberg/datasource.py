@@ -105,7 +105,9 @@ class IcebergReadTask:
             except Exception as exc:
                 if is_transient_error(exc) and attempt < self.retry.max_attempts:
                     wait = self.retry.backoff_s(attempt)
-                    logger.info("Transient error reading %s, retrying in %.2fs: %s", where, wait, exc)
+                    logger.info(
+                        "Transient error reading %s, retrying in %.2fs: %s", where, wait, exc
+                    )
                     time.sleep(wait)
                     attempt += 1
                     continue
@@ -136,7 +138,8 @@ class IcebergDatasource(Datasource):
         pyiceberg_api.require_pyiceberg("read_iceberg")
         if not isinstance(table_identifier, str) or not table_identifier.strip():
             raise ValueError(
-                f"table_identifier must be a table name such as 'db.table', got {table_identifier!r}."
+                "table_identifier must be a table name such as 'db.table', "
+                f"got {table_identifier!r}."
             )
         if isinstance(selected_fields, str) or not all(isinstance(c, str) for c in selected_fields):
             raise TypeError(
@@ -145,12 +148,16 @@ class IcebergDatasource(Datasource):
         scan_kwargs = dict(scan_kwargs or {})
         unknown = sorted(set(scan_kwargs) - set(_SCAN_KWARGS))
         if unknown:
-            raise TypeError(f"Unknown scan_kwargs {unknown}; read_iceberg accepts {list(_SCAN_KWARGS)}.")
+            raise TypeError(
+                f"Unknown scan_kwargs {unknown}; read_iceberg accepts {list(_SCAN_KWARGS)}."
+            )
         if "snapshot_id" in scan_kwargs:
             if snapshot_id is not None and snapshot_id != scan_kwargs["snapshot_id"]:
                 raise ValueError("snapshot_id and scan_kwargs['snapshot_id'] differ; give one.")
             snapshot_id = scan_kwargs.pop("snapshot_id")
-        if snapshot_id is not None and (isinstance(snapshot_id, bool) or not isinstance(snapshot_id, int)):
+        if snapshot_id is not None and (
+            isinstance(snapshot_id, bool) or not isinstance(snapshot_id, int)
+        ):
             raise TypeError(f"snapshot_id must be an int, got {snapshot_id!r}.")
         if snapshot_id is not None and as_of_timestamp is not None:
             raise ValueError("Give snapshot_id or as_of_timestamp, not both.")
@@ -217,18 +224,28 @@ class IcebergDatasource(Datasource):
         snapshot = resolve_snapshot(metadata, self._snapshot_id, self._as_of_ms)
         schema = metadata.schema()
         if snapshot is not None and snapshot.schema_id is not None:
-            schema = next((s for s in metadata.schemas if s.schema_id == snapshot.schema_id), schema)
+            schema = next(
+                (s for s in metadata.schemas if s.schema_id == snapshot.schema_id), schema
+            )
         cs = self._case_sensitive
         user_filter, user_rest = parse_row_filter(self._row_filter, metadata.schema(), cs)
         pushed_filter, pushed_rest = split_predicate(self.pushdowns.filter, metadata.schema(), cs)
         row_filter = user_filter
         if not isinstance(pushed_filter, AlwaysTrue):
-            row_filter = pushed_filter if isinstance(row_filter, AlwaysTrue) else And(row_filter, pushed_filter)
+            row_filter = (
+                pushed_filter
+                if isinstance(row_filter, AlwaysTrue)
+                else And(row_filter, pushed_filter)
+            )
         rests = [r for r in (user_rest, pushed_rest) if r is not None]
         residual = rests[0] if len(rests) == 1 else (rests[0] & rests[1] if rests else None)
         projection, field_ids = self._resolve_projection(schema)
         columns = [src for src, _ in projection] if projection is not None else schema.column_names
-        arrow = pyiceberg_api.arrow_schema(schema.select(*columns, case_sensitive=True)) if columns else pa.schema([])
+        arrow = (
+            pyiceberg_api.arrow_schema(schema.select(*columns, case_sensitive=True))
+            if columns
+            else pa.schema([])
+        )
         by_name = {f.name: f for f in arrow}
         if projection is None:
             output_schema = pa.schema([by_name[c] for c in columns])
@@ -250,7 +267,9 @@ class IcebergDatasource(Datasource):
         self._scan_cache = _Scan(context, files, field_ids, self.table_identifier)
         return self._scan_cache
 
-    def _resolve_projection(self, schema: Any) -> Tuple[Optional[Tuple[Tuple[str, str], ...]], Optional[set]]:
+    def _resolve_projection(
+        self, schema: Any
+    ) -> Tuple[Optional[Tuple[Tuple[str, str], ...]], Optional[set]]:
         """The projection with the table's spelling of each column, and their field ids."""
         projection = self.pushdowns.projection
         if projection is None:

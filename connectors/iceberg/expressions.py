@@ -193,7 +193,9 @@ def split_predicate(
             rest.append(term)
     iceberg_filter = AlwaysTrue()
     for part in translated:
-        iceberg_filter = part if isinstance(iceberg_filter, AlwaysTrue) else And(iceberg_filter, part)
+        iceberg_filter = (
+            part if isinstance(iceberg_filter, AlwaysTrue) else And(iceberg_filter, part)
+        )
     return iceberg_filter, (and_all(rest) if rest else None)
 
 
@@ -214,7 +216,9 @@ def check_row_filter(row_filter: Any) -> None:
     parse_row_filter(row_filter, None)  # raises the TypeError
 
 
-def parse_row_filter(row_filter: Any, schema: Any, case_sensitive: bool = True) -> Tuple[Any, Optional[Expr]]:
+def parse_row_filter(
+    row_filter: Any, schema: Any, case_sensitive: bool = True
+) -> Tuple[Any, Optional[Expr]]:
     """``row_filter`` as given to ``read_iceberg`` (None, a string in Iceberg's filter syntax,
     a pyiceberg BooleanExpression, or an engine expression) as ``(iceberg_filter, residual)``."""
     from pyiceberg.expressions import AlwaysTrue, BooleanExpression
@@ -230,5 +234,6 @@ def parse_row_filter(row_filter: Any, schema: Any, case_sensitive: bool = True) 
         return row_filter, None
     raise TypeError(
         "row_filter must be a pyiceberg BooleanExpression, a filter string such as "
-        f"\"id > 3\", or a shardflow expression such as sf.col('id') > 3; got {type(row_filter).__name__}."
+        "\"id > 3\", or a shardflow expression such as sf.col('id') > 3; "
+        f"got {type(row_filter).__name__}."
     )

@@ -139,7 +139,9 @@ def plan_files(
     position_index = DeleteFileIndex()
     equality = _EqualityDeletes()
     specs = metadata.specs()
-    for entry in itertools.chain.from_iterable(planner.plan_manifest_entries(snapshot.manifests(io))):
+    for entry in itertools.chain.from_iterable(
+        planner.plan_manifest_entries(snapshot.manifests(io))
+    ):
         data_file = entry.data_file
         sequence_number = entry.sequence_number or INITIAL_SEQUENCE_NUMBER
         if data_file.content == DataFileContent.DATA:

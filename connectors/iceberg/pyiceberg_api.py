@@ -95,7 +95,9 @@ def missing_column_values(
     return _get_column_projection_values(data_file, read_schema, table_schema, spec, file_field_ids)
 
 
-def write_data_files(table_metadata: Any, table: Any, io: Any, write_uuid: Any, counter: Any) -> list:
+def write_data_files(
+    table_metadata: Any, table: Any, io: Any, write_uuid: Any, counter: Any
+) -> list:
     """Write Arrow data as Parquet data files of the table (split by partition and target
     size); returns their DataFile entries, not yet committed."""
     from pyiceberg.io.pyarrow import _dataframe_to_data_files

@@ -75,7 +75,9 @@ class DeleteCache:
         if path not in self._positions:
             by_file = pyiceberg_api.read_position_deletes(io, delete_file)
             self._positions[path] = {
-                name: np.asarray(values.to_numpy() if hasattr(values, "to_numpy") else values, dtype=np.int64)
+                name: np.asarray(
+                    values.to_numpy() if hasattr(values, "to_numpy") else values, dtype=np.int64
+                )
                 for name, values in by_file.items()
             }
         return self._positions[path].get(data_path)
@@ -133,7 +135,9 @@ def _read_equality_keys(ctx: ReadContext, delete_file: Any) -> pa.Table:
         if f is not None:
             f.close()
     table = pa.concat_tables(tables)
-    batches = [pyiceberg_api.to_requested_schema(key_schema, file_keys, b) for b in table.to_batches()]
+    batches = [
+        pyiceberg_api.to_requested_schema(key_schema, file_keys, b) for b in table.to_batches()
+    ]
     if not batches:
         return pyiceberg_api.arrow_schema(key_schema).empty_table()
     return pa.Table.from_batches(batches)
@@ -182,21 +186,34 @@ def read_planned_file(
         equality_names.append([ctx.schema.find_column_name(i) for i in delete_file.equality_ids])
     needed |= {n for group in equality_names for n in group}
     filter_ids = _filter_ids(bound_filter)
-    read_schema = ctx.schema.select(*sorted(needed), case_sensitive=ctx.case_sensitive) if needed else None
+    read_schema = (
+        ctx.schema.select(*sorted(needed), case_sensitive=ctx.case_sensitive) if needed else None
+    )
     fragment, f = _fragment(ctx.io, location)
     try:
         file_schema = _file_schema(ctx, fragment.physical_schema, location)
         ids = (_read_ids(read_schema) if read_schema is not None else set()) | filter_ids
-        file_project = prune_columns(file_schema, ids & file_schema.field_ids, select_full_types=False)
+        file_project = prune_columns(
+            file_schema, ids & file_schema.field_ids, select_full_types=False
+        )
         missing = pyiceberg_api.missing_column_values(
-            data_file, read_schema or ctx.schema, ctx.schema, ctx.specs.get(data_file.spec_id), file_schema.field_ids
+            data_file,
+            read_schema or ctx.schema,
+            ctx.schema,
+            ctx.specs.get(data_file.spec_id),
+            file_schema.field_ids,
         )
         pa_filter = None
         if not isinstance(ctx.row_filter, AlwaysTrue):
             translated = translate_column_names(
-                bound_filter, file_schema, case_sensitive=ctx.case_sensitive, projected_field_values=missing
+                bound_filter,
+                file_schema,
+                case_sensitive=ctx.case_sensitive,
+                projected_field_values=missing,
             )
-            pa_filter = expression_to_pyarrow(bind(file_schema, translated, case_sensitive=ctx.case_sensitive), file_schema)
+            pa_filter = expression_to_pyarrow(
+                bind(file_schema, translated, case_sensitive=ctx.case_sensitive), file_schema
+            )
         positions = _positions(ctx, planned, deletes)
         produced = False
         for table in read_parquet_fragment(
@@ -208,7 +225,17 @@ def read_planned_file(
         ):
             if table.num_rows == 0:
                 continue
-            block = _finish(ctx, table, read_schema, file_project, planned, deletes, equality_names, names, missing)
+            block = _finish(
+                ctx,
+                table,
+                read_schema,
+                file_project,
+                planned,
+                deletes,
+                equality_names,
+                names,
+                missing,
+            )
             if block.num_rows:
                 produced = True
                 yield block
@@ -225,7 +252,9 @@ def _filter_ids(bound_filter: Any) -> set:
     return set(extract_field_ids(bound_filter))
 
 
-def _positions(ctx: ReadContext, planned: PlannedFile, deletes: DeleteCache) -> Optional[np.ndarray]:
+def _positions(
+    ctx: ReadContext, planned: PlannedFile, deletes: DeleteCache
+) -> Optional[np.ndarray]:
     found = [deletes.positions(ctx.io, d, planned.path) for d in planned.position_deletes]
     found = [p for p in found if p is not None and p.size]
     if not found:

@@ -40,7 +40,9 @@ class Warehouse:
 
         location = table.location()
         path = location.split("://", 1)[1] if "://" in location else location
-        infos = self.fs.get_file_info(pafs.FileSelector(f"{path}/{folder}", recursive=True, allow_not_found=True))
+        infos = self.fs.get_file_info(
+            pafs.FileSelector(f"{path}/{folder}", recursive=True, allow_not_found=True)
+        )
         return sorted(i.path for i in infos if i.type == pafs.FileType.File)
 
 
@@ -80,7 +82,7 @@ def s3_warehouse(tmp_path, endpoint: str, bucket: str) -> Warehouse:
         scheme="http",
         region="us-east-1",
     )
-    warehouse = Warehouse("s3", kwargs, fs, bucket[len("s3://"):] + "/warehouse")
+    warehouse = Warehouse("s3", kwargs, fs, bucket[len("s3://") :] + "/warehouse")
     warehouse.catalog().create_namespace("db")
     return warehouse
 
@@ -101,7 +103,9 @@ def create_table(
     from pyiceberg.transforms import IdentityTransform
     from pyiceberg.types import NestedField
 
-    mapping = NameMapping([MappedField(field_id=i + 1, names=[f.name]) for i, f in enumerate(schema)])
+    mapping = NameMapping(
+        [MappedField(field_id=i + 1, names=[f.name]) for i, f in enumerate(schema)]
+    )
     iceberg = pyarrow_to_schema(schema, name_mapping=mapping)
     fields = [
         NestedField(f.field_id, f.name, f.field_type, required=f.name in identifier or f.required)
@@ -126,7 +130,9 @@ def events(n: int, start: int = 0) -> pa.Table:
     return pa.table(
         {
             "id": pa.array(ids, pa.int64()),
-            "region": pa.array([("north", "south", "east", "west")[i % 4] for i in ids], pa.string()),
+            "region": pa.array(
+                [("north", "south", "east", "west")[i % 4] for i in ids], pa.string()
+            ),
             "value": pa.array([i * 0.5 for i in ids], pa.float64()),
             "name": pa.array([f"name-{i}" for i in ids], pa.string()),
         }
@@ -182,7 +188,9 @@ def _commit_delete_file(table: Any, delete_file: Any) -> None:
         )
     manifests = list(parent.manifests(io)) + [writer.to_manifest_file()]
     list_path = f"{table.location()}/metadata/snap-{snapshot_id}-0-{uuid.uuid4()}.avro"
-    with write_manifest_list(2, io.new_output(list_path), snapshot_id, parent.snapshot_id, sequence_number, "deflate") as lw:
+    with write_manifest_list(
+        2, io.new_output(list_path), snapshot_id, parent.snapshot_id, sequence_number, "deflate"
+    ) as lw:
         lw.add_manifests(manifests)
     snapshot = Snapshot(
         snapshot_id=snapshot_id,
@@ -222,12 +230,22 @@ def add_position_deletes(table: Any, target: Any, positions: Sequence[int]) -> N
 
     schema = pa.schema(
         [
-            pa.field("file_path", pa.string(), nullable=False, metadata={b"PARQUET:field_id": b"2147483546"}),
-            pa.field("pos", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"2147483545"}),
+            pa.field(
+                "file_path",
+                pa.string(),
+                nullable=False,
+                metadata={b"PARQUET:field_id": b"2147483546"},
+            ),
+            pa.field(
+                "pos", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"2147483545"}
+            ),
         ]
     )
     positions = sorted(positions)
-    arrow = pa.table([pa.array([target.file_path] * len(positions)), pa.array(positions, pa.int64())], schema=schema)
+    arrow = pa.table(
+        [pa.array([target.file_path] * len(positions)), pa.array(positions, pa.int64())],
+        schema=schema,
+    )
     location, size = _write_parquet(table, arrow, f"pos-deletes-{uuid.uuid4()}.parquet")
     delete_file = DataFile.from_args(
         content=DataFileContent.POSITION_DELETES,
@@ -241,7 +259,9 @@ def add_position_deletes(table: Any, target: Any, positions: Sequence[int]) -> N
     _commit_delete_file(table, delete_file)
 
 
-def add_equality_deletes(table: Any, keys: pa.Table, partition: Any = None, spec_id: int = 0) -> None:
+def add_equality_deletes(
+    table: Any, keys: pa.Table, partition: Any = None, spec_id: int = 0
+) -> None:
     """Commit an equality delete file removing rows whose ``keys`` columns equal a key row."""
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
     from pyiceberg.typedef import Record
@@ -251,7 +271,13 @@ def add_equality_deletes(table: Any, keys: pa.Table, partition: Any = None, spec
     for name in keys.column_names:
         field_id = schema.find_field(name).field_id
         ids.append(field_id)
-        fields.append(pa.field(name, keys.schema.field(name).type, metadata={b"PARQUET:field_id": str(field_id).encode()}))
+        fields.append(
+            pa.field(
+                name,
+                keys.schema.field(name).type,
+                metadata={b"PARQUET:field_id": str(field_id).encode()},
+            )
+        )
     arrow = pa.table(keys.columns, schema=pa.schema(fields))
     location, size = _write_parquet(table, arrow, f"eq-deletes-{uuid.uuid4()}.parquet")
     delete_file = DataFile.from_args(

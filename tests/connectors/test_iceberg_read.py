@@ -87,7 +87,9 @@ def test_read_tasks_are_balanced_by_file_size(warehouse):
     assert len(tasks) == 3
     assert sorted(len(t.metadata.input_files) for t in tasks) == [1, 1, 6]
     assert sum(t.metadata.num_rows for t in tasks) == 7800
-    tasks = IcebergDatasource("db.sizes", catalog_kwargs=warehouse.catalog_kwargs).get_read_tasks(100)
+    tasks = IcebergDatasource("db.sizes", catalog_kwargs=warehouse.catalog_kwargs).get_read_tasks(
+        100
+    )
     assert len(tasks) == 8  # never more tasks than files
 
 
@@ -115,7 +117,7 @@ def test_partition_filter_prunes_files_in_the_pipeline(warehouse, backend):
 
 
 def test_statistics_prune_files_and_projection_reads_fewer_columns(warehouse):
-    table = partitioned_events(warehouse)
+    partitioned_events(warehouse)
     source = IcebergDatasource("db.events", catalog_kwargs=warehouse.catalog_kwargs)
     narrowed = source.apply_predicate(sf.col("id") < 100).apply_projection({"id": "key"})
     tasks = narrowed.get_read_tasks(8)
@@ -224,19 +226,31 @@ def test_equality_deletes(warehouse, backend):
     table.append(events(50))
     table.append(events(50, 50))
     add_equality_deletes(table, pa.table({"id": pa.array([1, 2, 60, 1000], pa.int64())}))
-    add_equality_deletes(table, pa.table({"region": ["north", None], "id": pa.array([8, 3], pa.int64())}))
+    add_equality_deletes(
+        table, pa.table({"region": ["north", None], "id": pa.array([8, 3], pa.int64())})
+    )
     table.append(events(10, 1))  # newer rows: the older deletes do not apply to them
     expected = sorted(set(range(100)) - {1, 2, 60, 8}) + list(range(1, 11))
     ds = read(warehouse, "db.flat")
     assert sorted(ds.to_pandas().id.tolist()) == sorted(expected)
     assert ds.count() == len(expected)
-    assert sorted(r["id"] for r in ds.filter(expr=sf.col("id") < 5).take_all()) == [0, 1, 2, 3, 3, 4, 4]
+    assert sorted(r["id"] for r in ds.filter(expr=sf.col("id") < 5).take_all()) == [
+        0,
+        1,
+        2,
+        3,
+        3,
+        4,
+        4,
+    ]
 
 
 def test_equality_deletes_scoped_to_a_partition(warehouse):
     table = partitioned_events(warehouse, appends=1)
     north = next(f for f in data_files(table) if f.partition[0] == "north")
-    add_equality_deletes(table, pa.table({"id": pa.array([4, 5], pa.int64())}), north.partition, north.spec_id)
+    add_equality_deletes(
+        table, pa.table({"id": pa.array([4, 5], pa.int64())}), north.partition, north.spec_id
+    )
     ids = read(warehouse).to_pandas().id.tolist()
     assert 4 not in ids and 5 in ids and len(ids) == 99  # id 5 lives in another partition
 
@@ -244,13 +258,19 @@ def test_equality_deletes_scoped_to_a_partition(warehouse):
 def test_schema_evolution_reads_old_files_by_field_id(warehouse, backend):
     from pyiceberg.types import LongType
 
-    table = create_table(warehouse, "evolving", pa.schema([("id", pa.int32()), ("name", pa.string())]))
+    table = create_table(
+        warehouse, "evolving", pa.schema([("id", pa.int32()), ("name", pa.string())])
+    )
     table.append(pa.table({"id": pa.array([1, 2], pa.int32()), "name": ["a", "b"]}))
     with table.update_schema() as update:
         update.rename_column("name", "label")
         update.add_column("score", LongType())
         update.update_column("id", LongType())
-    table.append(pa.table({"id": pa.array([3], pa.int64()), "label": ["c"], "score": pa.array([7], pa.int64())}))
+    table.append(
+        pa.table(
+            {"id": pa.array([3], pa.int64()), "label": ["c"], "score": pa.array([7], pa.int64())}
+        )
+    )
     got = read(warehouse, "db.evolving").to_arrow()
     expected = table.refresh().scan().to_arrow()
     assert got.schema == expected.schema and got.column_names == ["id", "label", "score"]
