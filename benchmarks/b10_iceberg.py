@@ -14,8 +14,9 @@ Both use a pyiceberg SqlCatalog (sqlite) with a local warehouse under ``benchmar
   with ``table.append(whole_table)``.
 
 The time covers loading the table from the catalog and the read or the write (imports,
-pyiceberg's included, cluster start-up and building the input come first). The results (row count and sum of ``id``) must equal the values computed when
-the input was generated (B10R) or read back with pyiceberg after the write (B10W).
+pyiceberg's included, cluster start-up and building the input come first). The results (row
+count and sum of ``id``) must equal the values computed when the input was generated (B10R)
+or read back with pyiceberg after the write (B10W).
 """
 
 from __future__ import annotations
