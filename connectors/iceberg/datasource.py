@@ -178,6 +178,7 @@ class IcebergDatasource(Datasource):
         self._options = dict(scan_kwargs.pop("options", None) or {})
         self._catalog_kwargs = dict(catalog_kwargs or {})
         self._catalog = catalog
+        self._catalog_given = catalog is not None
         self._table: Any = None
         self._scan_cache: Optional[_Scan] = None
         pushdowns = Pushdowns(limit=scan_kwargs.pop("limit", None))
@@ -195,8 +196,7 @@ class IcebergDatasource(Datasource):
         state = self.__dict__.copy()
         state["_table"] = None
         state["_scan_cache"] = None
-        if self._catalog_kwargs or self._catalog is None:
-            state["_catalog"] = None
+        state["_catalog"] = None  # a catalog (a database or HTTP client) stays in its process
         return state
 
     def with_pushdowns(self, pushdowns: Pushdowns) -> "IcebergDatasource":
@@ -209,6 +209,12 @@ class IcebergDatasource(Datasource):
     def _load_table(self) -> Any:
         if self._table is None:
             catalog = self._catalog
+            if catalog is None and self._catalog_given:
+                raise RuntimeError(
+                    f"This source of Iceberg table {self.table_identifier!r} was given a catalog "
+                    "object, which does not travel to another process; pass catalog_kwargs to "
+                    "plan the read there."
+                )
             if catalog is None:
                 catalog = pyiceberg_api.load_catalog(self._catalog_kwargs)
             self._table = pyiceberg_api.load_table(catalog, self.table_identifier)

@@ -313,3 +313,18 @@ def test_import_shardflow_does_not_import_pyiceberg():
     )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)
+
+
+def test_catalog_object_and_connector_name(warehouse, backend):
+    table = partitioned_events(warehouse, appends=1)
+    catalog = warehouse.catalog()
+    ds = sf.read_iceberg("db.events", catalog=catalog, selected_fields=("id",))
+    assert sorted(r["id"] for r in ds.take_all()) == list(range(100))
+    by_name = sf.read_datasource(
+        "iceberg", table_identifier="db.events", catalog_kwargs=warehouse.catalog_kwargs
+    )
+    assert rows(by_name.to_arrow()) == rows(table.scan().to_arrow())
+    with pytest.raises(ValueError, match="cannot be given together"):
+        sf.read_iceberg("db.events", catalog=catalog, catalog_kwargs=warehouse.catalog_kwargs)
+    with pytest.raises(TypeError, match="pyiceberg Catalog"):
+        sf.read_iceberg("db.events", catalog="default")

@@ -405,3 +405,12 @@ def test_two_concurrent_writers(warehouse):
     assert ids(table) == list(range(300)) + list(range(10_000, 10_300))
     assert len(table.refresh().metadata.snapshots) == 6
     assert_no_orphans(warehouse, table)
+
+
+def test_catalog_object_and_connector_name(warehouse, backend):
+    table = create_table(warehouse, "events", EVENTS_SCHEMA)
+    sf.from_arrow(events(5)).write_iceberg("db.events", catalog=warehouse.catalog())
+    sf.from_arrow(events(5, 5)).write_datasink(
+        "iceberg", table_identifier="db.events", catalog_kwargs=warehouse.catalog_kwargs
+    )
+    assert ids(table) == list(range(10))
