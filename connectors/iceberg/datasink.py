@@ -141,9 +141,12 @@ class IcebergDatasink(Datasink[IcebergWriteResult]):
         return "Iceberg"
 
     def __getstate__(self) -> Dict[str, Any]:
-        # Write tasks need the table's metadata and FileIO, not the catalog (a database client).
+        # Write tasks need the table's schema, spec, properties and FileIO: not the catalog (a
+        # database or HTTP client), nor the table's history, which can be long.
         state = self.__dict__.copy()
         state["_catalog"] = None
+        if self._metadata is not None:
+            state["_metadata"] = pyiceberg_api.without_history(self._metadata)
         return state
 
     @property

@@ -51,6 +51,23 @@ def load_table(catalog: Any, table_identifier: str) -> Any:
         ) from exc
 
 
+def without_history(table_metadata: Any) -> Any:
+    """A copy of table metadata without its snapshots and logs (what writing files needs)."""
+    try:
+        return table_metadata.model_copy(
+            update={
+                "snapshots": [],
+                "snapshot_log": [],
+                "metadata_log": [],
+                "refs": {},
+                "current_snapshot_id": None,
+                "statistics": [],
+            }
+        )
+    except Exception:  # a pyiceberg without these fields: ship it whole
+        return table_metadata
+
+
 # -- private pyiceberg helpers (see the module docstring) -------------------------------------
 
 

@@ -414,3 +414,19 @@ def test_catalog_object_and_connector_name(warehouse, backend):
         "iceberg", table_identifier="db.events", catalog_kwargs=warehouse.catalog_kwargs
     )
     assert ids(table) == list(range(10))
+
+
+def _row(r):
+    return {"id": r["id"], "name": f"row-{r['id']}"}
+
+
+def test_write_tasks_in_worker_processes(warehouse):
+    # A Python row function runs in worker processes on the local backend; the write task
+    # runs there too, with a pickled copy of the sink.
+    table = create_table(warehouse, "events", EVENTS_SCHEMA)
+    for _ in range(3):
+        table.append(events(2))  # some history, left out of what the tasks receive
+    sf.range(1000).map(_row).write_iceberg("db.events", catalog_kwargs=warehouse.catalog_kwargs)
+    got = [r for r in table.refresh().scan().to_arrow().to_pylist() if r["name"].startswith("row")]
+    assert sorted(r["id"] for r in got) == list(range(1000))
+    assert all(r["name"] == f"row-{r['id']}" and r["region"] is None for r in got)
