@@ -430,3 +430,12 @@ def test_write_tasks_in_worker_processes(warehouse):
     got = [r for r in table.refresh().scan().to_arrow().to_pylist() if r["name"].startswith("row")]
     assert sorted(r["id"] for r in got) == list(range(1000))
     assert all(r["name"] == f"row-{r['id']}" and r["region"] is None for r in got)
+
+
+def test_overwrite_with_a_filter_only_arrow_evaluates(warehouse):
+    table = create_table(warehouse, "events", EVENTS_SCHEMA)
+    table.append(events(20))
+    ds = sf.from_arrow(events(2, 100))
+    write(ds, warehouse, mode="overwrite", overwrite_filter=sf.col("id") % 2 == 0)
+    assert ids(table) == [i for i in range(20) if i % 2] + [100, 101]
+    assert_no_orphans(warehouse, table)
