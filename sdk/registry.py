@@ -199,7 +199,9 @@ class ConnectorRegistry:
                     try:
                         self._resolve(name)
                     except Exception as exc:
-                        logger.warning("Connector %r failed to load: %s", name, exc)
+                        self._broken[name] = f"{type(exc).__name__}: {exc}"
+                        del self._lazy[name]
+                        logger.warning("Connector %r failed to load and is skipped: %s", name, exc)
             return [self._specs[name] for name in sorted(self._specs)]
 
     def broken(self) -> Dict[str, str]:
