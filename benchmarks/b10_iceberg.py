@@ -165,10 +165,16 @@ BENCHMARKS = [
         check=_check_read,
         prepare=prepare,
         targets=(
-            Target("B10R: shardflow-local >= 2x Ray Data's throughput",
-                   SHARDFLOW_LOCAL, RAY_DATA, 2.0),
-            Target("B10R: shardflow-local within 1.25x of pyiceberg's arrow scan",
-                   SHARDFLOW_LOCAL, PYICEBERG, 1.25, kind="within"),
+            Target(
+                "B10R: shardflow-local >= 2x Ray Data's throughput", SHARDFLOW_LOCAL, RAY_DATA, 2.0
+            ),
+            Target(
+                "B10R: shardflow-local within 1.25x of pyiceberg's arrow scan",
+                SHARDFLOW_LOCAL,
+                PYICEBERG,
+                1.25,
+                kind="within",
+            ),
         ),
     ),
     Benchmark(
@@ -179,10 +185,16 @@ BENCHMARKS = [
         rows=write_rows,
         check=_check_write,
         targets=(
-            Target("B10W: shardflow-local >= 2x Ray Data's throughput",
-                   SHARDFLOW_LOCAL, RAY_DATA, 2.0),
-            Target("B10W: shardflow-local within 1.25x of pyiceberg's append",
-                   SHARDFLOW_LOCAL, PYICEBERG, 1.25, kind="within"),
+            Target(
+                "B10W: shardflow-local >= 2x Ray Data's throughput", SHARDFLOW_LOCAL, RAY_DATA, 2.0
+            ),
+            Target(
+                "B10W: shardflow-local within 1.25x of pyiceberg's append",
+                SHARDFLOW_LOCAL,
+                PYICEBERG,
+                1.25,
+                kind="within",
+            ),
         ),
     ),
 ]
@@ -209,8 +221,9 @@ def _read(system: str, folder: str) -> tuple[float, Any]:
 
         ray = start_ray_data()
         start = time.perf_counter()
-        ds = ray.data.read_iceberg(table_identifier=TABLE, catalog_kwargs=kwargs,
-                                   row_filter=row_filter)
+        ds = ray.data.read_iceberg(
+            table_identifier=TABLE, catalog_kwargs=kwargs, row_filter=row_filter
+        )
         return start, pa.concat_tables(ray.get(ds.to_arrow_refs()))
     from systems import start_shardflow
 

@@ -101,6 +101,7 @@ def read_parquet_fragment(
     row_groups: Optional[Sequence[int]] = None,
     batch_size: Optional[int] = None,
     deleted_positions: Optional[Sequence[int]] = None,
+    use_threads: bool = False,
 ) -> Iterator[Block]:
     """Yield one table per row group of ``fragment`` that may hold matching rows.
 
@@ -117,6 +118,9 @@ def read_parquet_fragment(
         batch_size: Rows per batch inside the scanner (memory bound of one read).
         deleted_positions: Row positions in the file (0-based, over all row groups) to drop
             before the filter is applied, e.g. from Iceberg position delete files.
+        use_threads: Decode columns on Arrow's thread pool. Only for a fragment opened from a
+            path on a pyarrow filesystem: Arrow threads reading a Python file object can
+            outlive the interpreter, which aborts it.
 
     Yields:
         Tables with the requested columns; a single empty table when no row group is read,
@@ -132,12 +136,10 @@ def read_parquet_fragment(
         kept = {rg.id for rg in fragment.subset(filter=filter, schema=scan_schema).row_groups}
         indices = [i for i in indices if i in kept]
     deletes = _positions(deleted_positions)
-    # Single-threaded: read tasks already run in parallel, and Arrow's scanner threads reading
-    # a Python file object can outlive the interpreter, which aborts it.
     options = {
         "schema": scan_schema,
         "columns": None if columns is None else list(columns),
-        "use_threads": False,
+        "use_threads": use_threads,
     }
     if batch_size:
         options["batch_size"] = batch_size

@@ -4,11 +4,12 @@ pyiceberg is an optional dependency (``pip install 'shardflow[iceberg]'``): noth
 imported by ``import shardflow``, and :func:`require_pyiceberg` turns its absence into an
 ImportError that says what to install.
 
-Most names are pyiceberg's public API. Four helpers are private in pyiceberg 0.12 and have no
+Most names are pyiceberg's public API. A few helpers are private in pyiceberg 0.12 and have no
 public equivalent: conforming a record batch to a requested schema (field-id mapping, type
 promotion, defaults), reading a delete file, the identity-partition values of columns a
-data file lacks, and writing Arrow data as data files of a table. The ``iceberg`` extra pins
-pyiceberg below 0.13 so these are checked by the test suite before an upgrade.
+data file lacks, splitting rows by partition, the Parquet writer options of a table's
+properties, and writing Arrow data as data files. The ``iceberg`` extra pins pyiceberg below
+0.13 so these are checked by the test suite before an upgrade.
 """
 
 from __future__ import annotations
@@ -115,8 +116,8 @@ def missing_column_values(
 def write_data_files(
     table_metadata: Any, table: Any, io: Any, write_uuid: Any, counter: Any
 ) -> list:
-    """Write Arrow data as Parquet data files of the table (split by partition and target
-    size); returns their DataFile entries, not yet committed."""
+    """Write Arrow data as data files of the table with pyiceberg's own writer (split by
+    partition and target size); returns their DataFile entries, not yet committed."""
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
     return list(
@@ -124,3 +125,45 @@ def write_data_files(
             table_metadata=table_metadata, df=table, io=io, write_uuid=write_uuid, counter=counter
         )
     )
+
+
+def split_by_partition(table_metadata: Any, table: Any) -> list:
+    """``[(partition key or None, rows)]``: the table's rows split by the table's partition
+    spec (one part with key None for an unpartitioned table)."""
+    from pyiceberg.io.pyarrow import _determine_partitions
+
+    spec = table_metadata.spec()
+    if spec.is_unpartitioned():
+        return [(None, table)]
+    return [
+        (p.partition_key, p.arrow_table_partition)
+        for p in _determine_partitions(spec=spec, schema=table_metadata.schema(), arrow_table=table)
+    ]
+
+
+def with_field_ids(file_schema: Any, table: Any) -> Any:
+    """The table with Parquet field ids in its schema (the Iceberg schema's columns, in order)."""
+    import pyarrow as pa
+    from pyiceberg.io import pyarrow as pio
+
+    model = pio.ParquetFormatModel()
+    task_schema = pio.pyarrow_to_schema(table.schema, name_mapping=file_schema.name_mapping)
+    batches = [
+        pio._to_requested_schema(
+            file_schema,
+            task_schema,
+            batch,
+            downcast_ns_timestamp_to_us=True,
+            include_field_ids=True,
+            format_model=model,
+        )
+        for batch in table.to_batches()
+    ]
+    return pa.Table.from_batches(batches)
+
+
+def parquet_writer_options(properties: Dict[str, str]) -> Dict[str, Any]:
+    """pyarrow ParquetWriter options from the table's ``write.parquet.*`` properties."""
+    from pyiceberg.io.pyarrow import _get_parquet_writer_kwargs
+
+    return _get_parquet_writer_kwargs(properties)

@@ -222,6 +222,7 @@ def read_planned_file(
             filter=pa_filter,
             batch_size=batch_size,
             deleted_positions=positions,
+            use_threads=f is None,  # opened by path: Arrow may decode columns in parallel
         ):
             if table.num_rows == 0:
                 continue

@@ -148,6 +148,30 @@ class TableSchemaCheck:
         return pa.Table.from_arrays(columns, schema=self.arrow)
 
 
+# Columns whose sampled values are mostly distinct are written without a dictionary: Parquet
+# writers dictionary-encode a column chunk until the dictionary outgrows its page limit and only
+# then fall back, which for unique ids or measurements is wasted work.
+_DICTIONARY_SAMPLE = 8192
+_DICTIONARY_MAX_DISTINCT = 0.5
+
+
+def dictionary_columns(table: pa.Table) -> Any:
+    """``use_dictionary`` for ParquetWriter: the columns worth a dictionary (True: all)."""
+    import pyarrow.compute as pc
+
+    chosen = []
+    for field in table.schema:
+        if pa.types.is_nested(field.type):
+            return True  # nested leaves are named by path; keep the writer's default
+        if pa.types.is_boolean(field.type) or pa.types.is_null(field.type):
+            continue
+        sample = table.column(field.name).slice(0, _DICTIONARY_SAMPLE)
+        values = len(sample) - sample.null_count
+        if values == 0 or pc.count_distinct(sample).as_py() <= _DICTIONARY_MAX_DISTINCT * values:
+            chosen.append(field.name)
+    return chosen
+
+
 def write_files(
     table_metadata: Any,
     io: Any,
@@ -155,10 +179,82 @@ def write_files(
     write_uuid: str,
     counter: "itertools.count[int]",
 ) -> List[Any]:
-    """Write a conformed table as data files; returns their DataFile entries."""
+    """Write a conformed table as Parquet data files of the table (one per partition, split
+    at the table's target file size); returns their DataFile entries, uncommitted."""
+    from pyiceberg.schema import sanitize_column_names
+
     if table.num_rows == 0:
         return []
-    return pyiceberg_api.write_data_files(table_metadata, table, io, uuid.UUID(write_uuid), counter)
+    properties = table_metadata.properties or {}
+    schema = table_metadata.schema()
+    if (
+        properties.get("write.format.default", "parquet").lower() != "parquet"
+        or sanitize_column_names(schema) != schema
+    ):  # another format, or names Parquet cannot hold: pyiceberg's own writer
+        return pyiceberg_api.write_data_files(
+            table_metadata, table, io, uuid.UUID(write_uuid), counter
+        )
+    target = int(properties.get("write.target-file-size-bytes", 512 * 1024 * 1024))
+    files = []
+    for partition_key, rows in pyiceberg_api.split_by_partition(table_metadata, table):
+        pieces = max(1, -(-rows.nbytes // max(target, 1)))
+        step = -(-rows.num_rows // pieces)
+        for start in range(0, rows.num_rows, step):
+            name = f"00000-{next(counter)}-{write_uuid}.parquet"
+            files.append(
+                _write_one(table_metadata, io, rows.slice(start, step), partition_key, name)
+            )
+    return files
+
+
+def _write_one(table_metadata: Any, io: Any, rows: pa.Table, partition_key: Any, name: str) -> Any:
+    """Write one data file (field ids, the table's Parquet options) and describe it."""
+    import pyarrow.parquet as pq
+    from pyiceberg.io.pyarrow import (
+        compute_statistics_plan,
+        data_file_statistics_from_parquet_metadata,
+        parquet_path_to_id_mapping,
+    )
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.table.locations import load_location_provider
+    from pyiceberg.typedef import Record
+
+    properties = table_metadata.properties or {}
+    schema = table_metadata.schema()
+    provider = load_location_provider(table_metadata.location, properties)
+    path = provider.new_data_location(data_file_name=name, partition_key=partition_key)
+    data = pyiceberg_api.with_field_ids(schema, rows)
+    row_group_rows = int(properties.get("write.parquet.row-group-limit", 1048576))
+    output = io.new_output(path)
+    with output.create(overwrite=True) as stream:
+        writer = pq.ParquetWriter(
+            stream,
+            schema=data.schema,
+            store_decimal_as_integer=True,
+            use_dictionary=dictionary_columns(rows),
+            **pyiceberg_api.parquet_writer_options(properties),
+        )
+        try:
+            writer.write(data, row_group_size=row_group_rows)
+        finally:
+            writer.close()
+    statistics = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=writer.writer.metadata,
+        stats_columns=compute_statistics_plan(schema, properties),
+        parquet_column_mapping=parquet_path_to_id_mapping(schema),
+    )
+    return DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=path,
+        file_format=FileFormat.PARQUET,
+        partition=partition_key.partition if partition_key else Record(),
+        file_size_in_bytes=len(output),
+        sort_order_id=None,
+        spec_id=table_metadata.default_spec_id,
+        equality_ids=None,
+        key_metadata=None,
+        **statistics.to_serialized_dict(),
+    )
 
 
 def task_counter(task_idx: int) -> "itertools.count[int]":

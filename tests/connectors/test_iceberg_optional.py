@@ -32,6 +32,10 @@ assert "iceberg" not in [s.name for s in get_registry().list()]
 def test_iceberg_without_pyiceberg_says_what_to_install():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     proc = subprocess.run(
-        [sys.executable, "-c", WITHOUT_PYICEBERG], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", WITHOUT_PYICEBERG],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -439,3 +439,28 @@ def test_overwrite_with_a_filter_only_arrow_evaluates(warehouse):
     write(ds, warehouse, mode="overwrite", overwrite_filter=sf.col("id") % 2 == 0)
     assert ids(table) == [i for i in range(20) if i % 2] + [100, 101]
     assert_no_orphans(warehouse, table)
+
+
+def test_written_files_carry_field_ids_statistics_and_chosen_dictionaries(warehouse):
+    import pyarrow.parquet as pq
+    from shardflow.connectors.iceberg import IcebergDatasource
+
+    table = create_table(warehouse, "events", EVENTS_SCHEMA)
+    write(sf.from_arrow(events(5000)), warehouse)
+    write(sf.from_arrow(events(5000, 5000)), warehouse)
+    files = data_files(table)
+    path = files[0].file_path.split("://", 1)[1]
+    metadata = pq.ParquetFile(path).metadata
+    schema = pq.read_schema(path)
+    assert [f.metadata[b"PARQUET:field_id"] for f in schema] == [b"1", b"2", b"3", b"4"]
+    encodings = {
+        metadata.schema.column(i).name: metadata.row_group(0).column(i).encodings
+        for i in range(metadata.num_columns)
+    }
+    assert "RLE_DICTIONARY" not in encodings["id"]  # unique values: no dictionary
+    assert "RLE_DICTIONARY" in encodings["region"]  # four values: a dictionary
+    assert all(f.lower_bounds and f.upper_bounds and f.record_count == 5000 for f in files)
+    # the statistics prune: the second write's file cannot hold id < 100
+    source = IcebergDatasource("db.events", catalog_kwargs=warehouse.catalog_kwargs)
+    tasks = source.apply_predicate(sf.col("id") < 100).get_read_tasks(4)
+    assert sum(len(t.metadata.input_files) for t in tasks) == 1
