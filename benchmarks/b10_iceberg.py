@@ -241,11 +241,11 @@ def _write(system: str, folder: str, scale: float) -> float:
     blocks = [data.slice(i, step) for i in range(0, n, step)]
     catalog = _catalog(folder)
     catalog.create_namespace("bench")
-    table = catalog.create_table(TABLE, schema=data.schema)
+    catalog.create_table(TABLE, schema=data.schema)
     kwargs = catalog_kwargs(folder)
     if system == PYICEBERG:
         start = time.perf_counter()
-        table.append(data)
+        _catalog(folder).load_table(TABLE).append(data)
     elif system == RAY_DATA:
         from systems import start_ray_data
 
