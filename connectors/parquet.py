@@ -17,7 +17,6 @@ results (``to_arrow``, ``to_pandas``, batches spanning blocks) are unified when 
 
 from __future__ import annotations
 
-import copy
 import math
 import warnings
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -25,11 +24,12 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import pyarrow as pa
 
 from shardflow.sdk.block import Block
-from shardflow.sdk.expressions import Expr
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
 from shardflow.sdk.file_datasource import PATH_COLUMN, FileBasedDatasource, conform_to_schema
 from shardflow.sdk.filename_provider import TaskFileNamer
 from shardflow.sdk.file_reading import FileUnit
+from shardflow.sdk.parquet_reading import open_parquet_fragment, read_parquet_fragment, row_groups_in_split
+from shardflow.sdk.pushdowns import Pushdowns
 from shardflow.sdk.retry import is_transient_error
 
 
@@ -38,17 +38,6 @@ ROW_HASH_COLUMN = "row_hash"
 
 class SchemaMismatchError(ValueError):
     """A Parquet file has a column whose type cannot be unified with other files."""
-
-
-def _row_group_start(row_group: Any) -> int:
-    starts = []
-    for i in range(row_group.num_columns):
-        column = row_group.column(i)
-        offset = column.data_page_offset
-        if column.has_dictionary_page and column.dictionary_page_offset:
-            offset = min(offset, column.dictionary_page_offset)
-        starts.append(offset)
-    return min(starts) if starts else 0
 
 
 class ParquetDatasource(FileBasedDatasource):
@@ -86,7 +75,7 @@ class ParquetDatasource(FileBasedDatasource):
             extra = [PATH_COLUMN] if self._include_paths else []
             extra += [ROW_HASH_COLUMN] if self._include_row_hash else []
             wanted = list(columns) + [c for c in extra if c not in columns]
-            self._projection = {c: c for c in wanted}
+            self._pushdowns = Pushdowns(projection=tuple((c, c) for c in wanted))
         if filter is not None:
             import pyarrow.compute as pc
 
@@ -101,7 +90,6 @@ class ParquetDatasource(FileBasedDatasource):
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
         self._filter = filter
         self._batch_size = batch_size
-        self._predicate: Optional[Expr] = None
         self._reference_path: Optional[str] = None
         self._reference_schema: Optional[pa.Schema] = None
 
@@ -113,9 +101,10 @@ class ParquetDatasource(FileBasedDatasource):
     def _units_to_read(self, units: List[FileUnit]) -> List[FileUnit]:
         if units and self._reference_path is None:
             self._reference_path = units[0].path
-        if self._predicate is None or self._partition_schema is None:
+        predicate = self.pushdowns.filter
+        if predicate is None or self._partition_schema is None:
             return units
-        referenced = self._predicate.referenced_columns()
+        referenced = predicate.referenced_columns()
         if not referenced or not referenced <= set(self._partition_schema.names):
             return units
         kept, verdicts = [], {}
@@ -127,7 +116,7 @@ class ParquetDatasource(FileBasedDatasource):
                         for name, value in unit.partition
                     }
                 )
-                verdicts[unit.partition] = bool(self._predicate.evaluate(table).to_pylist()[0])
+                verdicts[unit.partition] = bool(predicate.evaluate(table).to_pylist()[0])
             if verdicts[unit.partition]:
                 kept.append(unit)
         return kept
@@ -183,7 +172,7 @@ class ParquetDatasource(FileBasedDatasource):
             f
             for f in (
                 self._filter,
-                self._predicate.to_pyarrow() if self._predicate is not None else None,
+                self.pushdowns.filter.to_pyarrow() if self.pushdowns.filter is not None else None,
             )
             if f is not None
         ]
@@ -196,7 +185,6 @@ class ParquetDatasource(FileBasedDatasource):
 
     def _read_file(self, f: Any, unit: FileUnit) -> Iterator[Block]:
         import pyarrow.compute as pc
-        import pyarrow.dataset as pads
 
         partition_expression = None
         for name, value in unit.partition:
@@ -209,44 +197,38 @@ class ParquetDatasource(FileBasedDatasource):
             partition_expression = (
                 term if partition_expression is None else partition_expression & term
             )
-        fmt = pads.ParquetFileFormat(**self._format_kwargs)
-        if partition_expression is None:
-            fragment = fmt.make_fragment(f)
-        else:
-            fragment = fmt.make_fragment(f, partition_expression=partition_expression)
+        fragment = open_parquet_fragment(
+            f, partition_expression=partition_expression, format_kwargs=self._format_kwargs
+        )
         schema = self._scan_schema(fragment.physical_schema, unit)
         columns = None
-        if self._projection is not None:
-            columns = [c for c in self._projection if c != PATH_COLUMN or c in schema.names]
+        if self.pushdowns.columns is not None:
+            columns = [c for c in self.pushdowns.columns if c != PATH_COLUMN or c in schema.names]
             columns = [c for c in columns if c in schema.names]
-        row_groups = list(range(fragment.metadata.num_row_groups))
-        if unit.split is not None:
-            lo, hi = unit.split
-            metadata = fragment.metadata
-            row_groups = [
-                i for i in row_groups if lo <= _row_group_start(metadata.row_group(i)) < hi
-            ]
-        filter_expr = self._combined_filter()
-        if filter_expr is not None and row_groups:
-            kept = {rg.id for rg in fragment.subset(filter=filter_expr, schema=schema).row_groups}
-            row_groups = [i for i in row_groups if i in kept]
-        # Single-threaded: tasks already run in parallel, and Arrow's scanner threads reading a
-        # Python file object can still be running when the interpreter exits, which aborts it.
-        options = {"schema": schema, "columns": columns, "filter": filter_expr, "use_threads": False}
-        if self._batch_size:
-            options["batch_size"] = self._batch_size
-        if not row_groups:
-            empty = fragment.subset(row_group_ids=[]).to_table(**options)
-            yield self._with_row_hash(empty, unit, 0)
+        if not self._include_row_hash:
+            yield from read_parquet_fragment(
+                fragment,
+                columns=columns,
+                filter=self._combined_filter(),
+                schema=schema,
+                split=unit.split,
+                batch_size=self._batch_size,
+            )
             return
+        # Row hashes number the rows of the file: read each row group whole, hash its rows,
+        # then filter.
+        filter_expr = self._combined_filter()
         starts = _row_group_offsets(fragment.metadata)
-        for index in row_groups:
-            table = fragment.subset(row_group_ids=[index]).to_table(**options)
-            yield self._with_row_hash(table, unit, starts[index])
+        indices = row_groups_in_split(fragment.metadata, unit.split) or [None]
+        for index in indices:
+            for table in read_parquet_fragment(
+                fragment, columns=columns, schema=schema, batch_size=self._batch_size,
+                row_groups=[] if index is None else [index],
+            ):
+                table = self._with_row_hash(table, unit, 0 if index is None else starts[index])
+                yield table if filter_expr is None else table.filter(filter_expr)
 
     def _with_row_hash(self, table: pa.Table, unit: FileUnit, first_row: int) -> pa.Table:
-        if not self._include_row_hash:
-            return table
         if ROW_HASH_COLUMN in table.column_names:  # the file's own column is replaced
             table = table.drop_columns([ROW_HASH_COLUMN])
         hashes = row_hashes(self._display(unit.path), first_row, table.num_rows)
@@ -256,20 +238,6 @@ class ParquetDatasource(FileBasedDatasource):
 
     def supports_predicate_pushdown(self) -> bool:
         return True
-
-    def get_current_predicate(self) -> Optional[Expr]:
-        return self._predicate
-
-    def apply_predicate(self, predicate_expr: Expr) -> "ParquetDatasource":
-        if not isinstance(predicate_expr, Expr):
-            raise TypeError(
-                f"apply_predicate needs an engine expression, got {type(predicate_expr).__name__}."
-            )
-        clone = copy.copy(self)
-        clone._predicate = (
-            predicate_expr if self._predicate is None else (self._predicate & predicate_expr)
-        )
-        return clone
 
     def is_predicate_pushdown_exact(self) -> bool:
         # pyarrow.dataset filters rows, not only row groups: every row read satisfies it.

@@ -7,6 +7,7 @@ third-party package's suite would.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import numpy as np
@@ -232,9 +233,78 @@ class ImagesSuite(FileConformance):
         return _spec(self.name).datasink(str(tmp_path / "out"), column="image", file_format="png")
 
 
+# -- Iceberg ---------------------------------------------------------------------------------
+
+
+class IcebergSuite(ConnectorConformance):
+    """Tables of a pyiceberg SqlCatalog (sqlite) with a warehouse under ``tmp_path``."""
+
+    name = "iceberg"
+    appends = 3
+
+    def _catalog_kwargs(self, tmp_path):
+        (tmp_path / "warehouse").mkdir(exist_ok=True)
+        return {
+            "name": "default",
+            "type": "sql",
+            "uri": f"sqlite:///{tmp_path}/catalog.db",
+            "warehouse": f"file://{tmp_path}/warehouse",
+        }
+
+    def _table(self, tmp_path, name, appends=0):
+        from pyiceberg.catalog import load_catalog
+        from pyiceberg.exceptions import NoSuchTableError
+
+        kwargs = self._catalog_kwargs(tmp_path)
+        catalog = load_catalog(kwargs.pop("name"), **kwargs)
+        catalog.create_namespace_if_not_exists("db")
+        try:
+            return catalog.load_table(f"db.{name}")
+        except NoSuchTableError:
+            pass
+        data = self.expected_table()
+        table = catalog.create_table(f"db.{name}", schema=data.schema)
+        step = -(-data.num_rows // max(appends, 1))
+        for i in range(appends):
+            table.append(data.slice(i * step, step))
+        return table
+
+    def expected_table(self):
+        return FILE_TABLE
+
+    def make_datasource(self, tmp_path):
+        self._table(tmp_path, "data", self.appends)
+        return _spec(self.name).datasource("db.data", catalog_kwargs=self._catalog_kwargs(tmp_path))
+
+    def make_empty_datasource(self, tmp_path):
+        self._table(tmp_path, "empty")
+        kwargs = self._catalog_kwargs(tmp_path)
+        return _spec(self.name).datasource("db.empty", catalog_kwargs=kwargs)
+
+    def make_bad_datasource(self, tmp_path):
+        table = self._table(tmp_path, "bad", self.appends)
+        path = next(iter(table.scan().plan_files())).file.file_path
+        with open(path[len("file://"):], "wb") as f:
+            f.write(b"PAR1 this is not parquet")
+        self._bad_file = path.rsplit("/", 1)[-1]
+        return _spec(self.name).datasource("db.bad", catalog_kwargs=self._catalog_kwargs(tmp_path))
+
+    def bad_source_mentions(self, tmp_path):
+        return [self._bad_file]
+
+    def make_datasink(self, tmp_path):
+        self._table(tmp_path, "out")
+        return _spec(self.name).datasink("db.out", catalog_kwargs=self._catalog_kwargs(tmp_path))
+
+    def read_back(self, tmp_path):
+        return self._table(tmp_path, "out").refresh().scan().to_arrow()
+
+
 SUITES = {
     s.name: s
     for s in (
         RangeSuite, ParquetSuite, CSVSuite, JSONSuite, TextSuite, BinarySuite, NumpySuite, ImagesSuite,
     )
 }
+if importlib.util.find_spec("pyiceberg") is not None:  # an optional dependency
+    SUITES[IcebergSuite.name] = IcebergSuite

@@ -18,6 +18,7 @@ from shardflow.engine.dataset_info import DatasetInfoMixin
 from shardflow.engine.dataset_iteration import IterationMixin
 from shardflow.engine.dataset_split import SplitMixin
 from shardflow.engine.file_api import FileWriteMixin
+from shardflow.engine.iceberg_api import IcebergWriteMixin
 from shardflow.engine.xshards.dataset_mixin import XShardsMixin
 from shardflow.engine.logical import (
     AddColumn,
@@ -76,7 +77,7 @@ def _check_columns(cols: Any, method: str) -> List[str]:
 
 class Dataset(
     AggregateMixin, ExchangeMixin, SplitMixin, IterationMixin, ConsumptionMixin, FileWriteMixin,
-    DatasetInfoMixin, XShardsMixin,
+    DatasetInfoMixin, XShardsMixin, IcebergWriteMixin,
 ):
     """A distributed-style collection of rows, stored as Arrow blocks and computed lazily.
 

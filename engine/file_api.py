@@ -3,22 +3,20 @@
 The Dataset class mixes in :class:`FileWriteMixin`; file connectors live in
 shardflow.connectors and are reached through the SDK's FileBasedDatasource/FileDatasink.
 The ``read_<format>`` functions live in :mod:`shardflow.engine.file_read_api` and are
-re-exported here. The built-in file connectors are also registered by name (``"parquet"``,
-``"csv"``, ``"json"``, ``"text"``, ``"binary"``, ``"numpy"``, ``"images"``) for
-``read_datasource`` and ``write_datasink``.
+re-exported here. The built-in connectors are also known by name (``"parquet"``, ``"csv"``,
+...) to ``read_datasource`` and ``write_datasink``: see ``BUILTIN_CONNECTORS`` in
+:mod:`shardflow.sdk.registry`, which imports them only when a name is used.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Union
 
-from shardflow.connectors.binary import BinaryDatasource
-from shardflow.connectors.csv import CSVDatasink, CSVDatasource
-from shardflow.connectors.images import ImageDatasink, ImageDatasource
-from shardflow.connectors.json import JSONDatasink, JSONDatasource
-from shardflow.connectors.numpy import NumpyDatasink, NumpyDatasource
-from shardflow.connectors.parquet import ParquetDatasink, ParquetDatasource
-from shardflow.connectors.text import TextDatasource
+from shardflow.connectors.csv import CSVDatasink
+from shardflow.connectors.images import ImageDatasink
+from shardflow.connectors.json import JSONDatasink
+from shardflow.connectors.numpy import NumpyDatasink
+from shardflow.connectors.parquet import ParquetDatasink
 from shardflow.engine.file_read_api import (  # noqa: F401  (re-exported)
     read_binary_files,
     read_csv,
@@ -30,7 +28,6 @@ from shardflow.engine.file_read_api import (  # noqa: F401  (re-exported)
 )
 from shardflow.sdk.filename_provider import FilenameProvider
 from shardflow.sdk.save_mode import SaveMode
-from shardflow.sdk.registry import get_registry
 
 
 def _retry_policy() -> Any:
@@ -272,24 +269,3 @@ class FileWriteMixin:
             **_sink_args(locals()),
         )
         self.write_datasink(sink)
-
-
-def _register_builtin_connectors() -> None:
-    registry = get_registry()
-    from shardflow.connectors.range import RangeDatasource
-
-    builtin = {
-        "range": (RangeDatasource, None),
-        "parquet": (ParquetDatasource, ParquetDatasink),
-        "csv": (CSVDatasource, CSVDatasink),
-        "json": (JSONDatasource, JSONDatasink),
-        "text": (TextDatasource, None),
-        "binary": (BinaryDatasource, None),
-        "numpy": (NumpyDatasource, NumpyDatasink),
-        "images": (ImageDatasource, ImageDatasink),
-    }
-    for name, (source, sink) in builtin.items():
-        registry.register(name, datasource=source, datasink=sink, package="shardflow", replace=True)
-
-
-_register_builtin_connectors()

@@ -14,7 +14,7 @@ from shardflow.sdk.block import (
 )
 from shardflow.sdk.datasink import Datasink, TaskCancelled, TaskContext, WriteResult
 from shardflow.sdk.datasource import Datasource, ReadTask
-from shardflow.sdk.expressions import Expr, col, lit
+from shardflow.sdk.expressions import Expr, ExprVisitor, UnsupportedExpressionError, col, lit
 from shardflow.sdk.file_datasink import (
     BlockBasedFileDatasink,
     DestinationExistsError,
@@ -25,6 +25,7 @@ from shardflow.sdk.file_datasink import (
 )
 from shardflow.sdk.file_datasource import FileBasedDatasource, FileShuffleConfig
 from shardflow.sdk.partitioning import Partitioning, PathPartitionFilter
+from shardflow.sdk.pushdowns import Pushdowns
 from shardflow.sdk.registry import ConnectorSpec, get_registry, register_connector
 
 __all__ = [
@@ -41,13 +42,16 @@ __all__ = [
     "FilenameProvider",
     "Partitioning",
     "PathPartitionFilter",
+    "Pushdowns",
     "RowBasedFileDatasink",
     "ConnectorSpec",
     "Datasink",
     "Datasource",
     "Expr",
+    "ExprVisitor",
     "ReadTask",
     "TaskContext",
+    "UnsupportedExpressionError",
     "WriteResult",
     "block_to_batch",
     "block_to_rows",

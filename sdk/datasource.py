@@ -6,12 +6,14 @@ by changing its imports.
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
 
 import pyarrow as pa
 
 from shardflow.sdk.block import Block, BlockMetadata, to_block
 from shardflow.sdk.expressions import Expr
+from shardflow.sdk.pushdowns import NO_PUSHDOWNS, Pushdowns
 
 
 class ReadTask:
@@ -159,6 +161,35 @@ class Datasource:
         name = type(self).__name__
         return name[: -len("Datasource")] if name.endswith("Datasource") and name != "Datasource" else name
 
+    # -- pushdowns ------------------------------------------------------------------------
+    #
+    # The optimizer calls apply_projection / apply_predicate (and apply_limit) on the driver
+    # only when the matching supports_* method returns True. By default each returns a copy
+    # of the source whose ``pushdowns`` holds the new value; a connector that opts in reads
+    # ``self.pushdowns`` when it plans and runs its reads.
+
+    @property
+    def pushdowns(self) -> Pushdowns:
+        """Columns, filter and row limit pushed into this source (immutable)."""
+        return self.__dict__.get("_pushdowns", NO_PUSHDOWNS)
+
+    def with_pushdowns(self, pushdowns: Pushdowns) -> "Datasource":
+        """A shallow copy of this source holding ``pushdowns``.
+
+        Override to drop caches that depend on what is read (a planned scan, say); call
+        ``super().with_pushdowns(pushdowns)`` for the copy.
+        """
+        if not isinstance(pushdowns, Pushdowns):
+            raise TypeError(f"with_pushdowns takes a Pushdowns, got {type(pushdowns).__name__}.")
+        clone = copy.copy(self)
+        clone._pushdowns = pushdowns
+        return clone
+
+    def effective_pushdowns(self, per_task_row_limit: Optional[int] = None) -> Pushdowns:
+        """``self.pushdowns`` with the engine's ``per_task_row_limit`` folded in (for
+        ``get_read_tasks``)."""
+        return self.pushdowns.with_limit(per_task_row_limit)
+
     # -- projection pushdown -------------------------------------------------------------
 
     def supports_projection_pushdown(self) -> bool:
@@ -167,12 +198,12 @@ class Datasource:
 
     def get_projection_map(self) -> Optional[Dict[str, str]]:
         """The current projection as ``{source column: output name}``; None means all columns."""
-        return None
+        return self.pushdowns.projection_map()
 
     def apply_projection(self, projection_map: Optional[Dict[str, str]]) -> "Datasource":
         """Return a copy of this source that reads only the keys of ``projection_map``,
         renamed to its values. Called on the driver by the optimizer."""
-        raise NotImplementedError(f"{type(self).__name__} does not support projection pushdown.")
+        return self.with_pushdowns(self.pushdowns.with_projection(projection_map))
 
     # -- predicate pushdown --------------------------------------------------------------
 
@@ -182,12 +213,16 @@ class Datasource:
 
     def get_current_predicate(self) -> Optional[Expr]:
         """The predicate already pushed into this source, or None."""
-        return None
+        return self.pushdowns.filter
 
     def apply_predicate(self, predicate_expr: Expr) -> "Datasource":
         """Return a copy of this source that also applies ``predicate_expr`` (AND-ed with the
         current one). Called on the driver by the optimizer."""
-        raise NotImplementedError(f"{type(self).__name__} does not support predicate pushdown.")
+        if not isinstance(predicate_expr, Expr):
+            raise TypeError(
+                f"apply_predicate needs an engine expression, got {type(predicate_expr).__name__}."
+            )
+        return self.with_pushdowns(self.pushdowns.with_filter(predicate_expr))
 
     def is_predicate_pushdown_exact(self) -> bool:
         """Whether rows read after ``apply_predicate`` satisfy the predicate exactly.
@@ -196,3 +231,13 @@ class Datasource:
         prunes (by row group statistics, say) is still correct.
         """
         return False
+
+    # -- limit pushdown ------------------------------------------------------------------
+
+    def apply_limit(self, limit: int) -> "Datasource":
+        """Return a copy of this source whose read tasks each stop after ``limit`` rows.
+
+        The engine may instead pass ``per_task_row_limit`` to ``get_read_tasks``;
+        :meth:`effective_pushdowns` combines both.
+        """
+        return self.with_pushdowns(self.pushdowns.with_limit(limit))

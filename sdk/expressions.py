@@ -1,7 +1,11 @@
 """Engine expressions: column references, literals and operators over them.
 
-Expressions are plain, picklable trees. The engine evaluates them on blocks, and a
-datasource that supports predicate pushdown translates them with :meth:`Expr.to_pyarrow`.
+Expressions are plain, picklable trees. Translating one into another system's expressions
+(pyarrow compute, a table format's scan filter) is the job of an :class:`ExprVisitor`: it has
+one ``visit_<kind>`` method per kind of expression, so a connector translates the kinds it
+understands and gets a clear :class:`UnsupportedExpressionError` for the others, and a new kind
+of expression needs one new method in the visitors that can translate it.
+:meth:`Expr.to_pyarrow` is :class:`PyArrowExprVisitor`.
 
 Examples:
     >>> from shardflow.sdk.expressions import col, lit
@@ -14,25 +18,30 @@ Examples:
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Set
+from typing import (
+    Any,
+    Callable,
+    ClassVar,
+    Generic,
+    Iterable,
+    Iterator,
+    Optional,
+    Set,
+    Tuple,
+    TypeVar,
+)
 
 import pyarrow as pa
 
-_BINARY_OPS = {
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    "&": lambda a, b: a & b,
-    "|": lambda a, b: a | b,
-    "+": lambda a, b: _pc().add(a, b),
-    "-": lambda a, b: _pc().subtract(a, b),
-    "*": lambda a, b: _pc().multiply(a, b),
-    "/": lambda a, b: _pc().divide(a, b),
-    "%": lambda a, b: _pc().Expression._call("modulo", [a, b]),
-}
+T = TypeVar("T")
+
+COMPARISONS = ("==", "!=", ">", ">=", "<", "<=")
+BOOLEAN_OPS = ("&", "|")
+ARITHMETIC_OPS = ("+", "-", "*", "/", "%")
+_ALL_OPS = COMPARISONS + BOOLEAN_OPS + ARITHMETIC_OPS
+
+# ``a op b`` is ``b flipped(op) a``: lets a visitor put the column on the left.
+FLIPPED_COMPARISONS = {"==": "==", "!=": "!=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
 
 
 def _pc():
@@ -41,16 +50,35 @@ def _pc():
     return pc
 
 
+class UnsupportedExpressionError(ValueError):
+    """An expression has a kind (or an operator) that a visitor cannot translate."""
+
+
 class Expr:
-    """Base class of expressions. Build them with :func:`col` and :func:`lit`."""
+    """Base class of expressions. Build them with :func:`col` and :func:`lit`.
+
+    Each subclass names its ``kind``; :meth:`ExprVisitor.visit` calls ``visit_<kind>``.
+    """
+
+    kind: ClassVar[str] = ""
+
+    def children(self) -> Tuple["Expr", ...]:
+        """The sub-expressions, for walks that do not care about the kind."""
+        return ()
+
+    def walk(self) -> Iterator["Expr"]:
+        """This expression and every sub-expression, depth first."""
+        yield self
+        for child in self.children():
+            yield from child.walk()
 
     def to_pyarrow(self) -> "pyarrow.compute.Expression":  # noqa: F821
         """Translate to a :class:`pyarrow.compute.Expression`."""
-        raise NotImplementedError
+        return PyArrowExprVisitor().visit(self)
 
     def referenced_columns(self) -> Set[str]:
         """Names of the columns the expression reads."""
-        raise NotImplementedError
+        return {e.name for e in self.walk() if isinstance(e, ColumnExpr)}
 
     def evaluate(self, table: pa.Table) -> pa.ChunkedArray:
         """Evaluate on a table, returning one value per row."""
@@ -143,16 +171,12 @@ class Expr:
 class ColumnExpr(Expr):
     """A reference to a column by name."""
 
+    kind = "column"
+
     def __init__(self, name: str):
         if not isinstance(name, str) or not name:
             raise TypeError(f"A column name must be a non-empty string, got {name!r}.")
         self.name = name
-
-    def to_pyarrow(self) -> "pyarrow.compute.Expression":  # noqa: F821
-        return _pc().field(self.name)
-
-    def referenced_columns(self) -> Set[str]:
-        return {self.name}
 
     def __repr__(self) -> str:
         return f"col({self.name!r})"
@@ -161,14 +185,10 @@ class ColumnExpr(Expr):
 class LiteralExpr(Expr):
     """A constant value."""
 
+    kind = "literal"
+
     def __init__(self, value: Any):
         self.value = value
-
-    def to_pyarrow(self) -> "pyarrow.compute.Expression":  # noqa: F821
-        return _pc().scalar(self.value)
-
-    def referenced_columns(self) -> Set[str]:
-        return set()
 
     def __repr__(self) -> str:
         return repr(self.value)
@@ -177,16 +197,15 @@ class LiteralExpr(Expr):
 class BinaryExpr(Expr):
     """``left <op> right`` for a comparison, boolean or arithmetic operator."""
 
+    kind = "binary"
+
     def __init__(self, op: str, left: Expr, right: Expr):
-        if op not in _BINARY_OPS:
-            raise ValueError(f"Unknown operator {op!r}; expected one of {sorted(_BINARY_OPS)}.")
+        if op not in _ALL_OPS:
+            raise ValueError(f"Unknown operator {op!r}; expected one of {sorted(_ALL_OPS)}.")
         self.op, self.left, self.right = op, left, right
 
-    def to_pyarrow(self) -> "pyarrow.compute.Expression":  # noqa: F821
-        return _BINARY_OPS[self.op](self.left.to_pyarrow(), self.right.to_pyarrow())
-
-    def referenced_columns(self) -> Set[str]:
-        return self.left.referenced_columns() | self.right.referenced_columns()
+    def children(self) -> Tuple[Expr, ...]:
+        return (self.left, self.right)
 
     def __repr__(self) -> str:
         return f"({self.left!r} {self.op} {self.right!r})"
@@ -195,14 +214,13 @@ class BinaryExpr(Expr):
 class NotExpr(Expr):
     """Boolean negation."""
 
+    kind = "not"
+
     def __init__(self, operand: Expr):
         self.operand = operand
 
-    def to_pyarrow(self) -> "pyarrow.compute.Expression":  # noqa: F821
-        return ~self.operand.to_pyarrow()
-
-    def referenced_columns(self) -> Set[str]:
-        return self.operand.referenced_columns()
+    def children(self) -> Tuple[Expr, ...]:
+        return (self.operand,)
 
     def __repr__(self) -> str:
         return f"~{self.operand!r}"
@@ -211,14 +229,13 @@ class NotExpr(Expr):
 class IsNullExpr(Expr):
     """True where the operand is null."""
 
+    kind = "is_null"
+
     def __init__(self, operand: Expr):
         self.operand = operand
 
-    def to_pyarrow(self) -> "pyarrow.compute.Expression":  # noqa: F821
-        return self.operand.to_pyarrow().is_null()
-
-    def referenced_columns(self) -> Set[str]:
-        return self.operand.referenced_columns()
+    def children(self) -> Tuple[Expr, ...]:
+        return (self.operand,)
 
     def __repr__(self) -> str:
         return f"{self.operand!r}.is_null()"
@@ -227,17 +244,128 @@ class IsNullExpr(Expr):
 class IsInExpr(Expr):
     """True where the operand is one of a list of values."""
 
+    kind = "is_in"
+
     def __init__(self, operand: Expr, values: list):
         self.operand, self.values = operand, values
 
-    def to_pyarrow(self) -> "pyarrow.compute.Expression":  # noqa: F821
-        return self.operand.to_pyarrow().isin(self.values)
-
-    def referenced_columns(self) -> Set[str]:
-        return self.operand.referenced_columns()
+    def children(self) -> Tuple[Expr, ...]:
+        return (self.operand,)
 
     def __repr__(self) -> str:
         return f"{self.operand!r}.is_in({self.values!r})"
+
+
+class ExprVisitor(Generic[T]):
+    """Translates an expression tree, one ``visit_<kind>`` method per kind of expression.
+
+    :meth:`visit` dispatches on ``expr.kind``. A kind without a method here (one added after
+    the visitor was written) and the methods a subclass leaves alone go to
+    :meth:`visit_unsupported`, which raises :class:`UnsupportedExpressionError`. Subclasses
+    override the kinds they can translate and call ``self.visit`` on the children.
+
+    Examples:
+        >>> from shardflow.sdk.expressions import ExprVisitor, col
+        >>> class ToSQL(ExprVisitor[str]):
+        ...     def visit_column(self, expr):
+        ...         return expr.name
+        ...     def visit_literal(self, expr):
+        ...         return repr(expr.value)
+        ...     def visit_binary(self, expr):
+        ...         op = {"&": "AND", "|": "OR", "==": "="}.get(expr.op, expr.op)
+        ...         return f"({self.visit(expr.left)} {op} {self.visit(expr.right)})"
+        >>> ToSQL().visit((col("x") > 1) & (col("y") == "a"))
+        "((x > 1) AND (y = 'a'))"
+    """
+
+    def visit(self, expr: Expr) -> T:
+        """Translate ``expr`` by calling the method for its kind."""
+        if not isinstance(expr, Expr):
+            raise TypeError(f"{type(self).__name__} visits expressions, got {type(expr).__name__}.")
+        method: Optional[Callable[[Expr], T]] = getattr(self, f"visit_{expr.kind}", None)
+        if method is None:
+            return self.visit_unsupported(expr)
+        return method(expr)
+
+    def visit_unsupported(self, expr: Expr) -> T:
+        """Called for kinds this visitor does not translate; raises by default."""
+        raise UnsupportedExpressionError(
+            f"{type(self).__name__} cannot translate {expr!r}: {expr.kind or type(expr).__name__} "
+            "expressions are not supported here."
+        )
+
+    def visit_column(self, expr: ColumnExpr) -> T:
+        return self.visit_unsupported(expr)
+
+    def visit_literal(self, expr: LiteralExpr) -> T:
+        return self.visit_unsupported(expr)
+
+    def visit_binary(self, expr: BinaryExpr) -> T:
+        return self.visit_unsupported(expr)
+
+    def visit_not(self, expr: NotExpr) -> T:
+        return self.visit_unsupported(expr)
+
+    def visit_is_null(self, expr: IsNullExpr) -> T:
+        return self.visit_unsupported(expr)
+
+    def visit_is_in(self, expr: IsInExpr) -> T:
+        return self.visit_unsupported(expr)
+
+
+_PYARROW_OPS = {
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    "&": lambda a, b: a & b,
+    "|": lambda a, b: a | b,
+    "+": lambda a, b: _pc().add(a, b),
+    "-": lambda a, b: _pc().subtract(a, b),
+    "*": lambda a, b: _pc().multiply(a, b),
+    "/": lambda a, b: _pc().divide(a, b),
+    "%": lambda a, b: _pc().Expression._call("modulo", [a, b]),
+}
+
+
+class PyArrowExprVisitor(ExprVisitor["pyarrow.compute.Expression"]):  # noqa: F821
+    """Translates to a :class:`pyarrow.compute.Expression`.
+
+    Args:
+        column_name: Maps a column name of the expression to the name in the data being
+            filtered (a file whose columns are named differently, say); identity by default.
+    """
+
+    def __init__(self, column_name: Optional[Callable[[str], str]] = None):
+        self._column_name = column_name
+
+    def visit_column(self, expr: ColumnExpr) -> Any:
+        name = expr.name if self._column_name is None else self._column_name(expr.name)
+        return _pc().field(name)
+
+    def visit_literal(self, expr: LiteralExpr) -> Any:
+        return _pc().scalar(expr.value)
+
+    def visit_binary(self, expr: BinaryExpr) -> Any:
+        return _PYARROW_OPS[expr.op](self.visit(expr.left), self.visit(expr.right))
+
+    def visit_not(self, expr: NotExpr) -> Any:
+        return ~self.visit(expr.operand)
+
+    def visit_is_null(self, expr: IsNullExpr) -> Any:
+        return self.visit(expr.operand).is_null()
+
+    def visit_is_in(self, expr: IsInExpr) -> Any:
+        return self.visit(expr.operand).isin(expr.values)
+
+
+def conjuncts(expr: Expr) -> list:
+    """The terms of a chain of ``&``: ``a & (b & c)`` gives ``[a, b, c]``."""
+    if isinstance(expr, BinaryExpr) and expr.op == "&":
+        return conjuncts(expr.left) + conjuncts(expr.right)
+    return [expr]
 
 
 def col(name: str) -> ColumnExpr:
@@ -310,7 +438,8 @@ def _from_ast(node: Any, text: str) -> Expr:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return -_from_ast(node.operand, text)
     if isinstance(node, ast.BinOp) and type(node.op).__name__ in _AST_BINOPS:
-        return BinaryExpr(_AST_BINOPS[type(node.op).__name__], _from_ast(node.left, text), _from_ast(node.right, text))
+        op = _AST_BINOPS[type(node.op).__name__]
+        return BinaryExpr(op, _from_ast(node.left, text), _from_ast(node.right, text))
     if isinstance(node, ast.Compare):
         left = _from_ast(node.left, text)
         result = None

@@ -10,7 +10,6 @@ faults, bad-file handling, projection and schema conformance.
 
 from __future__ import annotations
 
-import copy
 import logging
 import random
 from dataclasses import dataclass
@@ -172,7 +171,6 @@ class FileBasedDatasource(Datasource):
         self._shuffle = shuffle
         self._on_bad_file = on_bad_file
         self._file_args = file_args
-        self._projection: Optional[Dict[str, str]] = None
         self._units: Optional[List[FileUnit]] = None
         self._partition_schema: Optional[pa.Schema] = None
 
@@ -361,16 +359,15 @@ class FileBasedDatasource(Datasource):
             block = block.append_column(
                 PATH_COLUMN, pa.repeat(pa.scalar(self._display(unit.path)), n)
             )
-        if self._projection is not None:
-            missing = [c for c in self._projection if c not in block.column_names]
+        columns = self.pushdowns.columns
+        if columns is not None:
+            missing = [c for c in columns if c not in block.column_names]
             if missing:
                 raise ValueError(
                     f"Column(s) {missing} not found in {self._display(unit.path)}; it has "
                     f"{block.column_names}."
                 )
-            block = block.select(list(self._projection)).rename_columns(
-                list(self._projection.values())
-            )
+            block = block.select(list(columns)).rename_columns(list(self.pushdowns.output_names))
         return block
 
     def _output_schema(self) -> Optional[pa.Schema]:
@@ -385,26 +382,17 @@ class FileBasedDatasource(Datasource):
         if self._include_paths and PATH_COLUMN not in names:
             fields.append(pa.field(PATH_COLUMN, pa.string()))
         schema = pa.schema(fields)
-        if self._projection is not None:
-            if any(c not in schema.names for c in self._projection):
+        projection = self.pushdowns.projection
+        if projection is not None:
+            if any(src not in schema.names for src, _ in projection):
                 return None
-            schema = pa.schema(
-                [schema.field(src).with_name(out) for src, out in self._projection.items()]
-            )
+            schema = pa.schema([schema.field(src).with_name(out) for src, out in projection])
         return schema
 
     # -- projection pushdown --------------------------------------------------------------
 
     def supports_projection_pushdown(self) -> bool:
         return True
-
-    def get_projection_map(self) -> Optional[Dict[str, str]]:
-        return None if self._projection is None else dict(self._projection)
-
-    def apply_projection(self, projection_map: Optional[Dict[str, str]]) -> "FileBasedDatasource":
-        clone = copy.copy(self)
-        clone._projection = None if projection_map is None else dict(projection_map)
-        return clone
 
 
 def conform_to_schema(

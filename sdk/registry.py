@@ -5,15 +5,22 @@ entry point names an object that is either a :class:`ConnectorSpec`, a Datasourc
 or a callable returning a ConnectorSpec. Entry points are read lazily, the first time a
 name is looked up; one that fails to load is reported by name and skipped, never breaking
 ``import shardflow``.
+
+shardflow's own connectors are listed in :data:`BUILTIN_CONNECTORS` by dotted path, as
+fsspec's registry lists its filesystems: nothing is imported until a name is used, and a
+connector whose optional dependency is missing says what to install when it is used (and
+shows as unavailable, with that hint, in listings).
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import logging
 import threading
 from dataclasses import dataclass, field
 from importlib import metadata as importlib_metadata
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 logger = logging.getLogger(__name__)
 
@@ -38,14 +45,100 @@ class ConnectorSpec:
     capabilities: List[str] = field(default_factory=list)
 
 
-class ConnectorRegistry:
-    """Thread-safe map of connector names to specs, with lazily loaded entry points."""
+@dataclass(frozen=True)
+class LazyConnector:
+    """A connector named by the dotted paths of its classes, imported on first use.
 
-    def __init__(self) -> None:
+    Args:
+        datasource: ``"package.module.ClassName"`` of the Datasource, or None.
+        datasink: ``"package.module.ClassName"`` of the Datasink, or None.
+        requires: Top-level modules of optional dependencies the connector needs.
+        install: What to run when one of them is missing.
+        package: The distribution that provides the connector.
+    """
+
+    datasource: Optional[str] = None
+    datasink: Optional[str] = None
+    requires: Tuple[str, ...] = ()
+    install: str = ""
+    package: str = "shardflow"
+
+    def missing_requirement(self) -> Optional[str]:
+        """The first required module that is not installed, or None."""
+        for module in self.requires:
+            try:
+                if importlib.util.find_spec(module) is None:
+                    return module
+            except (ImportError, ValueError):
+                return module
+        return None
+
+    def install_hint(self, name: str, module: str) -> str:
+        hint = f" Install it with: {self.install}" if self.install else ""
+        return (
+            f"Connector {name!r} needs the optional dependency {module!r}, which is not "
+            f"installed.{hint}"
+        )
+
+
+def _import_object(dotted: str) -> Any:
+    module_name, _, attribute = dotted.replace(":", ".").rpartition(".")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+_CONNECTORS = "shardflow.connectors"
+
+BUILTIN_CONNECTORS: Dict[str, LazyConnector] = {
+    "range": LazyConnector(f"{_CONNECTORS}.range.RangeDatasource"),
+    "parquet": LazyConnector(
+        f"{_CONNECTORS}.parquet.ParquetDatasource", f"{_CONNECTORS}.parquet.ParquetDatasink"
+    ),
+    "csv": LazyConnector(f"{_CONNECTORS}.csv.CSVDatasource", f"{_CONNECTORS}.csv.CSVDatasink"),
+    "json": LazyConnector(f"{_CONNECTORS}.json.JSONDatasource", f"{_CONNECTORS}.json.JSONDatasink"),
+    "text": LazyConnector(f"{_CONNECTORS}.text.TextDatasource"),
+    "binary": LazyConnector(f"{_CONNECTORS}.binary.BinaryDatasource"),
+    "numpy": LazyConnector(
+        f"{_CONNECTORS}.numpy.NumpyDatasource", f"{_CONNECTORS}.numpy.NumpyDatasink"
+    ),
+    "images": LazyConnector(
+        f"{_CONNECTORS}.images.ImageDatasource",
+        f"{_CONNECTORS}.images.ImageDatasink",
+        requires=("PIL",),
+        install="pip install 'shardflow[images]'",
+    ),
+    "iceberg": LazyConnector(
+        f"{_CONNECTORS}.iceberg.IcebergDatasource",
+        f"{_CONNECTORS}.iceberg.IcebergDatasink",
+        requires=("pyiceberg",),
+        install="pip install 'shardflow[iceberg]'",
+    ),
+}
+"""shardflow's connectors: name to dotted paths, imported when the name is first used."""
+
+
+class ConnectorRegistry:
+    """Thread-safe map of connector names to specs, with lazily loaded entry points.
+
+    Args:
+        lazy: Connectors known by dotted path (see :class:`LazyConnector`), imported when
+            first looked up. The process-wide registry starts with :data:`BUILTIN_CONNECTORS`.
+    """
+
+    def __init__(self, lazy: Optional[Dict[str, LazyConnector]] = None) -> None:
         self._specs: Dict[str, ConnectorSpec] = {}
+        self._lazy: Dict[str, LazyConnector] = dict(lazy or {})
         self._broken: Dict[str, str] = {}
         self._entry_points_loaded = False
         self._lock = threading.RLock()
+
+    def register_lazy(self, name: str, connector: LazyConnector) -> None:
+        """Register ``connector`` under ``name``, to be imported when first looked up."""
+        if not isinstance(connector, LazyConnector):
+            raise TypeError(f"register_lazy takes a LazyConnector, got {type(connector).__name__}.")
+        if connector.datasource is None and connector.datasink is None:
+            raise ValueError(f"Connector {name!r} needs a datasource, a datasink, or both.")
+        with self._lock:
+            self._lazy[name] = connector
 
     def register(
         self,
@@ -64,6 +157,14 @@ class ConnectorRegistry:
             if obj is not None and not callable(obj):
                 raise TypeError(f"{role} of connector {name!r} must be a class or a factory.")
         with self._lock:
+            lazy = self._lazy.get(name)
+            if lazy is not None:
+                if not replace and lazy.package != package:
+                    raise ValueError(
+                        f"Two connectors are named {name!r}: one from package {lazy.package!r} "
+                        f"and one from {package!r}. Uninstall one, or register with replace=True."
+                    )
+                del self._lazy[name]
             existing = self._specs.get(name)
             if existing is not None and not replace and existing.package != package:
                 raise ValueError(
@@ -79,23 +180,56 @@ class ConnectorRegistry:
         with self._lock:
             if name in self._specs:
                 return self._specs[name]
+            if name in self._lazy:
+                return self._resolve(name)
             if name in self._broken:
                 raise ImportError(f"Connector {name!r} failed to load: {self._broken[name]}")
-            known = ", ".join(sorted(self._specs)) or "none"
+            known = ", ".join(sorted(set(self._specs) | set(self._lazy))) or "none"
         raise KeyError(
             f"No connector named {name!r}. Registered connectors: {known}. Install the package "
             "that provides it, or call shardflow.register_connector()."
         )
 
     def list(self) -> List[ConnectorSpec]:
+        """Every usable connector, sorted by name (imports the lazily registered ones)."""
         self._load_entry_points()
         with self._lock:
+            for name, lazy in sorted(self._lazy.items()):
+                if lazy.missing_requirement() is None:
+                    try:
+                        self._resolve(name)
+                    except Exception as exc:
+                        self._broken[name] = f"{type(exc).__name__}: {exc}"
+                        del self._lazy[name]
+                        logger.warning("Connector %r failed to load and is skipped: %s", name, exc)
             return [self._specs[name] for name in sorted(self._specs)]
 
     def broken(self) -> Dict[str, str]:
-        """Entry points that failed to load: name to reason."""
+        """Connectors that cannot be used: name to reason (a failed entry point, or an optional
+        dependency to install)."""
         self._load_entry_points()
-        return dict(self._broken)
+        with self._lock:
+            broken = dict(self._broken)
+            for name, lazy in self._lazy.items():
+                module = lazy.missing_requirement()
+                if module is not None:
+                    broken[name] = lazy.install_hint(name, module)
+            return broken
+
+    def _resolve(self, name: str) -> ConnectorSpec:
+        """Import a lazily registered connector and register its classes (lock held)."""
+        lazy = self._lazy[name]
+        module = lazy.missing_requirement()
+        if module is not None:
+            raise ImportError(lazy.install_hint(name, module))
+        datasource = _import_object(lazy.datasource) if lazy.datasource else None
+        datasink = _import_object(lazy.datasink) if lazy.datasink else None
+        del self._lazy[name]
+        spec = ConnectorSpec(
+            name, datasource, datasink, lazy.package, _capabilities(datasource, datasink)
+        )
+        self._specs[name] = spec
+        return spec
 
     def _load_entry_points(self) -> None:
         with self._lock:
@@ -111,6 +245,17 @@ class ConnectorRegistry:
                 package = ep.dist.name if getattr(ep, "dist", None) else ep.value
                 if ep.name in self._broken and ep.name not in self._specs:
                     continue  # already claimed by two packages, or broken
+                if ep.name in self._lazy and self._lazy[ep.name].package != package:
+                    # Claimed by shardflow and by a package: use neither, as for two packages.
+                    reason = (
+                        f"Two connectors are named {ep.name!r}: one from package "
+                        f"{self._lazy[ep.name].package!r} and one from {package!r}. "
+                        "Uninstall one, or register with replace=True."
+                    )
+                    del self._lazy[ep.name]
+                    self._broken[ep.name] = reason
+                    logger.warning("Connector %r from %s skipped: %s", ep.name, package, reason)
+                    continue
                 try:
                     spec = _spec_from_entry_point(ep.name, ep.load())
                     self.register(
@@ -171,7 +316,7 @@ def _capabilities(datasource: Any, datasink: Any) -> List[str]:
     return caps
 
 
-_REGISTRY = ConnectorRegistry()
+_REGISTRY = ConnectorRegistry(lazy=BUILTIN_CONNECTORS)
 
 
 def get_registry() -> ConnectorRegistry:

@@ -22,6 +22,7 @@ from shardflow.engine.file_api import (
     read_parquet,
     read_text,
 )
+from shardflow.engine.iceberg_api import read_iceberg
 from shardflow.engine.read_api import (
     from_arrow,
     from_blocks,
@@ -92,6 +93,7 @@ __all__ = [
     "read_binary_files",
     "read_csv",
     "read_datasource",
+    "read_iceberg",
     "read_images",
     "read_json",
     "read_numpy",

@@ -11,6 +11,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 from shardflow.sdk import BlockMetadata, Datasource, ReadTask
+from shardflow.sdk.expressions import col
+from shardflow.sdk.pushdowns import Pushdowns
 
 
 def read_blocks(start: int, rows_per_block: int, num_blocks: int):
@@ -127,9 +129,47 @@ def test_datasource_defaults():
     assert source.get_projection_map() is None
     assert source.get_current_predicate() is None
     assert not source.is_predicate_pushdown_exact()
+    assert source.pushdowns == Pushdowns()
     with pytest.raises(NotImplementedError):
         source.get_read_tasks(1)
-    with pytest.raises(NotImplementedError, match="projection"):
-        source.apply_projection({"a": "a"})
-    with pytest.raises(NotImplementedError, match="predicate"):
+    with pytest.raises(TypeError, match="engine expression"):
         source.apply_predicate(None)
+
+
+def test_default_pushdowns_accumulate_on_copies():
+    class MyDatasource(Datasource):
+        def __init__(self):
+            self.planned = "cache"
+
+    source = MyDatasource()
+    projected = source.apply_projection({"a": "a", "b": "out"})
+    filtered = projected.apply_predicate(col("a") > 1).apply_predicate(col("b").is_null())
+    limited = filtered.apply_limit(10).apply_limit(20)
+    assert source.pushdowns.is_empty() and source.get_projection_map() is None
+    assert type(limited) is MyDatasource and limited.planned == "cache"
+    assert limited.get_projection_map() == {"a": "a", "b": "out"}
+    assert limited.pushdowns.columns == ("a", "b")
+    assert limited.pushdowns.output_names == ("a", "out")
+    assert repr(limited.get_current_predicate()) == "((col('a') > 1) & col('b').is_null())"
+    assert limited.pushdowns.limit == 10
+    assert limited.effective_pushdowns(per_task_row_limit=3).limit == 3
+    assert limited.pushdowns.filter_columns() == {"a", "b"}
+    assert projected.get_current_predicate() is None  # earlier copies are unchanged
+    assert limited.apply_projection(None).pushdowns.columns is None
+
+
+def test_pushdowns_validate_and_compare():
+    with pytest.raises(TypeError, match="source column"):
+        Pushdowns().with_projection(["a"])
+    with pytest.raises(ValueError, match="same name"):
+        Pushdowns().with_projection({"a": "x", "b": "x"})
+    with pytest.raises(ValueError, match="limit"):
+        Pushdowns(limit=-1)
+    with pytest.raises(TypeError, match="engine expression"):
+        Pushdowns(filter="x > 1")
+    a = Pushdowns(filter=col("x") > 1, limit=3)
+    same = Pushdowns(filter=col("x") > 1, limit=3)
+    assert a == same and hash(a) == hash(same)
+    assert a != a.with_limit(2)
+    with pytest.raises(Exception):
+        a.limit = 4  # frozen

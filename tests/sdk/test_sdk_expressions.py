@@ -8,7 +8,17 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-from shardflow.sdk.expressions import and_all, col, lit
+from shardflow.sdk.expressions import (
+    ColumnExpr,
+    Expr,
+    ExprVisitor,
+    PyArrowExprVisitor,
+    UnsupportedExpressionError,
+    and_all,
+    col,
+    conjuncts,
+    lit,
+)
 
 DF = pd.DataFrame(
     {
@@ -114,3 +124,70 @@ def test_column_name_must_be_a_string():
 def test_numpy_scalars_as_literals():
     expr = col("x") > np.int64(2)
     assert expr.evaluate(TABLE).to_pylist() == (DF.x > 2).tolist()
+
+
+class _ToText(ExprVisitor[str]):
+    """A visitor that knows columns, literals and comparisons only."""
+
+    def visit_column(self, expr):
+        return expr.name
+
+    def visit_literal(self, expr):
+        return repr(expr.value)
+
+    def visit_binary(self, expr):
+        return f"{self.visit(expr.left)} {expr.op} {self.visit(expr.right)}"
+
+
+def test_visitor_dispatches_by_kind():
+    assert _ToText().visit(col("x") >= 3) == "x >= 3"
+    assert _ToText().visit((col("a") == "b") & (col("c") < 1.5)) == "a == 'b' & c < 1.5"
+
+
+def test_visitor_rejects_kinds_it_does_not_translate():
+    with pytest.raises(UnsupportedExpressionError, match="is_null"):
+        _ToText().visit(col("x").is_null())
+    with pytest.raises(TypeError, match="visits expressions"):
+        _ToText().visit("x > 1")
+
+
+class _AliasExpr(Expr):
+    """A kind added after the visitors were written, as a later change might add one."""
+
+    kind = "alias"
+
+    def __init__(self, expr, name):
+        self.expr, self.name = expr, name
+
+    def children(self):
+        return (self.expr,)
+
+    def __repr__(self):
+        return f"{self.expr!r}.alias({self.name!r})"
+
+
+def test_new_kind_is_one_method_and_unsupported_elsewhere():
+    aliased = _AliasExpr(col("x") + 1, "y")
+    assert aliased.referenced_columns() == {"x"}  # generic walks need no new code
+    with pytest.raises(UnsupportedExpressionError, match="alias"):
+        aliased.to_pyarrow()
+
+    class WithAlias(_ToText):
+        def visit_alias(self, expr):
+            return f"({self.visit(expr.expr)}) AS {expr.name}"
+
+    assert WithAlias().visit(aliased) == "(x + 1) AS y"
+
+
+def test_pyarrow_visitor_maps_column_names():
+    expr = (col("x") > 1) & col("name").is_in(["a"])
+    physical = TABLE.rename_columns(["col_x", "col_y", "col_name"])
+    visitor = PyArrowExprVisitor(column_name=lambda name: f"col_{name}")
+    got = physical.filter(visitor.visit(expr)).column("col_x").to_pylist()
+    assert got == DF[(DF.x > 1) & DF.name.isin(["a"])].x.tolist()
+
+
+def test_conjuncts_flatten_and_chains():
+    parts = conjuncts((col("a") > 1) & ((col("b") < 2) & ~col("c").is_null()))
+    assert [repr(p) for p in parts] == ["(col('a') > 1)", "(col('b') < 2)", "~col('c').is_null()"]
+    assert isinstance(conjuncts(col("a"))[0], ColumnExpr)

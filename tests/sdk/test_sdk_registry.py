@@ -16,7 +16,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from shardflow.sdk import BlockMetadata, Datasink, Datasource, ReadTask
-from shardflow.sdk.registry import ENTRY_POINT_GROUP, ConnectorRegistry, ConnectorSpec
+from shardflow.sdk.registry import (
+    BUILTIN_CONNECTORS,
+    ENTRY_POINT_GROUP,
+    ConnectorRegistry,
+    ConnectorSpec,
+    LazyConnector,
+)
 
 import shardflow as sf
 
@@ -255,3 +261,60 @@ def test_installed_packages_in_a_fresh_interpreter(plugin_site):
     assert result["good"] == [{"good": 5}]
     assert {"missing-module", "wrong-object"} <= set(result["broken"])
     assert "dup-one" in result["dup"] and "dup-two" in result["dup"]
+
+
+# -- built-in connectors, known by dotted path ---------------------------------------------------
+
+
+def test_lazy_connectors_are_imported_when_first_used():
+    lazy = LazyConnector("shardflow.connectors.range.RangeDatasource")
+    registry = ConnectorRegistry(lazy={"lazy-range": lazy})
+    spec = registry.get("lazy-range")
+    assert spec.datasource.__name__ == "RangeDatasource" and spec.package == "shardflow"
+    assert spec.capabilities == ["read"]
+    assert [s.name for s in registry.list()] == ["lazy-range"]
+
+
+def test_missing_optional_dependency_says_what_to_install():
+    lazy = LazyConnector(
+        "shardflow.connectors.range.RangeDatasource",
+        requires=("no_such_module_for_shardflow_tests",),
+        install="pip install 'shardflow[extra]'",
+    )
+    registry = ConnectorRegistry(lazy={"needs-extra": lazy})
+    hint = r"no_such_module_for_shardflow_tests.*pip install 'shardflow\[extra\]'"
+    with pytest.raises(ImportError, match=hint):
+        registry.get("needs-extra")
+    assert "shardflow[extra]" in registry.broken()["needs-extra"]
+    assert registry.list() == []
+
+
+def test_builtin_names_are_reserved_unless_replaced():
+    registry = ConnectorRegistry(lazy=BUILTIN_CONNECTORS)
+    with pytest.raises(ValueError, match="Two connectors are named 'parquet'"):
+        registry.register("parquet", datasource=CountingDatasource)
+    registry.register("parquet", datasource=CountingDatasource, replace=True)
+    assert registry.get("parquet").datasource is CountingDatasource
+    assert registry.get("csv").datasource.__name__ == "CSVDatasource"
+
+
+def test_every_builtin_connector_resolves():
+    registry = ConnectorRegistry(lazy=BUILTIN_CONNECTORS)
+    names = {s.name for s in registry.list()} | set(registry.broken())
+    assert names == set(BUILTIN_CONNECTORS)
+    for spec in registry.list():
+        assert spec.datasource is not None or spec.datasink is not None
+        classes = [c for c in (spec.datasource, spec.datasink) if c is not None]
+        assert all(c.__module__.startswith("shardflow.connectors.") for c in classes)
+
+
+def test_importing_shardflow_registers_nothing_eagerly():
+    code = (
+        "import sys, shardflow as sf\n"
+        "from shardflow.sdk.registry import get_registry\n"
+        "assert 'shardflow.connectors.range' not in sys.modules\n"
+        "assert sf.read_datasource('range', n=3).count() == 3\n"
+        "assert 'shardflow.connectors.range' in sys.modules\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)

@@ -1,0 +1,184 @@
+"""Reading one Parquet file, or a byte range of its row groups, for any connector.
+
+The Parquet connector reads the files it lists through these functions; a table-format
+connector (Iceberg data files) reads the files its scan plan names, choosing the columns
+by their physical names and passing the rows its delete files remove. Reading goes one row
+group at a time, so only the requested column chunks are fetched, row groups whose
+statistics rule out the filter are skipped, and a consumer that stops early reads no more
+row groups.
+
+Examples:
+    >>> import os, tempfile
+    >>> import pyarrow as pa, pyarrow.parquet as pq
+    >>> import pyarrow.compute as pc
+    >>> from shardflow.sdk.parquet_reading import open_parquet_fragment, read_parquet_fragment
+    >>> path = os.path.join(tempfile.mkdtemp(), "x.parquet")
+    >>> pq.write_table(pa.table({"x": list(range(10))}), path, row_group_size=4)
+    >>> fragment = open_parquet_fragment(path)
+    >>> tables = read_parquet_fragment(fragment, filter=pc.field("x") >= 3, deleted_positions=[5])
+    >>> [t.column("x").to_pylist() for t in tables]
+    [[3], [4, 6, 7], [8, 9]]
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pyarrow as pa
+
+from shardflow.sdk.block import Block
+
+
+def row_group_start(row_group: Any) -> int:
+    """The byte offset where a row group's data starts (its first column chunk's first page)."""
+    starts = []
+    for i in range(row_group.num_columns):
+        column = row_group.column(i)
+        offset = column.data_page_offset
+        if column.has_dictionary_page and column.dictionary_page_offset:
+            offset = min(offset, column.dictionary_page_offset)
+        starts.append(offset)
+    return min(starts) if starts else 0
+
+
+def row_groups_in_split(metadata: Any, split: Optional[Tuple[int, int]]) -> List[int]:
+    """Indices of the row groups that start in the byte range ``split`` (all when None).
+
+    Splitting a file into ranges ``[0, a), [a, b), ..., [z, size + 1)`` gives every row group
+    to exactly one range, without reading the footer when the ranges are planned.
+    """
+    indices = list(range(metadata.num_row_groups))
+    if split is None:
+        return indices
+    lo, hi = split
+    return [i for i in indices if lo <= row_group_start(metadata.row_group(i)) < hi]
+
+
+def open_parquet_fragment(
+    source: Any,
+    filesystem: Any = None,
+    *,
+    partition_expression: Any = None,
+    pre_buffer: Optional[bool] = None,
+    format_kwargs: Optional[dict] = None,
+) -> Any:
+    """A ``pyarrow.dataset.ParquetFileFragment`` over an open file, or a path on ``filesystem``.
+
+    Args:
+        source: An open binary file, a ``pyarrow.NativeFile``, or a path.
+        filesystem: A ``pyarrow.fs.FileSystem`` for a path (local disk when None and
+            ``source`` is a path).
+        partition_expression: Values the fragment's rows are known to have (hive folders).
+        pre_buffer: Coalesce and prefetch the column chunks of a row group in one request
+            (faster on object stores); pyarrow's default when None.
+        format_kwargs: Arguments of ``pyarrow.dataset.ParquetFileFormat`` (read options).
+    """
+    import pyarrow.dataset as pads
+
+    format_kwargs = dict(format_kwargs or {})
+    if pre_buffer is not None and "default_fragment_scan_options" not in format_kwargs:
+        format_kwargs["default_fragment_scan_options"] = pads.ParquetFragmentScanOptions(pre_buffer=pre_buffer)
+    fmt = pads.ParquetFileFormat(**format_kwargs)
+    kwargs = {}
+    if filesystem is None and isinstance(source, str):
+        import pyarrow.fs as pafs
+
+        filesystem = pafs.LocalFileSystem()
+    if partition_expression is not None:
+        kwargs["partition_expression"] = partition_expression
+    if filesystem is not None:
+        return fmt.make_fragment(source, filesystem=filesystem, **kwargs)
+    return fmt.make_fragment(source, **kwargs)
+
+
+def read_parquet_fragment(
+    fragment: Any,
+    *,
+    columns: Optional[Sequence[str]] = None,
+    filter: Any = None,
+    schema: Optional[pa.Schema] = None,
+    split: Optional[Tuple[int, int]] = None,
+    row_groups: Optional[Sequence[int]] = None,
+    batch_size: Optional[int] = None,
+    deleted_positions: Optional[Sequence[int]] = None,
+    use_threads: bool = False,
+) -> Iterator[Block]:
+    """Yield one table per row group of ``fragment`` that may hold matching rows.
+
+    Args:
+        fragment: From :func:`open_parquet_fragment`.
+        columns: Columns to read, by their names in ``schema`` (or the file); None for all.
+        filter: A ``pyarrow.compute.Expression`` over those names; row groups whose
+            statistics rule it out are skipped and the other rows are filtered exactly.
+        schema: Read the file as this schema (a dataset's unified schema); the file's own
+            schema when None.
+        split: A byte range selecting row groups by where they start
+            (see :func:`row_groups_in_split`).
+        row_groups: Explicit row group indices (intersected with ``split``).
+        batch_size: Rows per batch inside the scanner (memory bound of one read).
+        deleted_positions: Row positions in the file (0-based, over all row groups) to drop
+            before the filter is applied, e.g. from Iceberg position delete files.
+        use_threads: Decode columns on Arrow's thread pool. Only for a fragment opened from a
+            path on a pyarrow filesystem: Arrow threads reading a Python file object can
+            outlive the interpreter, which aborts it.
+
+    Yields:
+        Tables with the requested columns; a single empty table when no row group is read,
+        so the schema is still known.
+    """
+    metadata = fragment.metadata
+    indices = row_groups_in_split(metadata, split)
+    if row_groups is not None:
+        wanted = set(row_groups)
+        indices = [i for i in indices if i in wanted]
+    scan_schema = schema if schema is not None else fragment.physical_schema
+    if filter is not None and indices:
+        kept = {rg.id for rg in fragment.subset(filter=filter, schema=scan_schema).row_groups}
+        indices = [i for i in indices if i in kept]
+    deletes = _positions(deleted_positions)
+    options = {
+        "schema": scan_schema,
+        "columns": None if columns is None else list(columns),
+        "use_threads": use_threads,
+    }
+    if batch_size:
+        options["batch_size"] = batch_size
+    if deletes is None:
+        options["filter"] = filter
+    if not indices:
+        yield fragment.subset(row_group_ids=[]).to_table(**options)
+        return
+    starts = _row_offsets(metadata) if deletes is not None else None
+    for index in indices:
+        table = fragment.subset(row_group_ids=[index]).to_table(**options)
+        if deletes is not None:
+            table = _drop_positions(table, deletes, starts[index])
+            if filter is not None:
+                table = table.filter(filter)
+        yield table
+
+
+def _positions(deleted_positions: Optional[Sequence[int]]) -> Optional[np.ndarray]:
+    if deleted_positions is None:
+        return None
+    positions = np.unique(np.asarray(deleted_positions, dtype=np.int64))
+    return positions if positions.size else None
+
+
+def _row_offsets(metadata: Any) -> List[int]:
+    offsets, total = [], 0
+    for i in range(metadata.num_row_groups):
+        offsets.append(total)
+        total += metadata.row_group(i).num_rows
+    return offsets
+
+
+def _drop_positions(table: pa.Table, positions: np.ndarray, start: int) -> pa.Table:
+    end = start + table.num_rows
+    lo, hi = np.searchsorted(positions, [start, end])
+    if lo == hi:
+        return table
+    keep = np.ones(table.num_rows, dtype=bool)
+    keep[positions[lo:hi] - start] = False
+    return table.filter(pa.array(keep))
