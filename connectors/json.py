@@ -1,6 +1,7 @@
 """JSON: ``read_json`` (JSON Lines or a top-level JSON array) and ``Dataset.write_json``.
 
-JSON Lines files are parsed incrementally with ``pyarrow.json.open_json``; a file holding one
+JSON Lines files are parsed incrementally with ``pyarrow.json.open_json`` in blocks of 4 MiB,
+on Arrow's thread pool when the file was opened through Arrow's own filesystem; a file holding one
 JSON document (an array of objects, or a single object) is parsed whole. ``lines=None``
 detects which kind each file is; ``write_json`` writes JSON Lines. JSON Lines that Arrow
 cannot parse (values of mixed types, objects larger than a block) are parsed with Python's
@@ -17,9 +18,15 @@ import pyarrow as pa
 
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
+from shardflow.sdk.file_writing import AppendingWriter, BlockFileWriter
 from shardflow.sdk.file_datasource import FileBasedDatasource
+from shardflow.sdk.file_reading import FileUnit
+from shardflow.sdk.native_filesystems import is_arrow_file
 
 _ROWS_PER_BLOCK = 16384
+# Larger than Arrow's default of 1 MiB: fewer, larger blocks, and objects up to this size
+# parse with Arrow rather than with Python's json.
+_BLOCK_BYTES = 4 * 1024 * 1024
 _PEEK_BYTES = 4096
 _WHITESPACE = b" \t\r\n\xef\xbb\xbf"  # with a UTF-8 byte order mark
 
@@ -99,17 +106,43 @@ class JSONDatasource(FileBasedDatasource):
     def get_name(self) -> str:
         return "JSON"
 
+    def _read_file(self, f: Any, unit: FileUnit) -> Iterator[Block]:
+        return self._read_json(f, lambda: self._open_file(unit.path))
+
     def _read_stream(self, f: Any, path: str) -> Iterator[Block]:
-        if not f.seekable():  # some decompressors cannot go back after the peek below
-            f = io.BytesIO(f.read())
+        return self._read_json(f, None)
+
+    def _read_json(self, f: Any, reopen: Optional[Callable[[], Any]]) -> Iterator[Block]:
+        """Read one file. Detecting the kind of file and falling back to Python's parser read
+        it from its start again: by seeking, or, for a forward-only stream (a compressed file
+        opened through Arrow), from a fresh handle that ``reopen`` opens."""
+        opened: List[Any] = []
+
+        def rewind(current: Any) -> Any:
+            if current.seekable():
+                current.seek(0)
+                return current
+            fresh = reopen()
+            opened.append(fresh)
+            return fresh
+
+        if not f.seekable() and reopen is None:
+            f = io.BytesIO(f.read())  # some decompressors cannot go back after the peek below
+        try:
+            yield from self._read_detected(f, rewind)
+        finally:
+            for extra in opened:
+                extra.close()
+
+    def _read_detected(self, f: Any, rewind: Callable[[Any], Any]) -> Iterator[Block]:
         head = f.read(_PEEK_BYTES)
         first = head.lstrip(_WHITESPACE)[:1]
         while not first and head:
             head = f.read(_PEEK_BYTES)
             first = head.lstrip(_WHITESPACE)[:1]
-        f.seek(0)
         if not first:
             return
+        f = rewind(f)
         if self._lines is False or (self._lines is None and first == b"["):
             yield from self._read_document(f)
             return
@@ -122,12 +155,12 @@ class JSONDatasource(FileBasedDatasource):
             # Arrow cannot parse it: perhaps one (pretty-printed) JSON object, else JSON Lines
             # whose values Arrow cannot type (mixed types, an object larger than a block):
             # parse it with Python's json, as Ray Data falls back to.
-            f.seek(0)
+            f = rewind(f)
             if self._lines is None and not produced and first == b"{":
                 try:
                     blocks = list(self._read_document(f))
                 except ValueError:
-                    f.seek(0)
+                    f = rewind(f)
                 else:
                     yield from blocks
                     return
@@ -166,10 +199,16 @@ class JSONDatasource(FileBasedDatasource):
         import pyarrow as pa
         import pyarrow.json as pajson
 
-        # A threaded streaming reader over a Python file object can abort the process at
-        # exit (std::terminate in pyarrow's thread pool); it parses one block at a time anyway.
-        block_size = (self._read_options or pajson.ReadOptions()).block_size
-        options = pajson.ReadOptions(use_threads=False, block_size=block_size)
+        # Arrow's threads may read a file Arrow owns, never a Python file object (they could
+        # outlive the interpreter and abort it at exit).
+        threads = is_arrow_file(f)
+        if self._read_options is None:
+            options = pajson.ReadOptions(use_threads=threads, block_size=_BLOCK_BYTES)
+        else:
+            options = pajson.ReadOptions(
+                use_threads=threads and self._read_options.use_threads,
+                block_size=self._read_options.block_size,
+            )
         reader = pajson.open_json(f, read_options=options, parse_options=self._parse_options)
         for batch in reader:
             yield pa.Table.from_batches([batch])
@@ -221,6 +260,9 @@ class JSONDatasink(BlockBasedFileDatasink):
 
     def get_name(self) -> str:
         return "JSON"
+
+    def open_block_writer(self, f: Any, block: Block) -> BlockFileWriter:
+        return AppendingWriter(self.write_block_to_file, f)  # JSON Lines append
 
     def write_block_to_file(self, block: Block, f: Any) -> None:
         from shardflow.sdk.block import block_to_batch

@@ -27,6 +27,8 @@ from shardflow.sdk.block import Block
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
 from shardflow.sdk.file_datasource import PATH_COLUMN, FileBasedDatasource, conform_to_schema
 from shardflow.sdk.filename_provider import TaskFileNamer
+from shardflow.connectors.parquet_writer import ParquetBlockWriter
+from shardflow.sdk.native_filesystems import is_arrow_file
 from shardflow.sdk.file_reading import FileUnit
 from shardflow.sdk.parquet_reading import open_parquet_fragment, read_parquet_fragment, row_groups_in_split
 from shardflow.sdk.pushdowns import Pushdowns
@@ -50,6 +52,7 @@ class ParquetDatasource(FileBasedDatasource):
 
     _FILE_EXTENSIONS = ["parquet"]
     _ENCODING_RATIO = 5.0
+    _RANDOM_ACCESS = True
     _MIN_SPLIT_BYTES = 32 * 1024 * 1024
 
     def __init__(
@@ -200,6 +203,9 @@ class ParquetDatasource(FileBasedDatasource):
         fragment = open_parquet_fragment(
             f, partition_expression=partition_expression, format_kwargs=self._format_kwargs
         )
+        # Arrow decodes the columns of a row group in parallel when it owns the file (never
+        # with threads that would call into a Python file object).
+        threads = is_arrow_file(f)
         schema = self._scan_schema(fragment.physical_schema, unit)
         columns = None
         if self.pushdowns.columns is not None:
@@ -213,6 +219,7 @@ class ParquetDatasource(FileBasedDatasource):
                 schema=schema,
                 split=unit.split,
                 batch_size=self._batch_size,
+                use_threads=threads,
             )
             return
         # Row hashes number the rows of the file: read each row group whole, hash its rows,
@@ -223,7 +230,7 @@ class ParquetDatasource(FileBasedDatasource):
         for index in indices:
             for table in read_parquet_fragment(
                 fragment, columns=columns, schema=schema, batch_size=self._batch_size,
-                row_groups=[] if index is None else [index],
+                row_groups=[] if index is None else [index], use_threads=threads,
             ):
                 table = self._with_row_hash(table, unit, 0 if index is None else starts[index])
                 yield table if filter_expr is None else table.filter(filter_expr)
@@ -343,10 +350,15 @@ class ParquetDatasink(BlockBasedFileDatasink):
 
     Files are named ``{write_uuid}_{task_index:06}-{i}.parquet`` (``i`` counts the files of
     a write task), as Ray Data names them. ``arrow_parquet_args`` (and what
-    ``arrow_parquet_args_fn`` returns) go to ``pyarrow.parquet.write_table``, except
-    ``schema`` (every file is cast to it) and ``partitioning_flavor`` (``"hive"``, the
-    default, writes ``col=value`` folders; None writes bare ``value`` folders; ``"filename"``
-    puts the values in front of the file name).
+    ``arrow_parquet_args_fn`` returns) go to ``pyarrow.parquet.ParquetWriter`` (the
+    arguments of ``pyarrow.parquet.write_table``), except ``schema`` (every file is cast to
+    it) and ``partitioning_flavor`` (``"hive"``, the default, writes ``col=value`` folders;
+    None writes bare ``value`` folders; ``"filename"`` puts the values in front of the file
+    name).
+
+    Write tasks stream: each block becomes row groups of the task's open file as it arrives
+    (see :mod:`shardflow.connectors.parquet_writer`, which also says which columns are
+    dictionary-encoded when ``use_dictionary`` is not given).
     """
 
     def __init__(
@@ -422,34 +434,28 @@ class ParquetDatasink(BlockBasedFileDatasink):
                 else:
                     yield _NAME_PREFIX_MARK + "_".join(values), part
 
-    def _write_part(
-        self, block: Block, folder: str, namer: TaskFileNamer, block_index: int
-    ) -> List[str]:
-        args = self._write_args()
-        args.pop("partitioning_flavor", None)
-        schema = args.pop("schema", None)
+    def _prepare_block(self, block: Block) -> Block:
+        schema = self.arrow_parquet_args.get("schema")
         if schema is not None:
             block = conform_to_schema(block, schema, where=f"the data written to {self.path}")
-        prefix = ""
-        if folder.startswith(_NAME_PREFIX_MARK):
-            prefix, folder = folder[len(_NAME_PREFIX_MARK) :] + "_", ""
-        step = self.max_rows_per_file or max(block.num_rows, 1)
-        written = []
-        for start in range(0, max(block.num_rows, 1), step):
-            part = block.slice(start, step)
-            relative = namer.block_file(part, block_index, folder)
-            if prefix:
-                relative = prefix + relative
-            written.append(
-                self._write_file(
-                    relative, lambda f, part=part: pq_write_table(part, f, args)
-                )
-            )
-        return written
+        return block
 
+    def _max_rows_per_file(self) -> Optional[int]:
+        return self.max_rows_per_file
 
-def pq_write_table(block: Block, f: Any, args: Dict[str, Any]) -> None:
-    """Write ``block`` as one Parquet file into the open binary file ``f``."""
-    import pyarrow.parquet as pq
+    def _file_name(self, namer: TaskFileNamer, block: Block, folder: str, index: int) -> str:
+        if folder.startswith(_NAME_PREFIX_MARK):  # "filename" flavor: values before the name
+            prefix = folder[len(_NAME_PREFIX_MARK) :] + "_"
+            return prefix + namer.block_file(block, index, "")
+        return namer.block_file(block, index, folder)
 
-    pq.write_table(block, f, **args)
+    def open_block_writer(self, f: Any, block: Block) -> ParquetBlockWriter:
+        args = self._write_args()
+        args.pop("partitioning_flavor", None)
+        args.pop("schema", None)
+        return ParquetBlockWriter(f, block, args)
+
+    def write_block_to_file(self, block: Block, f: Any) -> None:
+        writer = self.open_block_writer(f, block)
+        writer.write(block)
+        writer.close()

@@ -16,18 +16,25 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import pyarrow as pa
 
-from shardflow.sdk.block import Block, block_to_rows, concat_blocks
-from shardflow.sdk.datasink import Datasink, TaskContext, WriteResult
+from shardflow.sdk.block import Block, block_to_rows
+from shardflow.sdk.datasink import Datasink, TaskCancelled, TaskContext, WriteResult
 from shardflow.sdk.filename_provider import FilenameProvider, TaskFileNamer
+from shardflow.sdk.file_writing import (
+    BlockFileWriter,
+    WholeFileWriter,
+    make_open_file,
+    stream_into_files,
+)
 from shardflow.sdk.filesystems import (
     basename,
     display_path,
     is_local,
     join,
     parent,
-    resolve_filesystem,
+    resolve_paths,
     supports_rename,
 )
+from shardflow.sdk.native_filesystems import stream_compression
 from shardflow.sdk.partitioning import format_value
 from shardflow.sdk.retry import RetryConfig, call_with_retry
 from shardflow.sdk.save_mode import SaveMode, to_save_mode
@@ -141,7 +148,8 @@ class FileDatasink(Datasink):
         if open_stream_args is not None and not isinstance(open_stream_args, dict):
             raise TypeError("open_stream_args must be a dict of arguments for filesystem.open.")
         self.unresolved_path = path
-        self._fs, (self._path,) = resolve_filesystem([path], filesystem, storage_options)
+        resolved = resolve_paths([path], filesystem, storage_options)
+        self._fs, (self._path,), self._native = resolved.fs, resolved.paths, resolved.native
         self._path = self._path.rstrip("/") or "/"
         self.try_create_dir = bool(try_create_dir)
         self._open_stream_args = dict(open_stream_args or {})
@@ -228,46 +236,24 @@ class FileDatasink(Datasink):
     # -- worker: write ------------------------------------------------------------------
 
     def write(self, blocks: Iterable[Block], ctx: TaskContext) -> List[str]:
-        """Write the task's blocks under the staging folder; returns the staged relative paths."""
+        """Write the task's blocks under the staging folder; returns the staged relative paths.
+
+        Blocks are written as they arrive (see :mod:`shardflow.sdk.file_writing`): a task
+        never holds all of its blocks at once.
+        """
         if self._skip_write:
             return []
         if not self._staging:
             raise RuntimeError("FileDatasink.write called before on_write_start.")
         namer = self._namer(ctx.write_uuid or self._write_id, ctx.task_idx)
-        staged: List[str] = []
-        block_index = 0
         self._task_cancelled = ctx.cancelled
-        for block in self._file_groups(blocks):
-            if block.num_rows == 0:
-                continue
-            for folder, part in self._split_partitions(block):
-                staged += self._write_part(part, folder, namer, block_index)
-            block_index += 1
-        return staged
+        return self._write_task(blocks, namer)
+
+    def _write_task(self, blocks: Iterable[Block], namer: TaskFileNamer) -> List[str]:
+        raise NotImplementedError
 
     def _namer(self, write_uuid: str, task_index: int) -> TaskFileNamer:
         return TaskFileNamer(self.filename_provider, write_uuid, task_index)
-
-    def _file_groups(self, blocks: Iterable[Block]) -> Iterator[Block]:
-        if not self.min_rows_per_file:
-            # One file per write task, as Ray Data writes: fewer, larger files encode and
-            # compress better than one per block.
-            nonempty = [block for block in blocks if block.num_rows]
-            if nonempty:
-                yield _concat(nonempty)
-            return
-        pending: List[Block] = []
-        rows = 0
-        for block in blocks:
-            if block.num_rows == 0:
-                continue
-            pending.append(block)
-            rows += block.num_rows
-            if rows >= self.min_rows_per_file:
-                yield _concat(pending)
-                pending, rows = [], 0
-        if pending:
-            yield _concat(pending)
 
     def _split_partitions(self, block: Block) -> Iterator[Tuple[str, Block]]:
         if not self.partition_cols:
@@ -312,6 +298,28 @@ class FileDatasink(Datasink):
         Nothing is written once the task is cancelled, and the staging folder is never
         created here: after a failed write has removed it, a late task cannot bring it back.
         """
+        target = self._staged_target(relative)
+
+        def attempt() -> None:
+            with self._open_output(target) as f:
+                write_fn(f)
+
+        call_with_retry(
+            attempt, description=f"write {display_path(self._fs, target)}", config=self._retry
+        )
+        return relative
+
+    def _open_staged(self, relative: str) -> Any:
+        """Open the staged file ``relative`` for streaming writes (opening is retried; what
+        is written afterwards is not: a fault in the middle of a file fails the task)."""
+        target = self._staged_target(relative)
+        return call_with_retry(
+            lambda: self._open_output(target),
+            description=f"create {display_path(self._fs, target)}",
+            config=self._retry,
+        )
+
+    def _staged_target(self, relative: str) -> str:
         target = join(self._fs, self._staging, relative)
         if getattr(self, "_task_cancelled", _not_cancelled)():
             raise TaskCancelled(f"writing {self.path} was cancelled")
@@ -319,15 +327,18 @@ class FileDatasink(Datasink):
             if not self._fs.exists(self._staging):
                 raise TaskCancelled(f"writing {self.path} was cancelled (its staging folder is gone)")
             self._fs.makedirs(parent(target), exist_ok=True)
+        return target
 
-        def attempt() -> None:
-            with self._fs.open(target, "wb", **self._open_stream_args) as f:
-                write_fn(f)
-
-        call_with_retry(
-            attempt, description=f"write {display_path(self._fs, target)}", config=self._retry
-        )
-        return relative
+    def _open_output(self, target: str) -> Any:
+        """A binary output stream for ``target``: Arrow's own when the destination has a
+        native filesystem (see :mod:`shardflow.sdk.native_filesystems`), else fsspec's."""
+        native = getattr(self, "_native", None)
+        if native is not None:
+            ok, codec = stream_compression(target, self._open_stream_args, infer=False)
+            if ok:
+                fs = native.filesystem()
+                return fs.open_output_stream(target, compression=codec)
+        return self._fs.open(target, "wb", **self._open_stream_args)
 
     # -- driver: commit or abort --------------------------------------------------------
 
@@ -520,7 +531,9 @@ class BlockBasedFileDatasink(FileDatasink):
     """A file sink writing one file per write task (per group of blocks with ``min_rows_per_file``).
 
     Subclasses implement ``write_block_to_file(self, block, f)``, writing ``block`` into the
-    open binary file ``f``. It runs in a worker and may be retried on a fresh file.
+    open binary file ``f``. It runs in a worker and may be retried on a fresh file. A
+    subclass that can write a file block by block also implements ``open_block_writer``:
+    its write tasks then stream, holding one block at a time instead of a whole file's.
     """
 
     def write_block_to_file(self, block: Block, f: Any) -> None:
@@ -528,9 +541,53 @@ class BlockBasedFileDatasink(FileDatasink):
             f"{type(self).__name__} must implement write_block_to_file(block, f)."
         )
 
+    def open_block_writer(self, f: Any, block: Block) -> Optional[BlockFileWriter]:
+        """A :class:`~shardflow.sdk.file_writing.BlockFileWriter` for a new file ``f`` whose
+        first block is ``block`` (not yet written), or None (the default) to gather each
+        file's blocks and write them with one ``write_block_to_file`` call."""
+        return None
+
+    def _prepare_block(self, block: Block) -> Block:
+        """A block's part as it goes into a file, after partition columns were taken out (a
+        subclass may cast it to a schema)."""
+        return block
+
+    def _max_rows_per_file(self) -> Optional[int]:
+        return None
+
+    def _file_name(self, namer: TaskFileNamer, block: Block, folder: str, index: int) -> str:
+        """The staged relative path of the next file of ``folder``."""
+        return namer.block_file(block, index, folder)
+
+    def _write_task(self, blocks: Iterable[Block], namer: TaskFileNamer) -> List[str]:
+        def split(block: Block) -> Iterator[Tuple[str, Block]]:
+            for folder, part in self._split_partitions(block):
+                yield folder, self._prepare_block(part)
+
+        def open_file(folder: str, block: Block, index: int) -> Any:
+            relative = self._file_name(namer, block, folder, index)
+            stream = self._open_staged(relative)
+            try:
+                writer = self.open_block_writer(stream, block)
+                if writer is None:
+                    writer = WholeFileWriter(self.write_block_to_file, stream)
+            except BaseException:
+                stream.close()
+                raise
+            return make_open_file(relative, stream, writer)
+
+        return stream_into_files(
+            blocks,
+            split=split,
+            open_file=open_file,
+            min_rows=self.min_rows_per_file,
+            max_rows=self._max_rows_per_file(),
+        )
+
     def _write_part(
         self, block: Block, folder: str, namer: TaskFileNamer, block_index: int
     ) -> List[str]:
+        """Write ``block`` as one whole file (with retries)."""
         relative = namer.block_file(block, block_index, folder)
         return [self._write_file(relative, lambda f: self.write_block_to_file(block, f))]
 
@@ -547,15 +604,26 @@ class RowBasedFileDatasink(FileDatasink):
             f"{type(self).__name__} must implement write_row_to_file(row, f)."
         )
 
-    def _write_part(
-        self, block: Block, folder: str, namer: TaskFileNamer, block_index: int
-    ) -> List[str]:
-        written = []
-        for row_index, row in enumerate(block_to_rows(block)):
-            relative = namer.row_file(row, block_index, row_index, folder)
-            written.append(
-                self._write_file(relative, lambda f, row=row: self.write_row_to_file(row, f))
-            )
+    def _write_task(self, blocks: Iterable[Block], namer: TaskFileNamer) -> List[str]:
+        # Files are named by group (all of a task's rows, or groups of min_rows_per_file
+        # rows) and row number within the group and folder, block by block.
+        written: List[str] = []
+        group = group_rows = 0
+        numbers: Dict[str, int] = {}
+        for block in blocks:
+            if block.num_rows == 0:
+                continue
+            for folder, part in self._split_partitions(block):
+                for row in block_to_rows(part):
+                    number = numbers.get(folder, 0)
+                    numbers[folder] = number + 1
+                    relative = namer.row_file(row, group, number, folder)
+                    written.append(
+                        self._write_file(relative, lambda f, row=row: self.write_row_to_file(row, f))
+                    )
+            group_rows += block.num_rows
+            if self.min_rows_per_file and group_rows >= self.min_rows_per_file:
+                group, group_rows, numbers = group + 1, 0, {}
         return written
 
 
@@ -572,10 +640,6 @@ def _single_path(path: Any) -> str:
             f"path must be a non-empty string or pathlib.Path naming a folder, got {path!r}."
         )
     return path
-
-
-def _concat(blocks: List[Block]) -> Block:
-    return blocks[0] if len(blocks) == 1 else concat_blocks(blocks)
 
 
 def _not_cancelled() -> bool:

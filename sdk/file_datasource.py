@@ -20,7 +20,8 @@ import pyarrow as pa
 from shardflow.sdk.block import Block, BlockMetadata
 from shardflow.sdk.datasource import Datasource, ReadTask
 from shardflow.sdk.file_reading import FileReadTask, FileUnit
-from shardflow.sdk.filesystems import display_path, redact, resolve_filesystem
+from shardflow.sdk.filesystems import display_path, redact, resolve_filesystem, resolve_paths
+from shardflow.sdk.native_filesystems import stream_compression
 from shardflow.sdk.partitioning import (
     Partitioning,
     PathPartitionFilter,
@@ -70,6 +71,13 @@ class FileBasedDatasource(Datasource):
       per file), so ``count()`` is free.
     * ``_ENCODING_RATIO``: in-memory bytes per byte on disk, for size estimates.
     * ``_INFER_COMPRESSION``: open ``.gz``, ``.bz2``, ``.zst`` ... files decompressed.
+    * ``_RANDOM_ACCESS``: the format seeks in its files (Parquet footers, zip archives), so
+      they must be opened seekable.
+
+    Files are opened through Arrow's own filesystem (``pyarrow.fs``) where one stands in for
+    the paths' filesystem, so ``f`` may be a ``pyarrow.NativeFile`` rather than a Python file
+    object; both read like binary files. Compressed files arrive as forward-only streams
+    (``f.seekable()`` is False) unless ``_RANDOM_ACCESS`` is set.
     * ``_static_schema(self)``: the schema of what ``_read_stream`` yields when known
       without reading, or None.
     * ``_split_file(self, unit, target_bytes)`` and ``_read_file(self, f, unit)``: for formats
@@ -111,6 +119,7 @@ class FileBasedDatasource(Datasource):
     _ROWS_PER_FILE: Optional[int] = None
     _ENCODING_RATIO: float = 1.0
     _INFER_COMPRESSION: bool = False
+    _RANDOM_ACCESS: bool = False
 
     def __init__(
         self,
@@ -157,7 +166,8 @@ class FileBasedDatasource(Datasource):
                 raise TypeError(
                     "file_extensions must be a list of strings such as ['csv', 'csv.gz']."
                 )
-        self._fs, self._paths = resolve_filesystem(path_list, filesystem, storage_options)
+        resolved = resolve_paths(path_list, filesystem, storage_options)
+        self._fs, self._paths, self._native = resolved.fs, resolved.paths, resolved.native
         self._schema = schema
         self._open_stream_args = dict(open_stream_args or {})
         self._partitioning = partitioning
@@ -320,8 +330,19 @@ class FileBasedDatasource(Datasource):
     # -- reading (worker) -----------------------------------------------------------------
 
     def _open_file(self, path: str) -> Any:
-        """Open ``path`` for binary reading with ``open_stream_args``."""
+        """Open ``path`` for binary reading with ``open_stream_args``.
+
+        Through Arrow's own filesystem when there is one for the paths (a
+        ``pyarrow.NativeFile``: seekable, or a decompressing stream for compressed files),
+        else through fsspec. Formats that set ``_RANDOM_ACCESS`` get a seekable file on every
+        filesystem (fsspec's where Arrow's only streams).
+        """
         args = dict(self._open_stream_args)
+        native = getattr(self, "_native", None)
+        if native is not None and (native.random_access or not self._RANDOM_ACCESS):
+            ok, codec = stream_compression(path, args, self._INFER_COMPRESSION)
+            if ok:
+                return native.open_input(path, codec)
         if self._INFER_COMPRESSION:
             args.setdefault("compression", "infer")
         return self._fs.open(path, "rb", **args)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 _SCHEME_RE = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*)://")
@@ -188,13 +189,48 @@ def resolve_filesystem(
         >>> paths
         ['/data/a.csv']
     """
+    resolved = resolve_paths(paths, filesystem, storage_options)
+    return resolved.fs, resolved.paths
+
+
+@dataclass
+class ResolvedPaths:
+    """Where a read's or write's paths live.
+
+    Args:
+        fs: The fsspec filesystem (listings, checks, commits).
+        paths: The paths as ``fs`` names them.
+        native: The ``pyarrow.fs`` stand-in for reading and writing the files' bytes, or None
+            when they go through ``fs`` (see :mod:`shardflow.sdk.native_filesystems`).
+    """
+
+    fs: Any
+    paths: List[str]
+    native: Any = None
+
+
+def resolve_paths(
+    paths: Sequence[str],
+    filesystem: Any = None,
+    storage_options: Optional[Dict[str, Any]] = None,
+) -> ResolvedPaths:
+    """:func:`resolve_filesystem`, plus the native filesystem for the files' bytes.
+
+    Examples:
+        >>> from shardflow.sdk.filesystems import resolve_paths
+        >>> resolve_paths(["memory://data/a.csv"]).native is None
+        True
+    """
+    from shardflow.sdk.native_filesystems import native_for
+
     options = _check_storage_options(storage_options)
     paths = [str(p) for p in paths]
     if filesystem is not None:
         if options:
             raise ValueError("Pass either filesystem= or storage_options=, not both.")
         fs = wrap_filesystem(filesystem)
-        return fs, [strip_path(fs, p) for p in paths]
+        native = native_for("", {}, filesystem)
+        return ResolvedPaths(fs, [strip_path(fs, p) for p in paths], native)
     protocols = {protocol_of(p) or "file" for p in paths}
     if len(protocols) > 1:
         shown = ", ".join(sorted(f"{p}://" for p in protocols))
@@ -202,7 +238,7 @@ def resolve_filesystem(
     protocol = protocols.pop() if protocols else "file"
     paths, options = _move_credentials(paths, protocol, options)
     fs = _make_fsspec(protocol, options)
-    return fs, [strip_path(fs, p) for p in paths]
+    return ResolvedPaths(fs, [strip_path(fs, p) for p in paths], native_for(protocol, options))
 
 
 def _move_credentials(paths: List[str], protocol: str, options: Dict[str, Any]) -> Tuple[List[str], Dict[str, Any]]:
