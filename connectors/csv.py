@@ -1,26 +1,28 @@
 """CSV: ``read_csv`` and ``Dataset.write_csv``, streamed through ``pyarrow.csv``.
 
-Files are parsed incrementally with ``pyarrow.csv.open_csv`` in blocks of 16 MiB (bounded
-memory per file); ``.gz``, ``.bz2``, ``.zst`` ... files are decompressed on the fly. Column
-types are inferred from a file's first block. Files opened through Arrow's own filesystem
-(local disk, S3, GCS) are parsed on Arrow's thread pool; files opened through fsspec are
-parsed in the read task's thread (Arrow threads must not call into Python file objects).
+Files are read in chunks of about 8 MiB cut at line ends and each chunk is parsed with
+``pyarrow.csv.read_csv`` on Arrow's thread pool (see :mod:`shardflow.connectors.line_chunks`),
+so a file of any size is read in bounded memory; ``.gz``, ``.bz2``, ``.zst`` ... files are
+decompressed on the fly. Column names come from the header, and column types are inferred
+from a file's first chunk (a later value that does not fit its column's type is an error, as
+with Arrow's streaming reader; a column empty throughout the first chunk is inferred from the
+next ones, its first values null). Files whose values may hold line breaks
+(``newlines_in_values=True``) or that are not UTF-8 go through ``pyarrow.csv.open_csv``.
 Writes stream too: each block is appended to the task's open file as it arrives.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, List, Optional
 
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
 from shardflow.sdk.file_writing import BlockFileWriter
 from shardflow.sdk.file_datasource import FileBasedDatasource
+from shardflow.connectors.line_chunks import line_chunks
 from shardflow.sdk.native_filesystems import is_arrow_file
 
 _CSV_ARGS = ("read_options", "parse_options", "convert_options")
-# Arrow's default of 1 MiB spends a noticeable share of the parse on per-block work.
-_BLOCK_BYTES = 16 * 1024 * 1024
 
 
 class CSVDatasource(FileBasedDatasource):
@@ -68,23 +70,93 @@ class CSVDatasource(FileBasedDatasource):
         return "CSV"
 
     def _read_stream(self, f: Any, path: str) -> Iterator[Block]:
+        parse, read = self._parse_options, self._read_options
+        if (parse is not None and parse.newlines_in_values) or (
+            read is not None and read.encoding.lower().replace("-", "") != "utf8"
+        ):
+            # Line ends inside values, or bytes of another encoding: chunks cannot be cut at
+            # line ends, so Arrow's streaming reader cuts them.
+            yield from self._read_streaming(f)
+            return
+        yield from self._read_chunks(f)
+
+    def _read_chunks(self, f: Any) -> Iterator[Block]:
+        """Parse the file chunk by chunk (see :mod:`shardflow.connectors.line_chunks`): the
+        first chunk as the options say (header, skipped rows, types inferred), the following
+        ones as headerless rows with the first chunk's column names and the types inferred so
+        far (a column that held only nulls so far is inferred again in the next chunk)."""
         import pyarrow as pa
         import pyarrow.csv as pacsv
 
-        read_options = self._read_options
-        # Arrow's threads may read a file Arrow owns, but not call into Python: not a Python
-        # file object, a transcoder from another encoding (a Python codec), nor a Python
-        # invalid_row_handler.
-        threads_safe = (
+        first_options = _copy(self._read_options or pacsv.ReadOptions())
+        if self._parse_options is not None and self._parse_options.invalid_row_handler:
+            first_options.use_threads = False  # the handler is called in file order
+        later_read: Optional[Any] = None
+        later_convert: Optional[Any] = None
+        for chunk in line_chunks(f):
+            try:
+                if later_read is None:
+                    table = pacsv.read_csv(
+                        pa.BufferReader(chunk),
+                        read_options=first_options,
+                        parse_options=self._parse_options,
+                        convert_options=self._convert_options,
+                    )
+                    later_read = self._later_read_options(chunk, first_options, table)
+                    later_convert = _copy(self._convert_options or pacsv.ConvertOptions())
+                    later_convert.column_types = {}
+                else:
+                    table = pacsv.read_csv(
+                        pa.BufferReader(chunk),
+                        read_options=later_read,
+                        parse_options=self._parse_options,
+                        convert_options=later_convert,
+                    )
+            except pa.ArrowInvalid as exc:
+                if "Empty CSV file" in str(exc):
+                    continue
+                raise
+            del chunk
+            known = later_convert.column_types
+            found = {
+                field.name: field.type
+                for field in table.schema
+                if field.name not in known and not pa.types.is_null(field.type)
+            }
+            if found:
+                later_convert.column_types = {
+                    **{name: known[name] for name in known},
+                    **found,
+                }
+            yield table
+
+    def _later_read_options(self, chunk: Any, first: Any, table: Any) -> Any:
+        """Read options for the chunks after the first: no header, the file's column names."""
+        names = table.column_names
+        if self._convert_options is not None and self._convert_options.include_columns:
+            # the table has only some of the file's columns
+            names = _file_column_names(chunk, first, self._parse_options)
+        read = _copy(first)
+        read.column_names = names
+        read.autogenerate_column_names = False
+        read.skip_rows = 0
+        read.skip_rows_after_names = 0
+        return read
+
+    def _read_streaming(self, f: Any) -> Iterator[Block]:
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
+        read_options = _copy(self._read_options or pacsv.ReadOptions())
+        # Arrow's streaming reader reads ahead on its own threads: only from a file Arrow
+        # owns (threads calling into a Python file object could outlive the interpreter),
+        # never through a Python transcoder or row handler.
+        read_options.use_threads = (
             is_arrow_file(f)
-            and (read_options is None or read_options.encoding.lower().replace("-", "") == "utf8")
+            and read_options.encoding.lower().replace("-", "") == "utf8"
             and (self._parse_options is None or self._parse_options.invalid_row_handler is None)
+            and (self._read_options is None or self._read_options.use_threads)
         )
-        if read_options is None:
-            read_options = pacsv.ReadOptions(use_threads=threads_safe, block_size=_BLOCK_BYTES)
-        elif read_options.use_threads and not threads_safe:
-            read_options = _copy_read_options(read_options)
-            read_options.use_threads = False
         try:
             reader = pacsv.open_csv(
                 f,
@@ -100,18 +172,23 @@ class CSVDatasource(FileBasedDatasource):
             yield pa.Table.from_batches([batch])
 
 
-def _copy_read_options(options: Any) -> Any:
+def _copy(options: Any) -> Any:
+    """A copy of a pyarrow options object (they pickle, and do not support ``copy``)."""
+    import pickle
+
+    return pickle.loads(pickle.dumps(options))
+
+
+def _file_column_names(chunk: Any, read_options: Any, parse_options: Any) -> List[str]:
+    """All column names of the file whose first chunk is ``chunk`` (before include_columns)."""
+    import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    return pacsv.ReadOptions(
-        use_threads=options.use_threads,
-        block_size=options.block_size,
-        skip_rows=options.skip_rows,
-        skip_rows_after_names=options.skip_rows_after_names,
-        column_names=options.column_names,
-        autogenerate_column_names=options.autogenerate_column_names,
-        encoding=options.encoding,
-    )
+    probe = _copy(read_options)
+    probe.use_threads = False
+    probe.block_size = min(probe.block_size, 1 << 20)
+    reader = pacsv.open_csv(pa.BufferReader(chunk), read_options=probe, parse_options=parse_options)
+    return list(reader.schema.names)
 
 
 class CSVDatasink(BlockBasedFileDatasink):

@@ -1,7 +1,8 @@
 """JSON: ``read_json`` (JSON Lines or a top-level JSON array) and ``Dataset.write_json``.
 
-JSON Lines files are parsed incrementally with ``pyarrow.json.open_json`` in blocks of 4 MiB,
-on Arrow's thread pool when the file was opened through Arrow's own filesystem; a file holding one
+JSON Lines files are read in chunks of about 8 MiB cut at line ends, each parsed with
+``pyarrow.json.read_json`` on Arrow's thread pool (see :mod:`shardflow.connectors.line_chunks`);
+the chunks after the first are parsed with the types found before them. A file holding one
 JSON document (an array of objects, or a single object) is parsed whole. ``lines=None``
 detects which kind each file is; ``write_json`` writes JSON Lines. JSON Lines that Arrow
 cannot parse (values of mixed types, objects larger than a block) are parsed with Python's
@@ -16,6 +17,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pyarrow as pa
 
+from shardflow.connectors.line_chunks import line_chunks
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
 from shardflow.sdk.file_writing import AppendingWriter, BlockFileWriter
@@ -24,8 +26,8 @@ from shardflow.sdk.file_reading import FileUnit
 from shardflow.sdk.native_filesystems import is_arrow_file
 
 _ROWS_PER_BLOCK = 16384
-# Larger than Arrow's default of 1 MiB: fewer, larger blocks, and objects up to this size
-# parse with Arrow rather than with Python's json.
+# Larger than Arrow's default of 1 MiB: objects up to this size parse with Arrow rather than
+# with Python's json.
 _BLOCK_BYTES = 4 * 1024 * 1024
 _PEEK_BYTES = 4096
 _WHITESPACE = b" \t\r\n\xef\xbb\xbf"  # with a UTF-8 byte order mark
@@ -199,16 +201,48 @@ class JSONDatasource(FileBasedDatasource):
         import pyarrow as pa
         import pyarrow.json as pajson
 
-        # Arrow's threads may read a file Arrow owns, never a Python file object (they could
-        # outlive the interpreter and abort it at exit).
-        threads = is_arrow_file(f)
-        if self._read_options is None:
-            options = pajson.ReadOptions(use_threads=threads, block_size=_BLOCK_BYTES)
-        else:
-            options = pajson.ReadOptions(
-                use_threads=threads and self._read_options.use_threads,
-                block_size=self._read_options.block_size,
+        parse = self._parse_options or pajson.ParseOptions()
+        if parse.newlines_in_values:  # objects span lines: Arrow's streaming reader cuts
+            yield from self._read_lines_streaming(f)
+            return
+        user = self._read_options
+        read = pajson.ReadOptions(
+            use_threads=True if user is None else user.use_threads,
+            block_size=_BLOCK_BYTES if user is None else user.block_size,
+        )
+        # With fields inferred (the default), the chunks after the first are read with the
+        # types found so far, as Arrow's streaming reader reads its blocks with the first
+        # one's; a field that held only nulls so far is inferred again in the next chunk.
+        pin = parse.unexpected_field_behavior == "infer"
+        current = parse
+        for chunk in line_chunks(f):
+            table = pajson.read_json(
+                pa.BufferReader(chunk), read_options=read, parse_options=current
             )
+            del chunk
+            if pin:
+                known = current.explicit_schema
+                found = [
+                    field
+                    for field in table.schema
+                    if not pa.types.is_null(field.type)
+                    and (known is None or known.get_field_index(field.name) < 0)
+                ]
+                if found:
+                    current = _copy(parse)
+                    current.explicit_schema = pa.schema([*(known or []), *found])
+            yield table
+
+    def _read_lines_streaming(self, f: Any) -> Iterator[Block]:
+        import pyarrow as pa
+        import pyarrow.json as pajson
+
+        # Arrow's streaming reader reads ahead on its own threads: only from a file Arrow
+        # owns (threads calling into a Python file object could outlive the interpreter).
+        user = self._read_options
+        threads = is_arrow_file(f) and (user is None or user.use_threads)
+        block_size = _BLOCK_BYTES if user is None else user.block_size
+        options = pajson.ReadOptions(use_threads=threads, block_size=block_size)
         reader = pajson.open_json(f, read_options=options, parse_options=self._parse_options)
         for batch in reader:
             yield pa.Table.from_batches([batch])
@@ -276,3 +310,10 @@ class JSONDatasink(BlockBasedFileDatasink):
         f.write(text.encode("utf-8"))
         if text and not text.endswith("\n"):
             f.write(b"\n")
+
+
+def _copy(options: Any) -> Any:
+    """A copy of a pyarrow options object (they pickle, and do not support ``copy``)."""
+    import pickle
+
+    return pickle.loads(pickle.dumps(options))
