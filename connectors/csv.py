@@ -31,6 +31,7 @@ class CSVDatasource(FileBasedDatasource):
     _FILE_EXTENSIONS = ["csv", "csv.gz", "csv.bz2", "csv.zst", "csv.lz4", "csv.br"]
     _ENCODING_RATIO = 1.5
     _INFER_COMPRESSION = True
+    _PROBE_BYTES = 1024 * 1024
 
     def __init__(
         self,
@@ -68,6 +69,20 @@ class CSVDatasource(FileBasedDatasource):
 
     def get_name(self) -> str:
         return "CSV"
+
+    def _schema_of_start(self, head: bytes) -> Optional[Any]:
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
+        end = max(head.rfind(b"\n"), head.rfind(b"\r"))
+        if end < 0:
+            return None
+        return pacsv.read_csv(
+            pa.BufferReader(head[: end + 1]),
+            read_options=self._read_options,
+            parse_options=self._parse_options,
+            convert_options=self._convert_options,
+        ).schema
 
     def _read_stream(self, f: Any, path: str) -> Iterator[Block]:
         parse, read = self._parse_options, self._read_options

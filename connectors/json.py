@@ -67,6 +67,7 @@ class JSONDatasource(FileBasedDatasource):
     ]
     _ENCODING_RATIO = 1.0
     _INFER_COMPRESSION = True
+    _PROBE_BYTES = 1024 * 1024
 
     def __init__(
         self,
@@ -107,6 +108,22 @@ class JSONDatasource(FileBasedDatasource):
 
     def get_name(self) -> str:
         return "JSON"
+
+    def _schema_of_start(self, head: bytes) -> Optional[pa.Schema]:
+        import pyarrow.json as pajson
+
+        start = head.lstrip(_WHITESPACE)[:1]
+        end = head.rfind(b"\n")
+        if start != b"{" or self._lines is False or end < 0:
+            return None  # a JSON document (an array) is typed row by row, in Python
+        try:
+            return pajson.read_json(
+                pa.BufferReader(head[: end + 1]),
+                read_options=pajson.ReadOptions(block_size=_BLOCK_BYTES),
+                parse_options=self._parse_options,
+            ).schema
+        except pa.ArrowInvalid:  # values Arrow cannot type: read with Python's json
+            return None
 
     def _read_file(self, f: Any, unit: FileUnit) -> Iterator[Block]:
         return self._read_json(f, lambda: self._open_file(unit.path))

@@ -147,6 +147,14 @@ def read_csv(
     Returns:
         A lazy Dataset.
 
+    Raises:
+        ArrowConversionError: (``shardflow.sdk.schema_conflicts``) when reading, if a
+            column's inferred types conflict between files (``int64`` in one, ``string`` in
+            another); the message names both files and the column. Unlike Ray Data, which
+            raises it only when such blocks are combined (``take_all`` returns the mixed
+            rows), shardflow raises it for any consumption. Columns missing from some files,
+            or ``int64`` in one and ``double`` in another, combine as in Ray Data.
+
     Examples:
         >>> import shardflow as sf, tempfile
         >>> folder = tempfile.mkdtemp()
@@ -194,6 +202,12 @@ def read_json(
 
     Returns:
         A lazy Dataset.
+
+    Raises:
+        ArrowConversionError: (``shardflow.sdk.schema_conflicts``) when reading JSON Lines, if
+            a field's inferred types conflict between files; the message names both files
+            and the field (see :func:`read_csv`; Ray Data turns such fields into Python
+            objects or fails when the blocks are combined).
 
     Examples:
         >>> import shardflow as sf, tempfile

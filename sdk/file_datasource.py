@@ -31,6 +31,7 @@ from shardflow.sdk.partitioning import (
 )
 from shardflow.sdk.paths import FileInfo, expand_paths, filter_extensions, normalize_paths_arg
 from shardflow.sdk.retry import RetryConfig
+from shardflow.sdk.schema_conflicts import ReferenceSchema, reference_from
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +74,11 @@ class FileBasedDatasource(Datasource):
     * ``_INFER_COMPRESSION``: open ``.gz``, ``.bz2``, ``.zst`` ... files decompressed.
     * ``_RANDOM_ACCESS``: the format seeks in its files (Parquet footers, zip archives), so
       they must be opened seekable.
+    * ``_PROBE_BYTES`` and ``_schema_of_start(head)``: formats that infer column types from
+      content (CSV, JSON) infer the first file's schema from its first ``_PROBE_BYTES``
+      when a read has several files; blocks of other files whose column types conflict with
+      it raise ``ArrowConversionError`` naming both files (see
+      :mod:`shardflow.sdk.schema_conflicts`).
 
     Files are opened through Arrow's own filesystem (``pyarrow.fs``) where one stands in for
     the paths' filesystem, so ``f`` may be a ``pyarrow.NativeFile`` rather than a Python file
@@ -120,6 +126,7 @@ class FileBasedDatasource(Datasource):
     _ENCODING_RATIO: float = 1.0
     _INFER_COMPRESSION: bool = False
     _RANDOM_ACCESS: bool = False
+    _PROBE_BYTES: int = 0
 
     def __init__(
         self,
@@ -183,6 +190,7 @@ class FileBasedDatasource(Datasource):
         self._file_args = file_args
         self._units: Optional[List[FileUnit]] = None
         self._partition_schema: Optional[pa.Schema] = None
+        self._conflict_reference: Optional[ReferenceSchema] = None
 
     # -- pickling: tasks carry their own files, not the whole listing ---------------------
 
@@ -297,6 +305,7 @@ class FileBasedDatasource(Datasource):
             getattr(data_context, "target_min_block_size", _DEFAULT_MIN_BLOCK_BYTES)
         )
         schema = self._output_schema()
+        self._conflict_reference = self._infer_conflict_reference(units)
         tasks = []
         for group in group_by_size(units, parallelism):
             size = sum(u.size or 0 for u in group)
@@ -318,6 +327,31 @@ class FileBasedDatasource(Datasource):
                 )
             )
         return tasks
+
+    def _infer_conflict_reference(self, units: List[FileUnit]) -> Optional[ReferenceSchema]:
+        """The schema inferred from the start of the first file, which every file's blocks
+        are checked against (see :mod:`shardflow.sdk.schema_conflicts`); None when there is
+        one file, a schema was given, or the format infers no types."""
+        if not self._PROBE_BYTES or self._schema is not None:
+            return None
+        first = units[0].path
+        if all(u.path == first for u in units):
+            return None
+        known = getattr(self, "_conflict_reference", None)
+        if known is not None and known.path == self._display(first):
+            return known
+        try:
+            with self._open_file(first) as f:
+                head = f.read(self._PROBE_BYTES)
+            inferred = self._schema_of_start(head)
+        except Exception:  # the read itself reports what is wrong with the file
+            return None
+        return reference_from(self._display(first), inferred)
+
+    def _schema_of_start(self, head: bytes) -> Optional[pa.Schema]:
+        """The column types that the first ``_PROBE_BYTES`` of a file (``head``) give, for
+        formats that infer types from content (set ``_PROBE_BYTES`` to use it)."""
+        return None
 
     def _units_to_read(self, units: List[FileUnit]) -> List[FileUnit]:
         """The units of this execution; subclasses may prune (e.g. by a pushed predicate)."""
@@ -361,6 +395,9 @@ class FileBasedDatasource(Datasource):
 
     def _finalize_block(self, block: Block, unit: FileUnit) -> Block:
         """Add partition and path columns, conform to ``schema``, apply the projection."""
+        reference = getattr(self, "_conflict_reference", None)
+        if reference is not None:
+            reference.check(block.schema, self._display(unit.path))
         n = block.num_rows
         partition_names = []
         for name, value in unit.partition:
