@@ -21,6 +21,7 @@ import math
 import warnings
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+import numpy as np
 import pyarrow as pa
 
 from shardflow.sdk.block import Block

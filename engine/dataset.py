@@ -7,9 +7,8 @@ Transformations return a new Dataset and run nothing; consumption (iteration, ``
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-import pyarrow as pa
 
 from shardflow.engine.consumption import ConsumptionMixin
 from shardflow.engine.dataset_aggregate import AggregateMixin

@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 import pyarrow as pa
 
 from shardflow.sdk.block import Block, block_to_rows, concat_blocks
-from shardflow.sdk.datasink import Datasink, TaskContext, WriteResult
+from shardflow.sdk.datasink import Datasink, TaskCancelled, TaskContext, WriteResult
 from shardflow.sdk.filename_provider import FilenameProvider, TaskFileNamer
 from shardflow.sdk.filesystems import (
     basename,

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, List, Optional
+from typing import Any, Deque, Iterable, List, Optional
 
 from shardflow.engine.operators.base import PhysicalOperator
-from shardflow.engine.operators.task_pool import TaskPool
+from shardflow.engine.operators.pooled import PooledOperator
 from shardflow.engine.refs import RefBundle
 
 
-class MapOperator(PhysicalOperator):
+class MapOperator(PooledOperator):
     """Runs ``transform`` over each input in its own task.
 
     Args:
@@ -22,8 +22,6 @@ class MapOperator(PhysicalOperator):
         min_rows_per_task: When set, each task takes input blocks until it has this many rows
             (the last task may have fewer).
     """
-
-    runs_tasks = True
 
     def __init__(
         self,
@@ -39,13 +37,17 @@ class MapOperator(PhysicalOperator):
         self.min_rows_per_task = min_rows_per_task
         self._queue: Deque[RefBundle] = deque()
         self._queued_rows = 0
-        self._ready: Deque[RefBundle] = deque()
-        self._pool: Optional[TaskPool] = None
         self.inputs_received = 0
 
-    def start(self, runtime: Any) -> None:
-        self._pool = TaskPool(self, runtime.preserve_order)
-        super().start(runtime)
+    def _input_drained(self) -> bool:
+        return not self._queue
+
+    def _pending_input(self) -> Iterable[RefBundle]:
+        return self._queue
+
+    def _clear_input(self) -> None:
+        self._queue.clear()
+        self._queued_rows = 0
 
     # -- inputs -------------------------------------------------------------------------
 
@@ -81,43 +83,11 @@ class MapOperator(PhysicalOperator):
     def has_pending_work(self, kind: str) -> bool:
         return kind == self.kind and (bool(self._queue) or bool(self._pool.running))
 
-    def on_task_event(self, task_id: int, event: str, payload: Any, meta: Any) -> None:
-        self._pool.on_event(task_id, event, payload, meta)
-
-    # -- outputs ------------------------------------------------------------------------
-
-    def has_next(self) -> bool:
-        if not self._ready:
-            self._ready.extend(self._pool.pop_ready())
-        return bool(self._ready)
-
-    def get_next(self) -> RefBundle:
-        return self._ready.popleft()
-
-    def completed(self) -> bool:
-        if self.cancelled:
-            return not self._pool.running
-        return (
-            self.inputs_complete and not self._queue and not self._ready and self._pool.idle
-        )
-
     def ready_input_bytes(self) -> int:
         need = self.min_rows_per_task
         if need and not self.inputs_complete and self._queued_rows < need:
             return 0
         return sum(b.charge for b in self._queue) or (1 if self._queue else 0)
-
-    def held_bytes(self) -> int:
-        return sum(b.charge for b in self._queue) + sum(b.charge for b in self._ready) + self._pool.held_bytes()
-
-    def cancel(self) -> None:
-        super().cancel()
-        for bundle in list(self._queue) + list(self._ready):
-            self.runtime.budget.release(bundle.charge)
-        self._queue.clear()
-        self._ready.clear()
-        self._queued_rows = 0
-        self._pool.cancel()
 
     @property
     def stages(self) -> List[Any]:
