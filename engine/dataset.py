@@ -308,7 +308,9 @@ class Dataset(
 
     # -- writes -------------------------------------------------------------------------
 
-    def write_datasink(self, datasink: Union[Datasink, str], **write_args: Any) -> None:
+    def write_datasink(
+        self, datasink: Union[Datasink, str], *, resume: bool = False, **write_args: Any
+    ) -> None:
         """Write the dataset through a Datasink (or a registered connector's name).
 
         All-or-nothing: when any write task fails, ``on_write_failed`` is called and the
@@ -316,6 +318,10 @@ class Dataset(
 
         Args:
             datasink: A Datasink, or the name of a registered connector with a datasink.
+            resume: Make the write resumable: tasks record what they staged, and a rerun
+                after a failure or a killed driver skips the tasks already done and gives the
+                same output as an uninterrupted run (file sinks support it; the write must run
+                in the same tasks as the read). A shardflow extension.
             write_args: Arguments for the connector's datasink when a name is given.
         """
         if isinstance(datasink, str):
@@ -332,14 +338,24 @@ class Dataset(
         from shardflow.engine.transforms import decode_write_returns
         from shardflow.sdk.datasink import WriteResult
 
-        write_uuid = uuid.uuid4().hex
+        if resume:
+            if not getattr(datasink, "supports_resume", False):
+                raise ValueError(f"{type(datasink).__name__} does not support resume=True.")
+            datasink.enable_resume()
         datasink.on_write_start(self._cheap_schema())
+        done = datasink.resumed_tasks() if resume else {}
+        write_uuid = datasink.write_id if resume else uuid.uuid4().hex
         try:
-            outputs = self._execute_blocks(self._plan.with_op(Write(datasink, write_uuid)))
+            write = Write(datasink, write_uuid, frozenset(done), resumable=resume)
+            outputs = self._execute_blocks(self._plan.with_op(write))
             returns, rows, size = decode_write_returns(outputs)
         except BaseException as exc:
             datasink.on_write_failed(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
             raise
+        for index in sorted(done):  # what earlier runs of a resumed write staged
+            returns.append(done[index]["files"])
+            rows += done[index]["rows"]
+            size += done[index]["bytes"]
         datasink.on_write_complete(WriteResult(num_rows=rows, size_bytes=size, write_returns=returns))
 
     write_datasource = write_datasink

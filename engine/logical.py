@@ -170,8 +170,13 @@ class RandomSample(MapLike):
 
 @dataclass(frozen=True, eq=False)
 class Write:
+    """Write through ``datasink``; ``skip_tasks`` are write tasks a resumed write already did
+    (by the index of the source item each task reads)."""
+
     datasink: Any
     write_uuid: str = ""
+    skip_tasks: frozenset = frozenset()
+    resumable: bool = False
 
     @property
     def name(self) -> str:

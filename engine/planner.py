@@ -113,10 +113,13 @@ def _tasks_for_limit(tasks: List[ReadTask], limit: int) -> List[ReadTask]:
 def source_bundles(source: Any, backend: Backend, read_tasks: ReadTaskCache) -> List[RefBundle]:
     """The input items of a plan's source: read tasks, or references to blocks in hand."""
     if isinstance(source, ReadSource):
-        return [RefBundle(task, task.metadata, 0) for task in read_tasks.get(source)]
+        return [RefBundle(task, task.metadata, 0, i) for i, task in enumerate(read_tasks.get(source))]
     if isinstance(source, BlocksSource):
         metas = source.metadata or [_meta_of_block(b) for b in source.blocks]
-        return [RefBundle(backend.prepare_source_item(b), m, 0) for b, m in zip(source.blocks, metas)]
+        return [
+            RefBundle(backend.prepare_source_item(b), m, 0, i)
+            for i, (b, m) in enumerate(zip(source.blocks, metas))
+        ]
     raise TypeError(f"Unknown source {source!r}.")
 
 
@@ -147,7 +150,11 @@ class Planner:
         from shardflow.engine.plan_exchange import plan_special
 
         source = plan.source
-        last = self.add(InputOperator(source.name, source_bundles(source, self.backend, self.read_tasks)))
+        bundles = source_bundles(source, self.backend, self.read_tasks)
+        skip = _resumed_tasks(plan)
+        if skip:
+            bundles = [b for b in bundles if b.source_index not in skip]
+        last = self.add(InputOperator(source.name, bundles))
         fusion = _Fusion(source, self.context)
         for op in plan.ops:
             if isinstance(op, MapLike):
@@ -194,6 +201,24 @@ class _Fusion:
         self.stages, self.names, self.reads = [], [], False
         self.source_name = name
         return op
+
+
+def _resumed_tasks(plan: LogicalPlan) -> frozenset:
+    """Source items whose write tasks a resumed write already did; they are not read again.
+
+    Only a write that runs in the same tasks as the read (one task per source item) can skip
+    them."""
+    for position, op in enumerate(plan.ops):
+        if isinstance(op, Write) and op.resumable:
+            fused = all(isinstance(o, MapLike) for o in plan.ops[:position])
+            if not fused or _needs_own_operator(op.datasink):
+                raise ValueError(
+                    "resume=True needs the write to run in the same tasks as the read: no limit, "
+                    "shuffle, sort, groupby, union, zip or join before it, and no "
+                    "min_rows_per_file."
+                )
+            return op.skip_tasks
+    return frozenset()
 
 
 def _needs_own_operator(datasink: Any) -> bool:

@@ -163,13 +163,15 @@ def slice_metadata(meta: BlockMetadata, offset: int, length: int) -> BlockMetada
 class RefBundle:
     """A block reference with its metadata, as it moves between operators.
 
-    ``charge`` is the bytes it counts in the memory budget until released; ``index`` is its
-    position in its producer's output stream (ordered delivery, deterministic seeds).
+    ``charge`` is the bytes it counts in the memory budget until released; ``source_index``
+    is a source item's position among its plan's source items (a task over one source item
+    is known by it: file names of writes, seeds, resumed writes).
     """
 
     ref: Any
     meta: BlockMetadata
     charge: int = 0
+    source_index: Optional[int] = None
 
     @property
     def num_rows(self) -> int:

@@ -78,7 +78,9 @@ class MapOperator(PooledOperator):
             taken.append(self._queue.popleft())
             rows += taken[-1].num_rows
         self._queued_rows -= rows
-        self._pool.launch(self.transform, taken, self.kind)
+        # A task over one source item is known by that item's index (stable across runs).
+        name = taken[0].source_index if len(taken) == 1 else None
+        self._pool.launch(self.transform, taken, self.kind, name_index=name)
 
     def has_pending_work(self, kind: str) -> bool:
         return kind == self.kind and (bool(self._queue) or bool(self._pool.running))

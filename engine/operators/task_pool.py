@@ -31,6 +31,7 @@ class PoolTask:
     transform: Any = None
     kind: str = "thread"
     wait: bool = True
+    name_index: Optional[int] = None  # the index the task is known by (TaskContext.task_idx)
     attempt: int = 0
     skip: int = 0  # blocks a rerun produces again that its failed attempt already delivered
 
@@ -139,16 +140,19 @@ class TaskPool:
         return self.op.runtime
 
     def launch(
-        self, transform: Any, inputs: List[RefBundle], kind: str, *, spill: bool = False, wait: bool = True
+        self, transform: Any, inputs: List[RefBundle], kind: str, *, spill: bool = False,
+        wait: bool = True, name_index: Optional[int] = None,
     ) -> PoolTask:
         """Start a task of ``transform`` over ``inputs`` (their charges are released at its end).
 
         ``spill`` stores its blocks on local disk; ``wait=False`` lets it produce without
-        waiting for room in the budget (its blocks still count).
+        waiting for room in the budget (its blocks still count); ``name_index`` is the index
+        the task is known by (``TaskContext.task_idx``; its launch order when None).
         """
         index = self.next_index
         self.next_index += 1
-        task = self._start(PoolTask(-1, index, inputs, spill, transform=transform, kind=kind, wait=wait))
+        task = PoolTask(-1, index, inputs, spill, transform=transform, kind=kind, wait=wait, name_index=name_index)
+        task = self._start(task)
         self.outputs.setdefault(index, deque())
         stats = self.op.stats
         stats.tasks += 1
@@ -163,8 +167,9 @@ class TaskPool:
         else:
             gate = BudgetGate(self, task.index)
         spill_dir = self.runtime.spill_dir() if task.spilled else None
+        name = task.index if task.name_index is None else task.name_index
         task.task_id = self.runtime.launch(
-            self.op, task.transform, [b.ref for b in task.inputs], task.kind, gate, task.index, spill_dir
+            self.op, task.transform, [b.ref for b in task.inputs], task.kind, gate, name, spill_dir
         )
         task.started = time.perf_counter()
         self.running[task.task_id] = task
