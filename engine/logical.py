@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Tuple
 
+from shardflow.engine.compute import DEFAULT_MAP_OPTIONS, MapOptions
 from shardflow.sdk.datasource import Datasource
 from shardflow.sdk.expressions import Expr
 
@@ -71,7 +72,8 @@ class MapLike:
     """Marker of operations that run inside map tasks and fuse with their neighbours.
 
     ``row_preserving`` marks those that keep the number and order of rows (a limit may be
-    pushed past them, and a known row count stays known).
+    pushed past them, and a known row count stays known). Those that run a user function
+    carry ``options`` (engine/compute.py): a task pool or an actor pool, and resources.
     """
 
     row_preserving = False
@@ -80,6 +82,7 @@ class MapLike:
 @dataclass(frozen=True, eq=False)
 class MapRows(MapLike):
     udf: UDFCall
+    options: MapOptions = DEFAULT_MAP_OPTIONS
     row_preserving = True
 
     @property
@@ -90,6 +93,7 @@ class MapRows(MapLike):
 @dataclass(frozen=True, eq=False)
 class FlatMap(MapLike):
     udf: UDFCall
+    options: MapOptions = DEFAULT_MAP_OPTIONS
 
     @property
     def name(self) -> str:
@@ -99,6 +103,7 @@ class FlatMap(MapLike):
 @dataclass(frozen=True, eq=False)
 class FilterRows(MapLike):
     udf: UDFCall
+    options: MapOptions = DEFAULT_MAP_OPTIONS
 
     @property
     def name(self) -> str:
@@ -120,6 +125,7 @@ class MapBatches(MapLike):
     batch_size: Any = None
     batch_format: str = "numpy"
     zero_copy_batch: bool = True
+    options: MapOptions = DEFAULT_MAP_OPTIONS
 
     @property
     def name(self) -> str:

@@ -26,6 +26,8 @@ from shardflow.engine.logical import (
     ReadSource,
     Write,
 )
+from shardflow.engine.compute import DEFAULT_MAP_OPTIONS, ActorPoolStrategy, MapOptions
+from shardflow.engine.operators.actor_map import ActorMapOperator
 from shardflow.engine.operators.base import PhysicalOperator
 from shardflow.engine.operators.input import InputOperator
 from shardflow.engine.operators.limit import LimitOperator
@@ -151,7 +153,14 @@ class Planner:
         fusion = _Fusion(source, self.context)
         for op in plan.ops:
             if isinstance(op, MapLike):
-                fusion.add(stage_for(op), op.name)
+                options = getattr(op, "options", None)
+                if options is not None and _runs_in_actors(options, self.backend):
+                    last = self.add(_actor_operator(op, fusion.close(self, last), self.context))
+                    fusion.restart(op.name)
+                    continue
+                if options is not None and not fusion.accepts(options):
+                    last = fusion.close(self, last)
+                fusion.add(stage_for(op), op.name, options)
                 continue
             if isinstance(op, Write) and not _needs_own_operator(op.datasink):
                 fusion.add(WriteStage(op.datasink, op.name, op.write_uuid), op.name)
@@ -167,7 +176,13 @@ class Planner:
 
 
 class _Fusion:
-    """The run of one-to-one stages being fused into the next MapOperator."""
+    """The run of one-to-one stages being fused into the next MapOperator.
+
+    Stages fuse while they ask for the same compute (task limit and resources); a stage
+    that runs in actors gets an operator of its own (Ray Data fuses the tasks before an
+    actor stage into the actors; shardflow keeps them in tasks, so actors do only their
+    stage and never take the slots of the work feeding them).
+    """
 
     def __init__(self, source: Any, context: DataContext):
         self.context = context
@@ -175,10 +190,21 @@ class _Fusion:
         self.source_name = source.name
         self.stages: List[Any] = []
         self.names: List[str] = [source.name] if self.reads else []
+        self.options: MapOptions = DEFAULT_MAP_OPTIONS
 
-    def add(self, stage: Any, name: str) -> None:
+    def accepts(self, options: MapOptions) -> bool:
+        return not (self.stages or self.reads) or self.options.fuses_with(options)
+
+    def add(self, stage: Any, name: str, options: Optional[MapOptions] = None) -> None:
+        if options is not None and options is not DEFAULT_MAP_OPTIONS:
+            self.options = options
         self.stages.append(stage)
         self.names.append(name)
+
+    def restart(self, upstream_name: str) -> None:
+        self.stages, self.names, self.reads = [], [], False
+        self.source_name = upstream_name
+        self.options = DEFAULT_MAP_OPTIONS
 
     def close(self, planner: Planner, upstream: PhysicalOperator) -> PhysicalOperator:
         if not self.stages and not self.reads:
@@ -189,10 +215,41 @@ class _Fusion:
         )
         name = "->".join(self.names) if self.names else "Map"
         kind = _choose_kind(transform, name, planner.backend.name, self.context)
-        op = planner.add(MapOperator(name, upstream, transform, kind))
-        self.stages, self.names, self.reads = [], [], False
-        self.source_name = name
+        limit = _task_limit(self.options, planner.backend.name, self.context)
+        op = planner.add(MapOperator(name, upstream, transform, kind, max_concurrency=limit,
+                                     options=self.options))
+        self.restart(name)
         return op
+
+
+def _task_limit(options: MapOptions, backend_name: str, context: DataContext) -> Optional[int]:
+    """The most concurrent tasks of a fused run: ``concurrency=n``, and locally the tasks
+    whose ``num_cpus`` fit the machine's CPUs."""
+    limit = options.task_limit
+    cpus = options.num_cpus
+    if backend_name == "local" and cpus is not None and cpus > 1:
+        fit = max(1, int(context.effective_num_cpus() // cpus))
+        limit = fit if limit is None else min(limit, fit)
+    return limit
+
+
+def _runs_in_actors(options: MapOptions, backend: Backend) -> bool:
+    """Actor pools run callable classes; locally, functions that ask for GPUs also run in
+    long-lived workers, the only way to give each its own CUDA_VISIBLE_DEVICES."""
+    return options.uses_actors or (backend.name == "local" and (options.num_gpus or 0) > 0)
+
+
+def _actor_operator(op: Any, upstream: PhysicalOperator, context: DataContext) -> PhysicalOperator:
+    options = op.options
+    strategy = options.compute
+    if not isinstance(strategy, ActorPoolStrategy):  # a GPU function on the local backend
+        strategy = ActorPoolStrategy(min_size=1, max_size=options.task_limit)
+    transform = FusedTransform(
+        [stage_for(op)], upstream.name, context.target_min_block_size, context.target_max_block_size
+    )
+    batch_size = getattr(op, "batch_size", None)
+    min_rows = batch_size if isinstance(batch_size, int) else None
+    return ActorMapOperator(op.name, upstream, transform, strategy, options, min_rows)
 
 
 def _needs_own_operator(datasink: Any) -> bool:

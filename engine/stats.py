@@ -30,6 +30,8 @@ class OperatorStats:
     finished_at: Optional[float] = None
     skipped_files: int = 0
     bytes_spilled: int = 0
+    actors_started: int = 0
+    peak_actors: int = 0
 
     @property
     def wall_time_s(self) -> float:
@@ -77,6 +79,8 @@ class ExecutionStats:
                 line += f", {_fmt_bytes(op.bytes_spilled)} spilled"
             if op.skipped_files:
                 line += f", {op.skipped_files} bad files skipped"
+            if op.actors_started:
+                line += f", {op.actors_started} actors started (at most {op.peak_actors} at once)"
             lines.append(line)
         return "\n".join(lines)
 

@@ -156,15 +156,42 @@ class WorkerProcess:
             "a user function may have crashed the interpreter or run out of memory."
         )
 
-    def run(self, spec: TaskSpec, store: Any) -> bool:
-        """Run one task to its end, posting events. Returns whether the worker is reusable."""
+    def setup(self, transform: Any, op_name: str) -> Optional[TaskFailure]:
+        """Make this worker an actor: ``transform.setup()`` runs in it once.
+
+        Returns the failure (the user's constructor raised, or the worker died), or None.
+        """
         try:
-            payload = cloudpickle.dumps((spec.transform, spec.inputs, spec.ctx, spec.op_name))
+            payload = cloudpickle.dumps((transform, op_name))
+        except Exception as exc:
+            return TaskFailure(op_name, exc)
+        try:
+            send(self.inbox, ("setup", payload))
+            reply = self._receive()
+        except (EOFError, BrokenPipeError, OSError, ValueError):
+            code = self.exit_code()
+            return TaskFailure(op_name, WorkerCrashedError(
+                f"{op_name}: the actor process (pid {self.pid}) died"
+                f"{'' if code is None else f' with exit code {code}'} while constructing the "
+                "user's class."
+            ))
+        return reply[1] if reply[0] == "error" else None
+
+    def run(self, spec: TaskSpec, store: Any, actor_call: bool = False) -> bool:
+        """Run one task to its end, posting events. Returns whether the worker is reusable.
+
+        ``actor_call``: the worker is an actor (see ``setup``) and receives only the inputs.
+        """
+        try:
+            if actor_call:
+                message = ("call", cloudpickle.dumps((spec.inputs, spec.ctx, spec.op_name)))
+            else:
+                message = ("run", cloudpickle.dumps((spec.transform, spec.inputs, spec.ctx, spec.op_name)))
         except Exception as exc:
             spec.events.put((ERROR, spec.task_id, TaskFailure(spec.op_name, exc), None))
             return True
         try:
-            send(self.inbox, ("run", payload))
+            send(self.inbox, message)
             reply = self._receive()
             if reply[0] == "error":
                 spec.events.put((ERROR, spec.task_id, reply[1], None))

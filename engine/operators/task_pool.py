@@ -1,8 +1,11 @@
-"""Running an operator's tasks: launching, memory gates, and outputs in task order.
+"""Running an operator's tasks: launching, memory gates, outputs in task order, retries.
 
-Every operator that runs tasks (map, exchange) keeps one ``TaskPool``. The pool launches tasks
-through the executor's runtime, gives each a gate on the memory budget, collects the blocks
-each task produces, and hands them out in task order when order is preserved.
+Every operator that runs tasks (map, actor map, exchange) keeps one ``TaskPool``. The pool
+launches tasks through the executor's runtime, gives each a gate on the memory budget,
+collects the blocks each task produces, and hands them out in task order when order is
+preserved. A task whose worker died (WorkerCrashedError) is queued for another attempt while
+``max_retries`` allows; the new attempt keeps the task's place in the order and skips the
+blocks the failed attempt had already delivered.
 """
 
 from __future__ import annotations
@@ -24,6 +27,17 @@ class PoolTask:
     inputs: List[RefBundle]
     spilled: bool
     started: float = field(default_factory=time.perf_counter)
+    attempts: int = 0  # retries so far
+    delivered: int = 0  # blocks handed on (an attempt after a crash skips as many)
+    skip: int = 0
+
+
+def is_worker_crash(failure: Any) -> bool:
+    """Whether a task failure (a TaskFailure) is the death of its worker, not a user error."""
+    from shardflow.engine.errors import WorkerCrashedError
+
+    original = failure.original() if hasattr(failure, "original") else None
+    return isinstance(original, WorkerCrashedError)
 
 
 class BudgetGate:
@@ -104,10 +118,14 @@ class TaskPool:
             prepared runs are not).
     """
 
-    def __init__(self, op: PhysicalOperator, ordered: bool, counts_output: bool = True):
+    def __init__(
+        self, op: PhysicalOperator, ordered: bool, counts_output: bool = True, max_retries: int = 0
+    ):
         self.op = op
         self.ordered = ordered
         self.counts_output = counts_output
+        self.max_retries = max_retries
+        self.retry_queue: Deque[PoolTask] = deque()
         self.running: Dict[int, PoolTask] = {}
         self.outputs: Dict[int, Deque[RefBundle]] = {}
         self.finished: Set[int] = set()
@@ -121,32 +139,49 @@ class TaskPool:
         return self.op.runtime
 
     def launch(
-        self, transform: Any, inputs: List[RefBundle], kind: str, *, spill: bool = False, wait: bool = True
+        self, transform: Any, inputs: List[RefBundle], kind: str, *, spill: bool = False,
+        wait: bool = True, actor: Any = None, remote_args: Optional[Dict[str, Any]] = None,
     ) -> PoolTask:
         """Start a task of ``transform`` over ``inputs`` (their charges are released at its end).
 
         ``spill`` stores its blocks on local disk; ``wait=False`` lets it produce without
-        waiting for room in the budget (its blocks still count).
+        waiting for room in the budget (its blocks still count); ``actor`` runs it on that
+        actor; ``remote_args`` are its resources on Ray.
         """
         index = self.next_index
         self.next_index += 1
-        if spill:
-            gate: Any = SpillGate(self)
-        elif not wait:
-            gate = CountingGate(self)
-        else:
-            gate = BudgetGate(self, index)
-        spill_dir = self.runtime.spill_dir() if spill else None
-        task_id = self.runtime.launch(
-            self.op, transform, [b.ref for b in inputs], kind, gate, index, spill_dir
-        )
-        task = PoolTask(task_id, index, inputs, spill)
-        self.running[task_id] = task
-        self.outputs.setdefault(index, deque())
+        task = PoolTask(-1, index, inputs, spill)
+        self._start(task, transform, kind, wait, actor, remote_args)
         stats = self.op.stats
         stats.tasks += 1
         stats.mark_started()
         return task
+
+    def relaunch(
+        self, task: PoolTask, transform: Any, kind: str, *, wait: bool = True, actor: Any = None,
+        remote_args: Optional[Dict[str, Any]] = None,
+    ) -> PoolTask:
+        """Start another attempt of a task taken from ``retry_queue``."""
+        again = PoolTask(-1, task.index, task.inputs, task.spilled, attempts=task.attempts + 1,
+                         delivered=task.delivered, skip=task.delivered)
+        self._start(again, transform, kind, wait, actor, remote_args)
+        return again
+
+    def _start(self, task: PoolTask, transform: Any, kind: str, wait: bool, actor: Any,
+               remote_args: Optional[Dict[str, Any]]) -> None:
+        if task.spilled:
+            gate: Any = SpillGate(self)
+        elif not wait:
+            gate = CountingGate(self)
+        else:
+            gate = BudgetGate(self, task.index)
+        spill_dir = self.runtime.spill_dir() if task.spilled else None
+        task.task_id = self.runtime.launch(
+            self.op, transform, [b.ref for b in task.inputs], kind, gate, task.index, spill_dir,
+            actor=actor, remote_args=remote_args,
+        )
+        self.running[task.task_id] = task
+        self.outputs.setdefault(task.index, deque())
 
     def on_event(self, task_id: int, event: str, payload: Any, meta: Any) -> None:
         task = self.running.get(task_id)
@@ -155,9 +190,11 @@ class TaskPool:
         stats = self.op.stats
         if event == BLOCK:
             bundle = RefBundle(payload, meta, 0 if task.spilled else meta.size_bytes or 0)
-            if self.op.cancelled:
+            if self.op.cancelled or task.skip:
+                task.skip = max(0, task.skip - 1)  # delivered by an attempt that crashed
                 self.runtime.budget.release(bundle.charge)
                 return
+            task.delivered += 1
             self.outputs[task.index].append(bundle)
             self.queued_bytes += bundle.charge
             stats.peak_queued_bytes = max(stats.peak_queued_bytes, self.queued_bytes)
@@ -171,9 +208,20 @@ class TaskPool:
                 stats.skipped_files += payload.get("skipped_files", 0)
             self._finish(task)
         elif event == ERROR:
+            if not self.op.cancelled and self.can_retry(task, payload):
+                del self.running[task.task_id]
+                self.runtime.task_finished(task.task_id)
+                self.retry_queue.append(task)
+                return
             self._finish(task)
             if not self.op.cancelled:
                 raise payload.to_exception()
+
+    def can_retry(self, task: PoolTask, failure: Any) -> bool:
+        """Whether a failed task gets another attempt: its worker died and retries remain."""
+        if not is_worker_crash(failure):
+            return False
+        return self.max_retries < 0 or task.attempts < self.max_retries
 
     def _finish(self, task: PoolTask) -> None:
         del self.running[task.task_id]
@@ -226,13 +274,16 @@ class TaskPool:
 
     @property
     def idle(self) -> bool:
-        """No task running and no block waiting."""
-        return not self.running and not self.outputs
+        """No task running or waiting for a retry, and no block waiting."""
+        return not self.running and not self.outputs and not self.retry_queue
 
     def cancel(self) -> None:
         """Cancel running tasks and release every block waiting here."""
         for task_id in list(self.running):
             self.runtime.cancel_task(task_id)
+        while self.retry_queue:
+            for bundle in self.retry_queue.popleft().inputs:
+                self.runtime.budget.release(bundle.charge)
         for queue_ in self.outputs.values():
             for bundle in queue_:
                 self.runtime.budget.release(bundle.charge)
@@ -240,7 +291,8 @@ class TaskPool:
         self.queued_bytes = 0
 
     def held_bytes(self) -> int:
-        return self.queued_bytes + sum(b.charge for t in self.running.values() for b in t.inputs)
+        waiting = list(self.running.values()) + list(self.retry_queue)
+        return self.queued_bytes + sum(b.charge for t in waiting for b in t.inputs)
 
 
 def peek_lazy(bundles: "Deque[RefBundle]") -> Optional[bool]:
