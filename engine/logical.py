@@ -30,11 +30,13 @@ class ReadSource:
         datasource: The source.
         parallelism: Requested number of read tasks; -1 means automatic.
         per_task_row_limit: Set by the optimizer when a limit was pushed into the read.
+        concurrency: The most read tasks running at once (None: as many as slots allow).
     """
 
     datasource: Datasource
     parallelism: int = -1
     per_task_row_limit: Optional[int] = None
+    concurrency: Optional[int] = None
 
     @property
     def name(self) -> str:

@@ -191,6 +191,7 @@ class _Fusion:
         self.stages: List[Any] = []
         self.names: List[str] = [source.name] if self.reads else []
         self.options: MapOptions = DEFAULT_MAP_OPTIONS
+        self.read_limit: Optional[int] = getattr(source, "concurrency", None) if self.reads else None
 
     def accepts(self, options: MapOptions) -> bool:
         return not (self.stages or self.reads) or self.options.fuses_with(options)
@@ -205,6 +206,7 @@ class _Fusion:
         self.stages, self.names, self.reads = [], [], False
         self.source_name = upstream_name
         self.options = DEFAULT_MAP_OPTIONS
+        self.read_limit = None
 
     def close(self, planner: Planner, upstream: PhysicalOperator) -> PhysicalOperator:
         if not self.stages and not self.reads:
@@ -216,6 +218,8 @@ class _Fusion:
         name = "->".join(self.names) if self.names else "Map"
         kind = _choose_kind(transform, name, planner.backend.name, self.context)
         limit = _task_limit(self.options, planner.backend.name, self.context)
+        if self.read_limit is not None:
+            limit = self.read_limit if limit is None else min(limit, self.read_limit)
         op = planner.add(MapOperator(name, upstream, transform, kind, max_concurrency=limit,
                                      options=self.options))
         self.restart(name)

@@ -119,8 +119,10 @@ class ActorMapOperator(MapOperator):
             actor.handle.stop()
 
     def _end_all(self, kill: bool) -> None:
+        """End every actor: killed, or stopped after their work (those still constructing
+        have none, and are killed)."""
         for actor in list(self._actors.values()):
-            self._drop(actor, kill)
+            self._drop(actor, kill or not actor.ready)
 
     def _free_actor(self) -> Optional[_Actor]:
         """The ready actor with the fewest queued tasks, if one has room."""
@@ -145,11 +147,12 @@ class ActorMapOperator(MapOperator):
         if len(self._actors) < self.strategy.min_size:  # replace actors that died
             while len(self._actors) < min(self.strategy.min_size, limit) and self._start_actor():
                 pass
-        elif (
-            self._has_task_ready() and len(self._actors) < limit
-            and self._free_actor() is None and all(a.ready for a in self._actors.values())
-        ):
-            self._start_actor()
+        elif self._has_task_ready() and len(self._actors) < limit and self._free_actor() is None:
+            # Grow while the inputs waiting exceed what the actors still starting will take.
+            starting = sum(1 for a in self._actors.values() if not a.ready)
+            waiting = len(self._queue) + len(self._pool.retry_queue)
+            if starting * self._in_flight_max < waiting:
+                self._start_actor()
         timeout = self.runtime.context.actor_pool_idle_timeout_s
         idle = sorted(
             (a for a in self._actors.values() if a.ready and not a.in_flight),

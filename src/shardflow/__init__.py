@@ -9,6 +9,7 @@ Examples:
     90
 """
 
+from shardflow.engine.compute import ActorPoolStrategy, TaskPoolStrategy
 from shardflow.engine.context import DataContext, RetryPolicy
 from shardflow.engine.data_iterator import DataIterator
 from shardflow.engine.dataset import Dataset
@@ -30,7 +31,9 @@ from shardflow.engine.read_api import (
     from_items,
     from_numpy,
     from_pandas,
+    from_torch,
     range,
+    range_tensor,
     read_datasource,
 )
 from shardflow.engine.runtime import init
@@ -56,6 +59,7 @@ from shardflow.sdk import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ActorPoolStrategy",
     "Block",
     "BlockBasedFileDatasink",
     "BlockMetadata",
@@ -73,6 +77,7 @@ __all__ = [
     "RowBasedFileDatasink",
     "SaveMode",
     "TaskContext",
+    "TaskPoolStrategy",
     "UserCodeError",
     "WorkerCrashedError",
     "WriteResult",
@@ -84,9 +89,11 @@ __all__ = [
     "from_items",
     "from_numpy",
     "from_pandas",
+    "from_torch",
     "init",
     "lit",
     "range",
+    "range_tensor",
     "read_binary_files",
     "read_csv",
     "read_datasource",
