@@ -14,7 +14,7 @@ from shardflow.engine.backends.base import DRIVER, ActorPoolPlan, ActorSpec, Bac
 from shardflow.engine.backends.ray_actors import CpuLedger, RayActor, plan_pool
 from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR, drive_task
 from shardflow.engine.errors import TaskFailure, WorkerCrashedError
-from shardflow.engine.refs import MemoryRef, RayRef
+from shardflow.engine.refs import MemoryRef, PicklingBlock, RayRef, for_ray
 from shardflow.sdk.block import BlockMetadata
 
 _remote_task = None
@@ -31,7 +31,7 @@ def stream_blocks(transform, ctx, inputs):
     task_stats.reset()
     for block in transform(list(inputs), ctx):
         yield (block.num_rows, block.nbytes)
-        yield block
+        yield for_ray(block)
     counters = task_stats.take()
     if counters:  # per-task counters last, marked by a string where rows would be
         yield ("counters", counters)
@@ -189,13 +189,16 @@ class RayBackend(Backend):
             pass
 
     def put(self, block: Any) -> Any:
-        return RayRef(self._ray.put(block))
+        return RayRef(self._ray.put(for_ray(block)))
 
     def export_ref(self, ref: Any) -> Any:
-        """An ObjectRef, as Ray Data's ``to_arrow_refs`` returns."""
-        if isinstance(ref, RayRef):
+        """An ObjectRef of a pyarrow Table, as Ray Data's ``to_arrow_refs`` returns."""
+        if isinstance(ref, RayRef) and not self._is_pickled(ref):
             return ref.object_ref
-        return self.put(self.get(ref)).object_ref
+        return self._ray.put(self.get(ref))
+
+    def _is_pickled(self, ref: RayRef) -> bool:
+        return isinstance(self._ray.get(ref.object_ref), PicklingBlock)
 
     def prepare_source_item(self, item: Any) -> Any:
         import pyarrow as pa
