@@ -19,6 +19,7 @@ from typing import Any
 
 FAMILIES: tuple[str, ...] = (
     "b1_first_row", "b2_vectorized", "b3_row_udf", "b4_parquet_etl", "b5_images",
+    "b9_batch_inference",
 )
 
 # Every system a benchmark may run; a benchmark lists the ones it supports.

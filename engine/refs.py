@@ -6,7 +6,8 @@ The executor and operators never hold blocks, only references with metadata (``R
 - ``SpilledRef``: a block written to an Arrow IPC file on local disk (an exchange spilled it);
 - ``RayRef``: a block in Ray's object store;
 - ``SliceRef``: a row range of another reference (limits, splits, repartitions), cut lazily
-  where the block is used, so no block is copied to cut it.
+  where the block is used, so no block is copied to cut it;
+- ``ShmRef`` (engine/shm.py): a block on its way to or from a local worker process.
 
 Inside a task, ``resolve`` turns any of them (and a plain table, which is what Ray hands a task
 for a top-level object reference) into a ``pyarrow.Table``.
@@ -180,6 +181,10 @@ def resolve(item: Any) -> pa.Table:
         import ray
 
         return _from_ray(ray.get(item))
+    from shardflow.engine.shm import ShmRef
+
+    if isinstance(item, ShmRef):
+        return item.load()
     raise TypeError(f"Not a block reference: {type(item).__name__}.")
 
 

@@ -55,6 +55,7 @@ def _read_exactly(stream: BinaryIO, n: int):
 
 def serve(inbox: BinaryIO, outbox: BinaryIO) -> None:
     from shardflow.engine.errors import TaskFailure
+    from shardflow.engine.shm import for_transfer
     from shardflow.sdk import task_stats
 
     blocks = None
@@ -99,7 +100,7 @@ def serve(inbox: BinaryIO, outbox: BinaryIO) -> None:
                     blocks = None
                     send(outbox, ("done", task_stats.take()))
                     continue
-                send(outbox, ("block", block))
+                send(outbox, ("block", for_transfer(block)))
         except BaseException as exc:
             blocks = None
             send(outbox, ("error", TaskFailure(op_name, exc)))

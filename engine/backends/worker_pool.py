@@ -27,6 +27,7 @@ from shardflow.engine.backends.process_worker import receive, send
 from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR
 from shardflow.engine.backends.zygote import receive_message, send_message
 from shardflow.engine.errors import TaskFailure, WorkerCrashedError
+from shardflow.engine.shm import ShmRef, for_transfer, received, remove_orphans, unlink
 from shardflow.sdk.block import BlockMetadata
 
 
@@ -37,6 +38,7 @@ class Zygote:
     _lock = threading.Lock()
 
     def __init__(self) -> None:
+        remove_orphans()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
@@ -182,14 +184,26 @@ class WorkerProcess:
 
         ``actor_call``: the worker is an actor (see ``setup``) and receives only the inputs.
         """
+        shared: List[Any] = []
         try:
+            inputs = [for_transfer(item) for item in spec.inputs]
+            shared = [item for item in inputs if isinstance(item, ShmRef)]
             if actor_call:
-                message = ("call", cloudpickle.dumps((spec.inputs, spec.ctx, spec.op_name)))
+                message = ("call", cloudpickle.dumps((inputs, spec.ctx, spec.op_name)))
             else:
-                message = ("run", cloudpickle.dumps((spec.transform, spec.inputs, spec.ctx, spec.op_name)))
+                message = ("run", cloudpickle.dumps((spec.transform, inputs, spec.ctx, spec.op_name)))
         except Exception as exc:
+            for item in shared:
+                unlink(item.path)
             spec.events.put((ERROR, spec.task_id, TaskFailure(spec.op_name, exc), None))
             return True
+        try:
+            return self._drive(spec, store, message)
+        finally:
+            for item in shared:  # the worker unlinks what it mapped; this is what it did not
+                unlink(item.path)
+
+    def _drive(self, spec: TaskSpec, store: Any, message: tuple) -> bool:
         try:
             send(self.inbox, message)
             reply = self._receive()
@@ -212,7 +226,7 @@ class WorkerProcess:
                     spec.gate.unused()
                     spec.events.put((ERROR, spec.task_id, reply[1], None))
                     return True
-                block = reply[1]
+                block = received(reply[1])
                 spec.gate.produced(block.nbytes)
                 spec.events.put((BLOCK, spec.task_id, store(block), BlockMetadata.of(block)))
             spec.events.put((DONE, spec.task_id, counters or None, None))
