@@ -155,8 +155,11 @@ class Planner:
             if isinstance(op, MapLike):
                 options = getattr(op, "options", None)
                 if options is not None and _runs_in_actors(options, self.backend):
-                    last = self.add(_actor_operator(op, fusion.close(self, last), self.context))
-                    fusion.restart(op.name)
+                    if fusion.fits_in_actors(op, self.backend):
+                        last = self.add(_actor_operator(op, last, self.context, fusion))
+                    else:
+                        last = self.add(_actor_operator(op, fusion.close(self, last), self.context))
+                    fusion.restart(last.name)
                     continue
                 if options is not None and not fusion.accepts(options):
                     last = fusion.close(self, last)
@@ -178,10 +181,12 @@ class Planner:
 class _Fusion:
     """The run of one-to-one stages being fused into the next MapOperator.
 
-    Stages fuse while they ask for the same compute (task limit and resources); a stage
-    that runs in actors gets an operator of its own (Ray Data fuses the tasks before an
-    actor stage into the actors; shardflow keeps them in tasks, so actors do only their
-    stage and never take the slots of the work feeding them).
+    Stages fuse while they ask for the same compute (task limit and resources). A stage
+    that runs in actors gets an operator of its own, and nothing after it fuses into it.
+    The run before it fuses into the actors (as in Ray Data) only when that loses nothing:
+    a CPU pool that can use every CPU slot (its actors read and preprocess as well, and no
+    block crosses between processes). Otherwise, a GPU pool or a small one, the run stays
+    in tasks, whose slots the actors never take.
     """
 
     def __init__(self, source: Any, context: DataContext):
@@ -201,6 +206,20 @@ class _Fusion:
             self.options = options
         self.stages.append(stage)
         self.names.append(name)
+
+    def fits_in_actors(self, op: Any, backend: Backend) -> bool:
+        """Whether this run may run inside the actors of ``op``'s pool instead of tasks: the
+        pool asks for no GPU and can grow to every CPU slot, so running the run's stages in
+        the actors loses no parallelism and saves handing every block to another process.
+        """
+        options = op.options
+        if not (self.stages or self.reads) or options.num_gpus or self.read_limit is not None:
+            return False
+        if self.options is not DEFAULT_MAP_OPTIONS and not self.options.fuses_with(DEFAULT_MAP_OPTIONS):
+            return False
+        if any(getattr(stage, "is_class", False) for stage in self.stages):
+            return False
+        return options.compute.max_size >= backend.num_slots(THREAD)
 
     def restart(self, upstream_name: str) -> None:
         self.stages, self.names, self.reads = [], [], False
@@ -243,17 +262,23 @@ def _runs_in_actors(options: MapOptions, backend: Backend) -> bool:
     return options.uses_actors or (backend.name == "local" and (options.num_gpus or 0) > 0)
 
 
-def _actor_operator(op: Any, upstream: PhysicalOperator, context: DataContext) -> PhysicalOperator:
+def _actor_operator(
+    op: Any, upstream: PhysicalOperator, context: DataContext, fused: Optional[_Fusion] = None
+) -> PhysicalOperator:
+    """The actor-pool operator of ``op``, running first the stages of ``fused`` if given."""
     options = op.options
     strategy = options.compute
     if not isinstance(strategy, ActorPoolStrategy):  # a GPU function on the local backend
         strategy = ActorPoolStrategy(min_size=1, max_size=options.task_limit)
+    stages, names, source = [stage_for(op)], [op.name], upstream.name
+    if fused is not None:
+        stages, names, source = fused.stages + stages, fused.names + names, fused.source_name
     transform = FusedTransform(
-        [stage_for(op)], upstream.name, context.target_min_block_size, context.target_max_block_size
+        stages, source, context.target_min_block_size, context.target_max_block_size
     )
     batch_size = getattr(op, "batch_size", None)
     min_rows = batch_size if isinstance(batch_size, int) else None
-    return ActorMapOperator(op.name, upstream, transform, strategy, options, min_rows)
+    return ActorMapOperator("->".join(names), upstream, transform, strategy, options, min_rows)
 
 
 def _needs_own_operator(datasink: Any) -> bool:

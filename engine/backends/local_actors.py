@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import queue
+import sys
 import threading
 from typing import Dict, List, Optional, Tuple
 
@@ -38,6 +39,14 @@ def actor_env(num_cpus: float, gpu_ids: Optional[List[str]]) -> Dict[str, str]:
     if gpu_ids is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)
     return env
+
+
+def preloads() -> List[str]:
+    """Heavy modules the driver uses that actors will likely import too (a driver that
+    defines a torch model has imported torch): the zygote imports them once for all."""
+    from shardflow.engine.backends.zygote import PRELOADABLE
+
+    return [name for name in PRELOADABLE if name in sys.modules]
 
 
 class _QueuedActor:
@@ -149,7 +158,8 @@ class ProcessActor(_QueuedActor):
 
         spec = self.spec
         try:
-            self._worker = worker = WorkerProcess(actor_env(spec.num_cpus, self.gpu_ids))
+            self._worker = worker = WorkerProcess(actor_env(spec.num_cpus, self.gpu_ids),
+                                                  preload=preloads())
         except Exception as exc:  # the zygote could not start a process
             self._post_started(TaskFailure(spec.op_name, exc))
             return

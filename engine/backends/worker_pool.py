@@ -59,10 +59,14 @@ class Zygote:
                 cls._instance = Zygote()
             return cls._instance
 
-    def fork(self, inbox_fd: int, outbox_fd: int, env: Optional[Dict[str, str]] = None) -> int:
-        """A new worker reading ``inbox_fd`` and writing ``outbox_fd``; returns its pid."""
+    def fork(self, inbox_fd: int, outbox_fd: int, env: Optional[Dict[str, str]] = None,
+             preload: Optional[List[str]] = None) -> int:
+        """A new worker reading ``inbox_fd`` and writing ``outbox_fd``; returns its pid.
+
+        ``preload``: modules the zygote imports first (see zygote.PRELOADABLE)."""
+        message = {"op": "fork", "env": env or {}, "preload": list(preload or [])}
         with self._guard:
-            send_message(self._control, {"op": "fork", "env": env or {}}, [inbox_fd, outbox_fd])
+            send_message(self._control, message, [inbox_fd, outbox_fd])
             reply, _ = receive_message(self._control)
         return int(reply["pid"])
 
@@ -87,12 +91,12 @@ class Zygote:
 class WorkerProcess:
     """One long-lived worker process and the protocol to drive it."""
 
-    def __init__(self, env: Optional[Dict[str, str]] = None) -> None:
+    def __init__(self, env: Optional[Dict[str, str]] = None, preload: Optional[List[str]] = None) -> None:
         self._zygote = Zygote.instance()
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
         try:
-            self.pid = self._zygote.fork(to_worker_r, from_worker_w, env)
+            self.pid = self._zygote.fork(to_worker_r, from_worker_w, env, preload)
         finally:
             os.close(to_worker_r)
             os.close(from_worker_w)

@@ -291,3 +291,50 @@ def test_actor_stage_feeds_following_stages(backend, tmp_path):
         .filter(expr=sf.col("v") > 10)
     )
     assert sorted(r["v"] for r in ds.take_all()) == [2 * i + 1 for i in range(30) if 2 * i + 1 > 10]
+
+
+def _operator_names(ds):
+    return [line.split(": ")[0].split(" ", 2)[2] for line in ds.stats().splitlines()
+            if line.startswith("Operator ")]
+
+
+def add_one(batch):
+    return {"id": batch["id"] + 1}
+
+
+def test_stages_before_a_pool_that_fills_every_slot_run_in_its_actors(tmp_path, fresh_context):
+    fresh_context.num_cpus = 2
+    fused = sf.range(20, override_num_blocks=4).map_batches(add_one).map_batches(
+        Scale, fn_constructor_args=(str(tmp_path),), concurrency=2)
+    assert sorted(fused.take_batch(20)["out"].tolist()) == list(range(1, 21))
+    assert _operator_names(fused)[0] == "ReadRange->MapBatches(add_one)->MapBatches(Scale)"
+    # A pool smaller than the machine, or one on GPUs, leaves the feeding stages in tasks.
+    small = sf.range(20, override_num_blocks=4).map_batches(add_one).map_batches(
+        Scale, fn_constructor_args=(str(tmp_path),), concurrency=1)
+    assert sorted(small.take_batch(20)["out"].tolist()) == list(range(1, 21))
+    assert _operator_names(small)[:2] == ["ReadRange->MapBatches(add_one)", "MapBatches(Scale)"]
+
+
+def _write_images(folder, count=12):
+    from PIL import Image
+
+    folder.mkdir()
+    for i in range(count):
+        Image.fromarray(np.full((8, 8, 3), i * 10, dtype=np.uint8)).save(folder / f"{i:02d}.png")
+    return folder
+
+
+class MeanPixel:
+    def __call__(self, batch):
+        return {"mean": batch["image"].reshape(len(batch["image"]), -1).mean(axis=1)}
+
+
+@pytest.mark.parametrize("kwargs", [{"concurrency": 2}, {"concurrency": 1, "num_cpus": 2}],
+                         ids=["two-actors", "one-actor-with-every-cpu"])
+def test_actor_pools_asking_for_every_cpu_do_not_starve_the_read(backend, tmp_path, kwargs):
+    # Ray Data 2.60 hangs on this pipeline on a two-CPU machine (its issue 44687).
+    if backend == "local":
+        sf.DataContext.get_current().num_cpus = 2
+    folder = _write_images(tmp_path / "images")
+    ds = sf.read_images(folder).map_batches(MeanPixel, batch_size=4, **kwargs)
+    assert sorted(ds.take_batch(12)["mean"].tolist()) == [float(i * 10) for i in range(12)]
