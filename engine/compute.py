@@ -306,9 +306,13 @@ def compute_strategy(
                 f"function {_describe(fn)}; use concurrency=n to cap its parallel tasks."
             )
         initial = concurrency[2] if len(concurrency) == 3 else None
-        return ActorPoolStrategy(min_size=concurrency[0], max_size=concurrency[1], initial_size=initial)
+        return ActorPoolStrategy(
+            min_size=concurrency[0], max_size=concurrency[1], initial_size=initial
+        )
     if isinstance(concurrency, int) and not isinstance(concurrency, bool):
-        return ActorPoolStrategy(size=concurrency) if is_class else TaskPoolStrategy(size=concurrency)
+        if is_class:
+            return ActorPoolStrategy(size=concurrency)
+        return TaskPoolStrategy(size=concurrency)
     raise ValueError(
         "concurrency must be an int, or a tuple of two or three ints (min, max) or "
         f"(min, max, initial); got {concurrency!r}."
@@ -350,7 +354,8 @@ def resolve_map_options(
         )
     remote.update({k: v for k, v in (named_remote_args or {}).items() if v is not None})
     retries = remote.get("max_retries")
-    if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < -1):
+    bad = isinstance(retries, bool) or not isinstance(retries, int) or retries < -1
+    if retries is not None and bad:
         raise ValueError(f"{method}: max_retries must be an int >= -1, got {retries!r}.")
     return MapOptions(strategy, num_cpus, num_gpus, memory, remote, ray_remote_args_fn)
 

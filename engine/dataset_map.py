@@ -29,14 +29,18 @@ def _udf(fn: Any, fn_args: Any, fn_kwargs: Any, ctor_args: Any, ctor_kwargs: Any
         if value is not None and not isinstance(value, dict):
             raise TypeError(f"{name} must be a dict, got {type(value).__name__}.")
     if ctor_args is not None and not isinstance(ctor_args, (list, tuple)):
-        raise TypeError(f"fn_constructor_args must be a list or tuple, got {type(ctor_args).__name__}.")
+        raise TypeError(
+            f"fn_constructor_args must be a list or tuple, got {type(ctor_args).__name__}."
+        )
     return UDFCall(fn, tuple(fn_args or ()), dict(fn_kwargs or {}), tuple(ctor_args or ()),
                    dict(ctor_kwargs or {}))
 
 
 def _check_fn(fn: Any, method: str) -> None:
     if not callable(fn):
-        raise TypeError(f"{method} needs a function (or a callable class); got {type(fn).__name__}.")
+        raise TypeError(
+            f"{method} needs a function (or a callable class); got {type(fn).__name__}."
+        )
 
 
 def _options(fn: Any, method: str, args: Dict[str, Any]) -> MapOptions:
@@ -311,7 +315,10 @@ class MapMixin:
             expr = parse_expr(expr)
         if expr is not None:
             if not isinstance(expr, Expr):
-                raise TypeError(f"expr must be an expression built with sf.col(...); got {type(expr).__name__}.")
+                raise TypeError(
+                    "expr must be an expression built with sf.col(...); got "
+                    f"{type(expr).__name__}."
+                )
             return self._with(FilterExpr(expr))
         _check_fn(fn, "filter")
         args = dict(locals())

@@ -196,7 +196,9 @@ class _Fusion:
         self.stages: List[Any] = []
         self.names: List[str] = [source.name] if self.reads else []
         self.options: MapOptions = DEFAULT_MAP_OPTIONS
-        self.read_limit: Optional[int] = getattr(source, "concurrency", None) if self.reads else None
+        self.read_limit: Optional[int] = (
+            getattr(source, "concurrency", None) if self.reads else None
+        )
 
     def accepts(self, options: MapOptions) -> bool:
         return not (self.stages or self.reads) or self.options.fuses_with(options)
@@ -215,7 +217,7 @@ class _Fusion:
         options = op.options
         if not (self.stages or self.reads) or options.num_gpus or self.read_limit is not None:
             return False
-        if self.options is not DEFAULT_MAP_OPTIONS and not self.options.fuses_with(DEFAULT_MAP_OPTIONS):
+        if not self.options.fuses_with(DEFAULT_MAP_OPTIONS):
             return False
         if any(getattr(stage, "is_class", False) for stage in self.stages):
             return False

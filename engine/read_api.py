@@ -117,6 +117,13 @@ def from_torch(dataset: Any, local_read: bool = False) -> Dataset:
     """
     from shardflow.connectors.torch_dataset import TorchDatasource
 
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            "from_torch needs PyTorch, which is not installed; install it with: "
+            "pip install 'shardflow[torch]'"
+        ) from exc
     if not isinstance(local_read, bool):
         raise TypeError(f"from_torch: local_read must be a bool, got {local_read!r}.")
     return read_datasource(TorchDatasource(dataset), override_num_blocks=1)

@@ -38,7 +38,8 @@ def init(backend: str = "local", address: Optional[str] = None, **ray_init_kwarg
         raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}.")
     context = DataContext.get_current()
     if backend == "local":
-        local = {k: ray_init_kwargs.pop(k) for k in ("num_cpus", "num_gpus") if k in ray_init_kwargs}
+        local = {k: ray_init_kwargs.pop(k) for k in ("num_cpus", "num_gpus")
+                 if k in ray_init_kwargs}
         if address is not None or ray_init_kwargs:
             raise ValueError(
                 "address and Ray options apply only to backend='ray'; the local backend takes "
@@ -46,7 +47,8 @@ def init(backend: str = "local", address: Optional[str] = None, **ray_init_kwarg
             )
         for name, minimum in (("num_cpus", 1), ("num_gpus", 0)):
             value = local.get(name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
+            bad = isinstance(value, bool) or not isinstance(value, int) or value < minimum
+            if value is not None and bad:
                 raise ValueError(f"init: {name} must be an int >= {minimum}, got {value!r}.")
         for name, value in local.items():
             setattr(context, name, value)

@@ -90,7 +90,8 @@ class UDFStage(Stage):
         try:
             return self.fn(*self.ctor_args, **self.ctor_kwargs)
         except Exception as exc:
-            raise wrap_user_exception(f"{self.name} (constructor of {self.fn.__name__})", exc) from exc
+            where = f"{self.name} (constructor of {self.fn.__name__})"
+            raise wrap_user_exception(where, exc) from exc
 
     def _callable(self) -> Callable:
         """The actor's instance; outside actors, a class is constructed once per task."""
@@ -115,7 +116,9 @@ class UDFStage(Stage):
         except Exception as exc:
             raise wrap_user_exception(self.name, exc) from exc
 
-    def _map_async(self, fn: Callable, items: Iterator[Any], limit: int, flat: bool = False) -> Iterator[Any]:
+    def _map_async(
+        self, fn: Callable, items: Iterator[Any], limit: int, flat: bool = False
+    ) -> Iterator[Any]:
         """Per input, the list of ``fn``'s outputs (a flat function's rows), in input order."""
         args, kwargs = self.fn_args, self.fn_kwargs
 

@@ -166,7 +166,8 @@ def bare_loop(images: str, weights: str, out: str, threads: int = 2, device: str
 
     with ThreadPoolExecutor(threads) as pool:
         results = list(pool.map(run, chunks))
-    table = pa.table({k: np.concatenate([r[k] for r in results]) for k in ("path", "label", "score")})
+    columns = ("path", "label", "score")
+    table = pa.table({k: np.concatenate([r[k] for r in results]) for k in columns})
     os.makedirs(out, exist_ok=True)
     pq.write_table(table, os.path.join(out, "predictions.parquet"))
     return table.num_rows
@@ -182,7 +183,7 @@ def training_loop_wait_fraction(sf: Any, images: str, step_s: float = 0.01) -> t
     while True:
         asked = time.perf_counter()
         try:
-            batch = next(batches)
+            next(batches)
         except StopIteration:
             break
         waited += time.perf_counter() - asked

@@ -73,7 +73,9 @@ class RayBackend(Backend):
         self._cpus = max(1, int(resources.get("CPU", 1)))
         self._gpus = float(resources.get("GPU", 0))
         self._ledger = CpuLedger(float(resources.get("CPU", 1)))
-        self._drivers = self.drivers = ThreadPoolExecutor(max_workers=64, thread_name_prefix="shardflow-ray")
+        self._drivers = self.drivers = ThreadPoolExecutor(
+            max_workers=64, thread_name_prefix="shardflow-ray"
+        )
         self._generators: Dict[int, Any] = {}
         self._cancelling: set = set()
         self._cancel_lock = threading.Lock()
@@ -128,7 +130,8 @@ class RayBackend(Backend):
         try:
             blocks = spec.transform(spec.inputs, spec.ctx)
         except BaseException as exc:
-            spec.events.put((ERROR, spec.task_id, TaskFailure(spec.op_name, unwrap_ray_error(exc)), None))
+            failure = TaskFailure(spec.op_name, unwrap_ray_error(exc))
+            spec.events.put((ERROR, spec.task_id, failure, None))
             return
         drive_task(spec, blocks, store=self.put)
 
@@ -156,7 +159,8 @@ class RayBackend(Backend):
             spec.events.put((DONE, spec.task_id, counters, None))
         except BaseException as exc:
             spec.gate.unused()
-            spec.events.put((ERROR, spec.task_id, TaskFailure(spec.op_name, unwrap_ray_error(exc)), None))
+            failure = TaskFailure(spec.op_name, unwrap_ray_error(exc))
+            spec.events.put((ERROR, spec.task_id, failure, None))
         finally:
             self._generators.pop(spec.task_id, None)
             with self._cancel_lock:

@@ -91,7 +91,9 @@ class Zygote:
 class WorkerProcess:
     """One long-lived worker process and the protocol to drive it."""
 
-    def __init__(self, env: Optional[Dict[str, str]] = None, preload: Optional[List[str]] = None) -> None:
+    def __init__(
+        self, env: Optional[Dict[str, str]] = None, preload: Optional[List[str]] = None
+    ) -> None:
         self._zygote = Zygote.instance()
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
@@ -195,7 +197,8 @@ class WorkerProcess:
             if actor_call:
                 message = ("call", cloudpickle.dumps((inputs, spec.ctx, spec.op_name)))
             else:
-                message = ("run", cloudpickle.dumps((spec.transform, inputs, spec.ctx, spec.op_name)))
+                payload = (spec.transform, inputs, spec.ctx, spec.op_name)
+                message = ("run", cloudpickle.dumps(payload))
         except Exception as exc:
             for item in shared:
                 unlink(item.path)

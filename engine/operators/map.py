@@ -82,7 +82,8 @@ class MapOperator(PhysicalOperator):
         if need and not self.inputs_complete and self._queued_rows < need:
             return False
         # A read task makes new data: start one only while the budget has room for a block.
-        return not (self._queue[0].is_lazy and not self.runtime.budget.has_room(self._pool.est_block_bytes))
+        lazy = self._queue[0].is_lazy
+        return not (lazy and not self.runtime.budget.has_room(self._pool.est_block_bytes))
 
     def _take_inputs(self) -> List[RefBundle]:
         """The input bundles of the next task (enough rows for ``min_rows_per_task``)."""

@@ -156,7 +156,9 @@ def paced(batch, folder):
     return batch
 
 
-def test_autoscaling_grows_with_queued_work_then_shrinks_when_idle(backend, tmp_path, fresh_context):
+def test_autoscaling_grows_with_queued_work_then_shrinks_when_idle(
+    backend, tmp_path, fresh_context
+):
     fresh_context.actor_pool_idle_timeout_s = 0.2
     ds = (
         sf.range(BURST + 2, override_num_blocks=BURST + 2)

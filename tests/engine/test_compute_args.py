@@ -32,12 +32,14 @@ class Model:
         (Model, {}, ActorPoolStrategy(min_size=1)),  # Ray 2.60: an unbounded pool from 1
         (Model, {"concurrency": 3}, ActorPoolStrategy(size=3)),
         (Model, {"concurrency": (1, 4)}, ActorPoolStrategy(min_size=1, max_size=4)),
-        (Model, {"concurrency": (1, 4, 2)}, ActorPoolStrategy(min_size=1, max_size=4, initial_size=2)),
+        (Model, {"concurrency": (1, 4, 2)},
+         ActorPoolStrategy(min_size=1, max_size=4, initial_size=2)),
         (Model, {"compute": "actors"}, ActorPoolStrategy()),
         (double, {}, TaskPoolStrategy()),
         (double, {"concurrency": 2}, TaskPoolStrategy(size=2)),
         (double, {"compute": TaskPoolStrategy(size=5)}, TaskPoolStrategy(size=5)),
-        (Model, {"compute": ActorPoolStrategy(size=2), "concurrency": 7}, ActorPoolStrategy(size=2)),
+        (Model, {"compute": ActorPoolStrategy(size=2), "concurrency": 7},
+         ActorPoolStrategy(size=2)),
     ],
 )
 def test_strategy_from_arguments(fn, kwargs, expected):

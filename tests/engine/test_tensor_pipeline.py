@@ -63,7 +63,9 @@ def test_tensors_round_trip_through_parquet(backend, tmp_path):
     files = sorted((tmp_path / "out").glob("*.parquet"))
     tables = [pq.read_table(f) for f in files]
     assert all(isinstance(t.schema.field("fixed").type, pa.FixedShapeTensorType) for t in tables)
-    fixed_back = np.concatenate([t.column("fixed").combine_chunks().to_numpy_ndarray() for t in tables])
+    fixed_back = np.concatenate(
+        [t.column("fixed").combine_chunks().to_numpy_ndarray() for t in tables]
+    )
     np.testing.assert_array_equal(fixed_back, fixed)
 
 
@@ -116,3 +118,11 @@ def test_from_torch_reads_map_style_and_iterable_datasets(backend):
     assert sf.from_torch(Stream()).sum("item") == sum(range(70))
     with pytest.raises(TypeError, match="from_torch takes"):
         sf.from_torch([1, 2, 3])
+
+
+def test_from_torch_without_torch_names_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` fail
+    with pytest.raises(ImportError, match=r"pip install 'shardflow\[torch\]'"):
+        sf.from_torch([1, 2])

@@ -14,7 +14,8 @@ torch = pytest.importorskip("torch")
 
 
 def normalize(batch):
-    return {"image": batch["data"].astype(np.float32) / 255.0, "label": batch["data"][:, 0, 0, 0] % 10}
+    images = batch["data"].astype(np.float32) / 255.0
+    return {"image": images, "label": batch["data"][:, 0, 0, 0] % 10}
 
 
 def test_training_loop_waits_under_ten_percent(backend):
