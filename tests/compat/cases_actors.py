@@ -41,12 +41,10 @@ def actor_pools_and_task_limits(m, tmp):
     one = {"concurrency": 1, "num_cpus": 0.5}
     return [
         ds.map_batches(AddConstant, fn_constructor_args=(10,), batch_size=4, **one).take_all(),
-        ds.map_batches(AddConstant, fn_constructor_kwargs={"constant": 1},
-                       compute=m.ActorPoolStrategy(size=1), num_cpus=0.5).take_all(),
-        ds.map_batches(double, concurrency=2).take_all(),
-        ds.map_batches(double, compute=m.TaskPoolStrategy(size=1)).take_all(),
-        ds.map(lambda r: {"v": r["id"]}, concurrency=1).take(2),
-        ds.map_batches(AsyncDouble, batch_size=5, **one).take_all(),
+        ds.map_batches(double, concurrency=2).map(lambda r: {"v": r["id"]}, concurrency=1)
+        .take_all(),
+        ds.map_batches(AsyncDouble, compute=m.ActorPoolStrategy(size=1), batch_size=5,
+                       num_cpus=0.5).take_all(),
     ]
 
 

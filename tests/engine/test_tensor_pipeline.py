@@ -21,6 +21,14 @@ class Identity:
         return batch
 
 
+def _stages(batch_format):
+    """A task, and for NumPy batches also an actor (its blocks cross between processes)."""
+    stages = [(_identity, {})]
+    if batch_format == "numpy":
+        stages.append((Identity, {"concurrency": 1}))
+    return stages
+
+
 def _ragged():
     return [np.arange(i * 3, dtype=np.float32).reshape(i, 3) for i in range(1, 7)]
 
@@ -30,7 +38,7 @@ def test_fixed_shape_tensors_round_trip_through_batches(backend, batch_format):
     images = np.random.default_rng(0).integers(0, 255, (12, 4, 4, 3), dtype=np.uint8)
     ds = sf.from_numpy(images, override_num_blocks=3)
     assert isinstance(ds.schema().field("data").type, pa.FixedShapeTensorType)
-    for fn, kwargs in ((_identity, {}), (Identity, {"concurrency": 1})):
+    for fn, kwargs in _stages(batch_format):
         out = ds.map_batches(fn, batch_format=batch_format, batch_size=5, **kwargs).take_batch(12)
         np.testing.assert_array_equal(out["data"], images)
         assert out["data"].dtype == np.uint8
@@ -41,7 +49,7 @@ def test_ragged_tensors_round_trip_through_batches(backend, batch_format):
     arrays = _ragged()
     ds = sf.from_items([{"x": a} for a in arrays], override_num_blocks=2)
     assert ds.schema().field("x").type.extension_name == "arrow.variable_shape_tensor"
-    for fn, kwargs in ((_identity, {}), (Identity, {"concurrency": 1})):
+    for fn, kwargs in _stages(batch_format):
         rows = ds.map_batches(fn, batch_format=batch_format, **kwargs).take_all()
         assert len(rows) == len(arrays)
         for row, expected in zip(rows, arrays):
