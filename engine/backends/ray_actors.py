@@ -87,9 +87,9 @@ def plan_pool(
     free = ledger.free()
     if cpus and min_size * cpus > free + _EPS:
         fitted = math.floor(free / min_size * 100) / 100
-        logger.warning(
-            "%s: %d actor(s) with num_cpus=%g would leave no CPU for the tasks feeding them; "
-            "each actor reserves %g CPU instead.", op_name, min_size, cpus, fitted,
+        logger.info(
+            "%s: %d actor(s) with num_cpus=%g would leave no CPU for tasks; each actor "
+            "reserves %g CPU instead.", op_name, min_size, cpus, fitted,
         )
         cpus = fitted
     if math.isinf(max_size):
