@@ -19,7 +19,7 @@ import os
 import tempfile
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -65,11 +65,23 @@ def can_share(block: pa.Table) -> bool:
     return block.nbytes >= MIN_BYTES and not any(is_object_type(t) for t in block.schema.types)
 
 
-def share(block: pa.Table) -> ShmRef:
-    """Write ``block`` to a new shared-memory file."""
-    path = os.path.join(_folder(), f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex}.arrow")
-    with pa.OSFile(path, "wb") as sink, ipc.new_file(sink, block.schema) as writer:
-        writer.write_table(block)
+def share(block: pa.Table) -> Optional[ShmRef]:
+    """Write ``block`` to a new shared-memory file; None when shared memory is short (a
+    container's /dev/shm may hold only 64 MiB), and the block is then pickled."""
+    folder = _folder()
+    try:
+        stats = os.statvfs(folder)
+        if stats.f_bavail * stats.f_frsize < 2 * block.nbytes + MIN_BYTES:
+            return None
+    except OSError:
+        return None
+    path = os.path.join(folder, f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex}.arrow")
+    try:
+        with pa.OSFile(path, "wb") as sink, ipc.new_file(sink, block.schema) as writer:
+            writer.write_table(block)
+    except (OSError, pa.ArrowException):
+        unlink(path)
+        return None
     return ShmRef(path)
 
 
@@ -87,7 +99,8 @@ def for_transfer(item: Any) -> Any:
         block = item.parent.block.slice(item.offset, item.length)
     if block is None or not can_share(block):
         return item
-    return share(block)
+    shared = share(block)
+    return item if shared is None else shared
 
 
 def received(item: Any) -> Any:

@@ -46,9 +46,9 @@ class TinyCNN(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.features = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 32, 3, stride=2, padding=1), torch.nn.ReLU(),
-            torch.nn.Conv2d(32, 64, 3, stride=2, padding=1), torch.nn.ReLU(),
-            torch.nn.Conv2d(64, 128, 3, stride=2, padding=1), torch.nn.ReLU(),
+            torch.nn.Conv2d(3, 32, 3, stride=2, padding=1), torch.nn.ReLU(inplace=True),
+            torch.nn.Conv2d(32, 64, 3, stride=2, padding=1), torch.nn.ReLU(inplace=True),
+            torch.nn.Conv2d(64, 128, 3, stride=2, padding=1), torch.nn.ReLU(inplace=True),
             torch.nn.AdaptiveAvgPool2d(1),
         )
         self.head = torch.nn.Linear(128, NUM_CLASSES)
