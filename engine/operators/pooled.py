@@ -27,8 +27,11 @@ class PooledOperator(PhysicalOperator):
         self._pool: Optional[TaskPool] = None
 
     def start(self, runtime: Any) -> None:
-        self._pool = TaskPool(self, self.always_ordered or runtime.preserve_order)
+        self._pool = self._new_pool(runtime)
         super().start(runtime)
+
+    def _new_pool(self, runtime: Any) -> TaskPool:
+        return TaskPool(self, self.always_ordered or runtime.preserve_order)
 
     def _input_drained(self) -> bool:
         raise NotImplementedError

@@ -9,6 +9,7 @@ Examples:
     90
 """
 
+from shardflow.engine.compute import ActorPoolStrategy, TaskPoolStrategy
 from shardflow.engine.context import DataContext, RetryPolicy
 from shardflow.engine.data_iterator import DataIterator
 from shardflow.engine.dataset import Dataset
@@ -31,7 +32,9 @@ from shardflow.engine.read_api import (
     from_items,
     from_numpy,
     from_pandas,
+    from_torch,
     range,
+    range_tensor,
     read_datasource,
 )
 from shardflow.engine.runtime import init
@@ -58,6 +61,7 @@ from shardflow.sdk import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ActorPoolStrategy",
     "Block",
     "BlockBasedFileDatasink",
     "BlockMetadata",
@@ -75,6 +79,7 @@ __all__ = [
     "RowBasedFileDatasink",
     "SaveMode",
     "TaskContext",
+    "TaskPoolStrategy",
     "UserCodeError",
     "WorkerCrashedError",
     "WriteResult",
@@ -87,9 +92,11 @@ __all__ = [
     "from_items",
     "from_numpy",
     "from_pandas",
+    "from_torch",
     "init",
     "lit",
     "range",
+    "range_tensor",
     "read_binary_files",
     "read_csv",
     "read_datasource",

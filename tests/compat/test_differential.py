@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import cases_api  # noqa: F401  (registers cases)
+import cases_actors  # noqa: F401  (registers cases)
+import cases_api  # noqa: F401
 import cases_interop  # noqa: F401
 import cases_paths  # noqa: F401
 import cases_reads  # noqa: F401
