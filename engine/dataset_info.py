@@ -111,12 +111,6 @@ class DatasetInfoMixin:
 
 
 def _import(module: str, feature: str) -> Any:
-    import importlib
+    from shardflow.sdk.optional import EXTRAS, require
 
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise ImportError(
-            f"{feature} needs the {module} package; install it with: pip install {module} "
-            f"(or pip install shardflow[{module}])"
-        ) from None
+    return require(module, EXTRAS[module], feature)

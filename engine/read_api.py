@@ -12,6 +12,7 @@ from shardflow.engine.dataset import Dataset
 from shardflow.engine.logical import BlocksSource, LogicalPlan, ReadSource
 from shardflow.sdk.block import numpy_batch_to_block, rows_to_block, to_block
 from shardflow.sdk.datasource import Datasource
+from shardflow.sdk.optional import require
 
 
 def _num_blocks(n_rows: int, parallelism: int, override_num_blocks: Optional[int]) -> int:
@@ -117,13 +118,7 @@ def from_torch(dataset: Any, local_read: bool = False) -> Dataset:
     """
     from shardflow.connectors.torch_dataset import TorchDatasource
 
-    try:
-        import torch  # noqa: F401
-    except ImportError as exc:
-        raise ImportError(
-            "from_torch needs PyTorch, which is not installed; install it with: "
-            "pip install 'shardflow[torch]'"
-        ) from exc
+    require("torch", "torch", "from_torch")
     if not isinstance(local_read, bool):
         raise TypeError(f"from_torch: local_read must be a bool, got {local_read!r}.")
     return read_datasource(TorchDatasource(dataset), override_num_blocks=1)

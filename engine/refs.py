@@ -21,6 +21,7 @@ from typing import Any, List, Optional, Tuple
 import pyarrow as pa
 
 from shardflow.sdk.block import BlockMetadata
+from shardflow.sdk.optional import require
 
 
 class BlockRef:
@@ -174,11 +175,11 @@ def resolve(item: Any) -> pa.Table:
     if isinstance(item, SpilledRef):
         return item.load()
     if isinstance(item, RayRef):
-        import ray
+        ray = require("ray", "ray", "Blocks in Ray's object store")
 
         return _from_ray(ray.get(item.object_ref))
     if type(item).__name__ == "ObjectRef":
-        import ray
+        ray = require("ray", "ray", "Blocks in Ray's object store")
 
         return _from_ray(ray.get(item))
     from shardflow.engine.shm import ShmRef

@@ -13,20 +13,13 @@ import numpy as np
 
 from shardflow.engine.collate import collate_batch_format
 from shardflow.sdk.block import Block, block_to_batch
+from shardflow.sdk.optional import require
 
-TORCH_EXTRA_HINT = "pip install 'shardflow[torch]'"
 
 
 def import_torch() -> Any:
     """The torch module, or an ImportError saying how to install it."""
-    try:
-        import torch
-    except ImportError as exc:
-        raise ImportError(
-            "iter_torch_batches needs PyTorch, which is not installed; install it with: "
-            f"{TORCH_EXTRA_HINT}"
-        ) from exc
-    return torch
+    return require("torch", "torch", "iter_torch_batches")
 
 
 def resolve_device(torch: Any, device: Any) -> Any:

@@ -44,7 +44,7 @@ _ALL_OPS = COMPARISONS + BOOLEAN_OPS + ARITHMETIC_OPS
 FLIPPED_COMPARISONS = {"==": "==", "!=": "!=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
 
 
-def _pc():
+def _pc() -> Any:
     import pyarrow.compute as pc  # imported on first use: keeps `import shardflow` fast
 
     return pc
@@ -72,7 +72,7 @@ class Expr:
         for child in self.children():
             yield from child.walk()
 
-    def to_pyarrow(self) -> "pyarrow.compute.Expression":  # noqa: F821
+    def to_pyarrow(self) -> pa.compute.Expression:
         """Translate to a :class:`pyarrow.compute.Expression`."""
         return PyArrowExprVisitor().visit(self)
 
@@ -246,7 +246,7 @@ class IsInExpr(Expr):
 
     kind = "is_in"
 
-    def __init__(self, operand: Expr, values: list):
+    def __init__(self, operand: Expr, values: list[Any]):
         self.operand, self.values = operand, values
 
     def children(self) -> Tuple[Expr, ...]:
@@ -330,7 +330,7 @@ _PYARROW_OPS = {
 }
 
 
-class PyArrowExprVisitor(ExprVisitor["pyarrow.compute.Expression"]):  # noqa: F821
+class PyArrowExprVisitor(ExprVisitor["pa.compute.Expression"]):
     """Translates to a :class:`pyarrow.compute.Expression`.
 
     Args:
@@ -361,7 +361,7 @@ class PyArrowExprVisitor(ExprVisitor["pyarrow.compute.Expression"]):  # noqa: F8
         return self.visit(expr.operand).isin(expr.values)
 
 
-def conjuncts(expr: Expr) -> list:
+def conjuncts(expr: Expr) -> list[Expr]:
     """The terms of a chain of ``&``: ``a & (b & c)`` gives ``[a, b, c]``."""
     if isinstance(expr, BinaryExpr) and expr.op == "&":
         return conjuncts(expr.left) + conjuncts(expr.right)
@@ -442,13 +442,14 @@ def _from_ast(node: Any, text: str) -> Expr:
         return BinaryExpr(op, _from_ast(node.left, text), _from_ast(node.right, text))
     if isinstance(node, ast.Compare):
         left = _from_ast(node.left, text)
-        result = None
-        for i, (op, right_node) in enumerate(zip(node.ops, node.comparators)):
-            part = _compare(op, left, right_node, text)
-            result = part if result is None else result & part
+        compared: Optional[Expr] = None
+        for i, (cmp_op, right_node) in enumerate(zip(node.ops, node.comparators)):
+            part = _compare(cmp_op, left, right_node, text)
+            compared = part if compared is None else compared & part
             if i + 1 < len(node.ops):
                 left = _from_ast(right_node, text)
-        return result
+        assert compared is not None  # a comparison has at least one operator
+        return compared
     raise ValueError(f"Unsupported syntax in expression {text!r}: {ast.dump(node)[:60]}.")
 
 
@@ -460,9 +461,9 @@ def _compare(op: Any, left: Expr, right_node: Any, text: str) -> Expr:
         return BinaryExpr(_AST_CMPOPS[name], left, _from_ast(right_node, text))
     if name in ("In", "NotIn"):
         values = ast.literal_eval(right_node)
-        expr = IsInExpr(left, list(values))
-        return expr if name == "In" else NotExpr(expr)
+        is_in = IsInExpr(left, list(values))
+        return is_in if name == "In" else NotExpr(is_in)
     if name in ("Is", "IsNot") and isinstance(right_node, ast.Constant) and right_node.value is None:
-        expr = IsNullExpr(left)
-        return expr if name == "Is" else NotExpr(expr)
+        is_null = IsNullExpr(left)
+        return is_null if name == "Is" else NotExpr(is_null)
     raise ValueError(f"Unsupported comparison in expression {text!r}.")

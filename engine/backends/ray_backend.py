@@ -16,6 +16,7 @@ from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR, drive_task
 from shardflow.engine.errors import TaskFailure, WorkerCrashedError
 from shardflow.engine.refs import MemoryRef, PicklingBlock, RayRef, for_ray
 from shardflow.sdk.block import BlockMetadata
+from shardflow.sdk.optional import require
 
 _remote_task = None
 _CANCEL_GRACE_S = 0.25
@@ -44,7 +45,7 @@ def _run_transform(transform, ctx, *inputs):
 
 def ensure_ray(address: Optional[str] = None, **init_kwargs: Any) -> None:
     """Start or join Ray. A Ray started here listens on 127.0.0.1 only."""
-    import ray
+    ray = require("ray", "ray", "The Ray backend (shardflow.init(backend='ray'))")
 
     if ray.is_initialized():
         return
@@ -62,7 +63,7 @@ class RayBackend(Backend):
     name = "ray"
 
     def __init__(self) -> None:
-        import ray
+        ray = require("ray", "ray", "The Ray backend (shardflow.init(backend='ray'))")
 
         global _remote_task
         ensure_ray()

@@ -9,6 +9,8 @@ Examples:
     90
 """
 
+from types import ModuleType
+
 from shardflow.engine.compute import ActorPoolStrategy, TaskPoolStrategy
 from shardflow.engine.context import DataContext, RetryPolicy
 from shardflow.engine.data_iterator import DataIterator
@@ -110,7 +112,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> ModuleType:
     """``shardflow.xshards`` and ``shardflow.orca`` load on first use."""
     if name in ("xshards", "orca"):
         import importlib
