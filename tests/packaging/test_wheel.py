@@ -56,7 +56,14 @@ def _run(args, **kwargs) -> subprocess.CompletedProcess:
 # Left out of the copy the wheel is built from: environments, caches and build outputs (an
 # old build/ folder could put deleted modules into the wheel).
 _NOT_COPIED = shutil.ignore_patterns(
-    ".git", ".venv*", "build", "dist", "*.egg-info", "__pycache__", "*.pyc", ".*_cache",
+    ".git",
+    ".venv*",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    "*.pyc",
+    ".*_cache",
     ".hypothesis",
 )
 
@@ -155,7 +162,9 @@ def _clean_env() -> dict:
 @pytest.mark.slow
 def test_wheel_without_extras_runs_a_local_pipeline(wheel_env, tmp_path):
     wheel, python = wheel_env
-    proc = _run([str(python), "-c", PIPELINE, str(tmp_path / "out")], cwd=tmp_path, env=_clean_env())
+    proc = _run(
+        [str(python), "-c", PIPELINE, str(tmp_path / "out")], cwd=tmp_path, env=_clean_env()
+    )
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["rows"] == 1000
     assert wheel.name.startswith(f"shardflow-{result['version']}-")
