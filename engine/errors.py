@@ -9,12 +9,34 @@ from typing import Optional
 from shardflow.sdk.filesystems import redact_text
 
 
-class UserCodeError(Exception):
+class UserCodeException(Exception):
+    """An exception that originates in user code: a function given to ``map``,
+    ``map_batches``, ``filter``, a ``udf`` expression, a datasource or datasink.
+
+    Ray Data's name; catch it to handle any failure of user code. The exceptions shardflow
+    raises are :class:`UserCodeError` instances, which are also instances of the user's own
+    exception type.
+
+    Examples:
+        >>> import shardflow as sf
+        >>> from shardflow.exceptions import UserCodeException
+        >>> def bad(row):
+        ...     raise KeyError("no such key")
+        >>> try:
+        ...     sf.range(1).map(bad).take_all()
+        ... except UserCodeException as exc:
+        ...     isinstance(exc, KeyError)
+        True
+    """
+
+
+class UserCodeError(UserCodeException):
     """An exception raised by a user function, re-raised on the driver.
 
     The message names the operator, and ``user_traceback`` holds the traceback from the worker.
     On the driver the raised object is also an instance of the original exception's type where
-    possible, so ``except ZeroDivisionError`` still catches it.
+    possible, so ``except ZeroDivisionError`` still catches it, and of
+    :class:`UserCodeException` (Ray Data's name), so ``except UserCodeException`` does too.
     """
 
     def __init__(
@@ -38,6 +60,17 @@ class UserCodeError(Exception):
 
 class WorkerCrashedError(RuntimeError):
     """A worker process died while running a task."""
+
+
+class ColumnNotFoundError(KeyError, ValueError):
+    """A column named by an operation is not in the data.
+
+    A ``KeyError`` (as Ray Data raises for ``drop_columns``) and a ``ValueError`` (as for
+    the other column errors), with the message as it is written (``KeyError`` would quote it).
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class TaskFailure:

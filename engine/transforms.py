@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import pickle
+from collections.abc import Mapping
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
 import cloudpickle
@@ -100,7 +101,7 @@ class BatchMapStage(Stage):
         try:
             return to_block(result)
         except (TypeError, ValueError, pa.ArrowException) as exc:
-            raise TypeError(
+            raise ValueError(
                 f"{self.name}: the function must return a pyarrow.Table, a pandas.DataFrame or a "
                 f"dict of column name to numpy array (one entry per column); it returned "
                 f"{type(result).__name__}. ({exc})"
@@ -146,6 +147,13 @@ class RowMapStage(Stage):
                 rows = [fn(row, *args, **kwargs) for row in block_to_rows(block)]
             except Exception as exc:
                 raise wrap_user_exception(self.name, exc) from exc
+            for row in rows:
+                if not isinstance(row, Mapping):
+                    raise ValueError(
+                        f"{self.name}: the function must return a dict of column name to value "
+                        f"for each row; it returned {type(row).__name__}. Wrap other values, "
+                        "e.g. return {'item': value}."
+                    )
             yield rows_to_block(rows)
 
 
@@ -164,11 +172,24 @@ class FlatMapStage(Stage):
         fn = _resolve_callable(self.fn, self.ctor_args, self.ctor_kwargs)
         for block in blocks:
             out: List[Any] = []
-            try:
-                for row in block_to_rows(block):
-                    out.extend(fn(row, *self.fn_args, **self.fn_kwargs))
-            except Exception as exc:
-                raise wrap_user_exception(self.name, exc) from exc
+            for row in block_to_rows(block):
+                try:
+                    produced = fn(row, *self.fn_args, **self.fn_kwargs)
+                except Exception as exc:
+                    raise wrap_user_exception(self.name, exc) from exc
+                if isinstance(produced, Mapping) or not isinstance(produced, Iterable):
+                    error = ValueError if isinstance(produced, Mapping) else TypeError
+                    raise error(
+                        f"{self.name}: the function must return a list of rows (dicts of "
+                        f"column name to value); it returned {type(produced).__name__}."
+                    )
+                for item in produced:
+                    if not isinstance(item, Mapping):
+                        raise ValueError(
+                            f"{self.name}: each row the function returns must be a dict of "
+                            f"column name to value; it returned a {type(item).__name__}."
+                        )
+                    out.append(item)
             yield rows_to_block(out)
 
 
@@ -209,64 +230,6 @@ class ExprFilterStage(Stage):
                     f"the data has columns {block.column_names}."
                 )
             yield block.filter(pa_expr) if block.num_rows else block
-
-
-class ProjectStage(Stage):
-    """``select_columns``, ``drop_columns`` and ``rename_columns`` as one column mapping."""
-
-    def __init__(self, name: str, select: Optional[List[str]] = None,
-                 drop: Optional[List[str]] = None, rename: Optional[Dict[str, str]] = None):
-        self.name, self.select, self.drop, self.rename = name, select, drop, rename
-
-    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
-        for block in blocks:
-            yield self.apply(block)
-
-    def apply(self, block: Block) -> Block:
-        names = block.column_names
-        wanted = self.select if self.select is not None else self.drop or self.rename or []
-        missing = [c for c in wanted if c not in names]
-        if missing and (block.num_columns or block.num_rows):
-            raise ValueError(
-                f"{self.name}: unknown column(s) {missing}; the data has columns {names}."
-            )
-        if self.select is not None:
-            return block.select(self.select)
-        if self.drop is not None:
-            return block.drop_columns(self.drop)
-        return block.rename_columns([self.rename.get(c, c) for c in names])
-
-
-class AddColumnStage(Stage):
-    """``add_column``: a new column computed from each batch."""
-
-    def __init__(self, col: str, fn: Callable, name: str, batch_format: str):
-        self.col, self.fn, self.name, self.batch_format = col, fn, name, batch_format
-
-    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
-        for block in blocks:
-            batch = block_to_batch(block, self.batch_format)
-            try:
-                values = self.fn(batch)
-            except Exception as exc:
-                raise wrap_user_exception(self.name, exc) from exc
-            column = to_block({self.col: _as_column_values(values)}).column(0)
-            if len(column) != block.num_rows:
-                raise ValueError(
-                    f"{self.name}: the function returned {len(column)} values for a batch of "
-                    f"{block.num_rows} rows; return one value per row."
-                )
-            if self.col in block.column_names:
-                block = block.drop_columns([self.col])
-            yield block.append_column(self.col, column)
-
-
-def _as_column_values(values: Any) -> Any:
-    if isinstance(values, (pa.Array, pa.ChunkedArray, np.ndarray)):
-        return values
-    if hasattr(values, "to_numpy"):
-        return values.to_numpy()
-    return np.asarray(values)
 
 
 class WriteStage(Stage):

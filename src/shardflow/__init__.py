@@ -12,6 +12,7 @@ Examples:
 from shardflow.engine.context import DataContext, RetryPolicy
 from shardflow.engine.data_iterator import DataIterator
 from shardflow.engine.dataset import Dataset
+from shardflow.engine.schema import Schema
 from shardflow.engine.errors import UserCodeError, WorkerCrashedError
 from shardflow.engine.file_api import (
     read_binary_files,
@@ -74,6 +75,7 @@ __all__ = [
     "RetryPolicy",
     "RowBasedFileDatasink",
     "SaveMode",
+    "Schema",
     "TaskContext",
     "UserCodeError",
     "WorkerCrashedError",
@@ -104,8 +106,9 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    """``shardflow.xshards`` and ``shardflow.orca`` load on first use."""
-    if name in ("xshards", "orca"):
+    """``shardflow.xshards``, ``shardflow.orca`` and the Ray Data-named modules
+    (``exceptions``, ``expressions``, ``datatype``) load on first use."""
+    if name in ("xshards", "orca", "exceptions", "expressions", "datatype"):
         import importlib
 
         return importlib.import_module(f"shardflow.{name}")
