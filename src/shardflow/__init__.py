@@ -10,6 +10,7 @@ Examples:
 """
 
 from shardflow.engine.context import DataContext, RetryPolicy
+from shardflow.engine.execution_options import ExecutionOptions, ExecutionResources
 from shardflow.engine.data_iterator import DataIterator
 from shardflow.engine.dataset import Dataset
 from shardflow.engine.schema import Schema
@@ -64,6 +65,8 @@ __all__ = [
     "BlockMetadata",
     "DataContext",
     "DataIterator",
+    "ExecutionOptions",
+    "ExecutionResources",
     "FileShuffleConfig",
     "FilenameProvider",
     "Dataset",
