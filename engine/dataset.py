@@ -14,6 +14,7 @@ import pyarrow as pa
 from shardflow.engine.consumption import ConsumptionMixin
 from shardflow.engine.dataset_aggregate import AggregateMixin
 from shardflow.engine.dataset_exchange import ExchangeMixin
+from shardflow.engine.dataset_expressions import ExpressionsMixin
 from shardflow.engine.dataset_info import DatasetInfoMixin
 from shardflow.engine.dataset_iteration import IterationMixin
 from shardflow.engine.dataset_split import SplitMixin
@@ -68,7 +69,7 @@ def _check_fn(fn: Any, method: str) -> None:
 
 
 class Dataset(
-    AggregateMixin, ExchangeMixin, SplitMixin, IterationMixin, ConsumptionMixin, FileWriteMixin,
+    ExpressionsMixin, AggregateMixin, ExchangeMixin, SplitMixin, IterationMixin, ConsumptionMixin, FileWriteMixin,
     DatasetInfoMixin, XShardsMixin, IcebergWriteMixin,
 ):
     """A distributed-style collection of rows, stored as Arrow blocks and computed lazily.

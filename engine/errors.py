@@ -6,7 +6,10 @@ import pickle
 import traceback
 from typing import Optional
 
+from shardflow.sdk.expressions import ColumnNotFoundError
 from shardflow.sdk.filesystems import redact_text
+
+__all__ = ["ColumnNotFoundError", "UserCodeError", "UserCodeException", "WorkerCrashedError"]
 
 
 class UserCodeException(Exception):
@@ -60,17 +63,6 @@ class UserCodeError(UserCodeException):
 
 class WorkerCrashedError(RuntimeError):
     """A worker process died while running a task."""
-
-
-class ColumnNotFoundError(KeyError, ValueError):
-    """A column named by an operation is not in the data.
-
-    A ``KeyError`` (as Ray Data raises for ``drop_columns``) and a ``ValueError`` (as for
-    the other column errors), with the message as it is written (``KeyError`` would quote it).
-    """
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 class TaskFailure:

@@ -47,8 +47,7 @@ def source_schema(source: Any, read_tasks: Any, resolve: Callable[[Any], pa.Tabl
     """
     if isinstance(source, BlocksSource):
         if source.metadata is None:
-            nonempty = [b for b in source.blocks if b.num_columns]
-            return nonempty[0].schema if nonempty else None
+            return _unified([b.schema for b in source.blocks if b.num_columns])
         for block_ref, meta in zip(source.blocks, source.metadata):
             if meta.num_rows:
                 return resolve(block_ref).schema
@@ -58,6 +57,17 @@ def source_schema(source: Any, read_tasks: Any, resolve: Callable[[Any], pa.Tabl
         if tasks and tasks[0].schema is not None:
             return tasks[0].schema
     return None
+
+
+def _unified(schemas: List[pa.Schema]) -> Optional[pa.Schema]:
+    """One schema for blocks built apart (a column all null in one block and typed in
+    another has the type), or the first block's when they do not unify."""
+    if not schemas:
+        return None
+    try:
+        return pa.unify_schemas(schemas, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return schemas[0]
 
 
 def schema_after(op: Any, schema: pa.Schema) -> Optional[pa.Schema]:

@@ -28,7 +28,7 @@ from shardflow.sdk.block import (
 )
 from shardflow.sdk.datasink import TaskCancelled, TaskContext
 from shardflow.sdk.datasource import ReadTask
-from shardflow.sdk.expressions import Expr
+from shardflow.sdk.expressions import ColumnNotFoundError, Expr
 
 
 class Stage:
@@ -215,21 +215,30 @@ class RowFilterStage(Stage):
 
 
 class ExprFilterStage(Stage):
-    """``filter`` with an engine expression, evaluated by Arrow (vectorized)."""
+    """``filter`` with an engine expression, evaluated by Arrow (vectorized); one that calls
+    Python code (a ``udf``) is evaluated batch by batch, its mask then applied by Arrow."""
 
     def __init__(self, expr: Expr, name: str):
         self.expr, self.name = expr, name
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
-        pa_expr = self.expr.to_pyarrow()
+        from shardflow.sdk.expression_eval import evaluate
+
+        in_python = self.expr.runs_python()
+        pa_expr = None if in_python else self.expr.to_pyarrow()
         for block in blocks:
             missing = self.expr.referenced_columns() - set(block.column_names)
             if missing and block.num_columns:
-                raise ValueError(
+                raise ColumnNotFoundError(
                     f"{self.name}: the expression refers to unknown column(s) {sorted(missing)}; "
                     f"the data has columns {block.column_names}."
                 )
-            yield block.filter(pa_expr) if block.num_rows else block
+            if not block.num_rows:
+                yield block
+            elif in_python:
+                yield block.filter(evaluate(self.expr, block))
+            else:
+                yield block.filter(pa_expr)
 
 
 class WriteStage(Stage):

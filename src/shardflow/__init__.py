@@ -56,6 +56,7 @@ from shardflow.sdk import (
     lit,
     register_connector,
 )
+from shardflow.sdk.expressions import download, udf
 
 __version__ = "0.1.0"
 
@@ -85,6 +86,7 @@ __all__ = [
     "WriteResult",
     "XShards",
     "col",
+    "download",
     "from_arrow",
     "from_blocks",
     "from_daft",
@@ -105,6 +107,7 @@ __all__ = [
     "read_parquet",
     "read_text",
     "register_connector",
+    "udf",
 ]
 
 
