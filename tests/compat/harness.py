@@ -93,6 +93,27 @@ class Outcome:
     detail: str = field(default="", compare=False)
 
 
+def submodule(m: Any, name: str) -> Any:
+    """``ray.data.<name>`` or ``shardflow.<name>`` (``expressions``, ``datatype``,
+    ``exceptions``, ``aggregate``): the module of that name beside ``m``."""
+    import importlib
+
+    return importlib.import_module(f"{m.__name__}.{name}")
+
+
+def raised_at_run(m: Any, fn: Callable[[], Any]) -> Any:
+    """What ``fn`` (which runs a dataset) raised: ``"UserCodeException"`` when the error
+    came from the data or user code (Ray Data wraps it in its UserCodeException, which
+    shardflow's errors also are), else its kind; ``"no error"`` when nothing was raised."""
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - comparing what each side raises is the point
+        if isinstance(exc, submodule(m, "exceptions").UserCodeException):
+            return "UserCodeException"
+        return Raised(exception_kind(exc))
+    return "no error"
+
+
 def exception_kind(exc: BaseException) -> str:
     """The user-visible type of ``exc``: the first MRO class defined outside Ray/shardflow."""
     for cls in type(exc).__mro__:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import cases_api  # noqa: F401  (registers cases)
+import cases_expressions  # noqa: F401
 import cases_interop  # noqa: F401
 import cases_paths  # noqa: F401
 import cases_reads  # noqa: F401
+import cases_surface  # noqa: F401
 import cases_types  # noqa: F401
 import cases_writes  # noqa: F401
 import pytest
