@@ -224,11 +224,8 @@ class DataContext:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"DataContext.{name} must be a positive int, got {value!r}.")
-        if self.target_min_block_size > self.target_max_block_size:
-            raise ValueError(
-                f"DataContext.target_min_block_size ({self.target_min_block_size}) must not exceed "
-                f"target_max_block_size ({self.target_max_block_size})."
-            )
+        # A target_min_block_size above target_max_block_size is allowed, as in Ray Data:
+        # blocks are joined up to the minimum, then cut to the maximum, so the maximum wins.
         if self.backend not in ("local", "ray"):
             raise ValueError(f"DataContext.backend must be 'local' or 'ray', got {self.backend!r}.")
 

@@ -28,12 +28,26 @@ def warn_once(key: str, message: str) -> None:
     warnings.warn(message, UserWarning, stacklevel=3)
 
 
-def _check_amount(name: str, value: Any) -> Optional[float]:
+def _check_amount(name: str, value: Any, digits: int) -> Optional[float]:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
         raise ValueError(f"ExecutionResources.{name} must be a number >= 0 or None, got {value!r}.")
-    return float(value)
+    return value if value == math.inf else round(value, digits)  # an int stays an int
+
+
+def _bytes_text(amount: float) -> str:
+    """``1.5GiB``-style text of an amount of bytes (``inf`` for no limit)."""
+    if amount == math.inf:
+        return "inf"
+    value, unit = float(amount), 0
+    while value >= 1024 and unit < len(_UNITS) - 1:
+        value /= 1024
+        unit += 1
+    return f"{value:.1f}{_UNITS[unit]}"
+
+
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 
 class ExecutionResources:
@@ -63,10 +77,10 @@ class ExecutionResources:
         object_store_memory: Optional[float] = None,
         memory: Optional[float] = None,
     ):
-        self._cpu = _check_amount("cpu", cpu)
-        self._gpu = _check_amount("gpu", gpu)
-        self._object_store_memory = _check_amount("object_store_memory", object_store_memory)
-        self._memory = _check_amount("memory", memory)
+        self._cpu = _check_amount("cpu", cpu, 5)
+        self._gpu = _check_amount("gpu", gpu, 5)
+        self._object_store_memory = _check_amount("object_store_memory", object_store_memory, 0)
+        self._memory = _check_amount("memory", memory, 0)
 
     @classmethod
     def for_limits(
@@ -122,7 +136,8 @@ class ExecutionResources:
     def __repr__(self) -> str:
         return (
             f"ExecutionResources(cpu={self.cpu}, gpu={self.gpu}, "
-            f"object_store_memory={self.object_store_memory}, memory={self.memory})"
+            f"object_store_memory={_bytes_text(self.object_store_memory)}, "
+            f"memory={_bytes_text(self.memory)})"
         )
 
     def __reduce__(self):

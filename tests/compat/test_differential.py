@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import cases_api  # noqa: F401  (registers cases)
+import cases_context  # noqa: F401
+import cases_errors  # noqa: F401
 import cases_expressions  # noqa: F401
 import cases_interop  # noqa: F401
 import cases_paths  # noqa: F401
