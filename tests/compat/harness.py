@@ -40,6 +40,7 @@ class Case:
     covers: Tuple[str, ...]
     note: str = ""
     requires: Tuple[str, ...] = ()
+    slow: bool = False
 
     @property
     def name(self) -> str:
@@ -49,15 +50,33 @@ class Case:
 CASES: List[Case] = []
 
 
-def case(*covers: str, note: str = "", requires: Tuple[str, ...] = ()) -> Callable:
+def case(*covers: str, note: str = "", requires: Tuple[str, ...] = (), slow: bool = False) -> Callable:
     """Register ``fn`` as a differential case covering the public names ``covers``.
 
     ``requires`` names optional libraries the case needs; it is skipped without them.
+    ``slow`` marks a case that takes Ray Data several seconds (``pytest -m "not slow"``
+    leaves it out).
     """
 
     def register(fn: Callable) -> Callable:
         doc = note or (fn.__doc__ or "").strip().split("\n")[0]
-        CASES.append(Case(fn, tuple(covers), doc, tuple(requires)))
+        CASES.append(Case(fn, tuple(covers), doc, tuple(requires), slow))
+        return fn
+
+    return register
+
+
+# Tests outside the @case registry that compare with Ray Data (test_a2a_vs_ray.py):
+# public name -> test names, for the generated table.
+COVERED_BY_TESTS: Dict[str, List[str]] = {}
+
+
+def covers(*names: str) -> Callable[[Callable], Callable]:
+    """Mark a pytest test as comparing ``names`` with Ray Data (for the generated table)."""
+
+    def register(fn: Callable) -> Callable:
+        for name in names:
+            COVERED_BY_TESTS.setdefault(name, []).append(fn.__name__)
         return fn
 
     return register
