@@ -12,9 +12,10 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-# The test extra plus the benchmark extra: Ray Data is the oracle of tests/compat.
+# The test extra plus the benchmark extra: Ray Data is the oracle of tests/compat. torch is
+# pinned to the CPU build the torch tests run with (other versions pull CUDA packages).
 $(STAMP): $(PY) pyproject.toml setup.py
-	$(PY) -m pip install --quiet -e ".[test,benchmark]"
+	$(PY) -m pip install --quiet -e ".[test,benchmark]" "torch==2.13.0"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -66,6 +66,11 @@ class DataContext:
         enable_progress_bars: Show per-operator progress bars on a terminal. The environment
             variable ``SHARDFLOW_DISABLE_PROGRESS_BARS=1`` turns every bar off.
         num_cpus: Worker slots of the local backend; defaults to the machine's cores.
+        num_gpus: GPUs the local backend hands to actors and tasks that ask for them;
+            defaults to the devices this process can see. Set it (``sf.init(num_gpus=n)``)
+            to declare logical GPUs, so GPU scheduling works on a machine without one.
+        actor_pool_idle_timeout_s: An autoscaling actor pool stops an actor that has been
+            idle this long, down to the pool's minimum size.
         python_udfs_in_processes: Run pure-Python row functions (``map``, ``flat_map``,
             ``filter`` with a function) in worker processes on the local backend, so they use
             every core despite the GIL.
@@ -100,6 +105,8 @@ class DataContext:
     preserve_order: bool = True
     enable_progress_bars: bool = field(default_factory=_bars_enabled_by_env)
     num_cpus: Optional[int] = None
+    num_gpus: Optional[int] = None
+    actor_pool_idle_timeout_s: float = 1.0
     python_udfs_in_processes: bool = True
     backend: str = "local"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -226,6 +233,15 @@ class DataContext:
                 raise ValueError(f"DataContext.{name} must be a positive int, got {value!r}.")
         # A target_min_block_size above target_max_block_size is allowed, as in Ray Data:
         # blocks are joined up to the minimum, then cut to the maximum, so the maximum wins.
+        if self.num_gpus is not None and (
+            isinstance(self.num_gpus, bool) or not isinstance(self.num_gpus, int) or self.num_gpus < 0
+        ):
+            raise ValueError(f"DataContext.num_gpus must be an int >= 0, got {self.num_gpus!r}.")
+        if not isinstance(self.actor_pool_idle_timeout_s, (int, float)) or self.actor_pool_idle_timeout_s < 0:
+            raise ValueError(
+                "DataContext.actor_pool_idle_timeout_s must be a number >= 0, got "
+                f"{self.actor_pool_idle_timeout_s!r}."
+            )
         if self.backend not in ("local", "ray"):
             raise ValueError(f"DataContext.backend must be 'local' or 'ray', got {self.backend!r}.")
 

@@ -7,9 +7,10 @@ Transformations return a new Dataset and run nothing; consumption (iteration, ``
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import pyarrow as pa
+from typing import Any, Callable, Dict, List, Optional, Union
+
 
 from shardflow.engine.consumption import ConsumptionMixin
 from shardflow.engine.dataset_aggregate import AggregateMixin
@@ -18,49 +19,16 @@ from shardflow.engine.dataset_expressions import ExpressionsMixin
 from shardflow.engine.dataset_info import DatasetInfoMixin
 from shardflow.engine.dataset_iteration import IterationMixin
 from shardflow.engine.dataset_split import SplitMixin
+from shardflow.engine.dataset_map import MapMixin
 from shardflow.engine.file_api import FileWriteMixin
 from shardflow.engine.iceberg_api import IcebergWriteMixin
 from shardflow.engine.xshards.dataset_mixin import XShardsMixin
-from shardflow.engine.logical import (
-    AddColumn,
-    FilterExpr,
-    FilterRows,
-    FlatMap,
-    Limit,
-    LogicalPlan,
-    MapBatches,
-    MapRows,
-    Project,
-    UDFCall,
-    Write,
-)
+from shardflow.engine.logical import AddColumn, Limit, LogicalPlan, Project, Write
 from shardflow.engine.errors import ColumnNotFoundError
-from shardflow.engine.iteration import validate_batch_size
 from shardflow.engine.column_stages import check_rename
-from shardflow.sdk.block import validate_batch_format
 from shardflow.sdk.datasink import Datasink
-from shardflow.sdk.expressions import Expr
 
-DEFAULT_BATCH_SIZE = 1024
 ADD_COLUMN_FORMATS = ("pandas", "pyarrow", "numpy")
-
-
-def _udf(fn: Any, fn_args: Any, fn_kwargs: Any, ctor_args: Any, ctor_kwargs: Any) -> UDFCall:
-    for name, value, kinds in (
-        ("fn_args", fn_args, (list, tuple)),
-        ("fn_constructor_args", ctor_args, (list, tuple)),
-        ("fn_kwargs", fn_kwargs, (dict,)),
-        ("fn_constructor_kwargs", ctor_kwargs, (dict,)),
-    ):
-        if value is not None and not isinstance(value, kinds):
-            wanted = "a dict" if dict in kinds else "a list or tuple"
-            raise TypeError(f"{name} must be {wanted}, got {type(value).__name__}: {value!r}.")
-    if (ctor_args or ctor_kwargs) and not isinstance(fn, type):
-        raise ValueError(
-            "fn_constructor_args and fn_constructor_kwargs can only be given when fn is a "
-            f"callable class, but got: {fn!r}."
-        )
-    return UDFCall(fn, tuple(fn_args or ()), dict(fn_kwargs or {}), tuple(ctor_args or ()), dict(ctor_kwargs or {}))
 
 
 def _check_fn(fn: Any, method: str) -> None:
@@ -69,8 +37,8 @@ def _check_fn(fn: Any, method: str) -> None:
 
 
 class Dataset(
-    ExpressionsMixin, AggregateMixin, ExchangeMixin, SplitMixin, IterationMixin, ConsumptionMixin, FileWriteMixin,
-    DatasetInfoMixin, XShardsMixin, IcebergWriteMixin,
+    ExpressionsMixin, MapMixin, AggregateMixin, ExchangeMixin, SplitMixin, IterationMixin,
+    ConsumptionMixin, FileWriteMixin, DatasetInfoMixin, XShardsMixin, IcebergWriteMixin,
 ):
     """A distributed-style collection of rows, stored as Arrow blocks and computed lazily.
 
@@ -113,149 +81,6 @@ class Dataset(
         self._name = name
 
     # -- transformations ----------------------------------------------------------------
-
-    def map(
-        self,
-        fn: Callable[[Dict[str, Any]], Dict[str, Any]],
-        *,
-        fn_args: Optional[Tuple[Any, ...]] = None,
-        fn_kwargs: Optional[Dict[str, Any]] = None,
-        fn_constructor_args: Optional[Tuple[Any, ...]] = None,
-        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
-    ) -> "Dataset":
-        """Apply ``fn`` to each row (a dict), producing one row (a dict) per input row.
-
-        On the local backend row functions run in worker processes, so pure-Python code
-        uses every core; prefer ``map_batches`` for vectorized work.
-
-        Args:
-            fn: Function, or callable class (instantiated once per task), from row to row.
-            fn_args: Extra positional arguments for ``fn``.
-            fn_kwargs: Extra keyword arguments for ``fn``.
-            fn_constructor_args: Constructor arguments when ``fn`` is a class.
-            fn_constructor_kwargs: Constructor keyword arguments when ``fn`` is a class.
-
-        Returns:
-            A new Dataset.
-
-        Examples:
-            >>> import shardflow as sf
-            >>> sf.range(3).map(lambda row: {"sq": row["id"] ** 2}).take_all()
-            [{'sq': 0}, {'sq': 1}, {'sq': 4}]
-        """
-        _check_fn(fn, "map")
-        return self._with(MapRows(_udf(fn, fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)))
-
-    def map_batches(
-        self,
-        fn: Callable[[Any], Any],
-        *,
-        batch_size: Union[int, None, str] = None,
-        batch_format: Optional[str] = "default",
-        zero_copy_batch: bool = True,
-        fn_args: Optional[Tuple[Any, ...]] = None,
-        fn_kwargs: Optional[Dict[str, Any]] = None,
-        fn_constructor_args: Optional[Tuple[Any, ...]] = None,
-        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
-    ) -> "Dataset":
-        """Apply ``fn`` to batches of rows.
-
-        Args:
-            fn: Function, or callable class (instantiated once per task), taking a batch and
-                returning a batch (or a generator of batches).
-            batch_size: Rows per batch; None (the default) passes whole blocks; ``"auto"``
-                picks a size from the row width (about 8 MiB per batch).
-            batch_format: ``"numpy"`` (dict of arrays; also ``"default"``), ``"pandas"`` or
-                ``"pyarrow"``.
-            zero_copy_batch: Give ``fn`` read-only views of the block's memory where the
-                conversion allows (the default, as in Ray Data); False gives writable copies.
-            fn_args: Extra positional arguments for ``fn``.
-            fn_kwargs: Extra keyword arguments for ``fn``.
-            fn_constructor_args: Constructor arguments when ``fn`` is a class.
-            fn_constructor_kwargs: Constructor keyword arguments when ``fn`` is a class.
-
-        Returns:
-            A new Dataset.
-
-        Examples:
-            >>> import shardflow as sf
-            >>> ds = sf.range(4).map_batches(lambda b: {"x": b["id"] + 1}, batch_size=2)
-            >>> ds.take_all()
-            [{'x': 1}, {'x': 2}, {'x': 3}, {'x': 4}]
-        """
-        _check_fn(fn, "map_batches")
-        if batch_size == "default":
-            batch_size = DEFAULT_BATCH_SIZE
-        if batch_size != "auto":
-            batch_size = validate_batch_size(batch_size)
-        batch_format = validate_batch_format(batch_format)
-        udf = _udf(fn, fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)
-        return self._with(MapBatches(udf, batch_size, batch_format, zero_copy_batch))
-
-    def flat_map(
-        self,
-        fn: Callable[[Dict[str, Any]], List[Dict[str, Any]]],
-        *,
-        fn_args: Optional[Tuple[Any, ...]] = None,
-        fn_kwargs: Optional[Dict[str, Any]] = None,
-        fn_constructor_args: Optional[Tuple[Any, ...]] = None,
-        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
-    ) -> "Dataset":
-        """Apply ``fn`` to each row, producing any number of rows (a list of dicts).
-
-        Examples:
-            >>> import shardflow as sf
-            >>> sf.range(2).flat_map(lambda r: [r, r]).take_all()
-            [{'id': 0}, {'id': 0}, {'id': 1}, {'id': 1}]
-        """
-        _check_fn(fn, "flat_map")
-        return self._with(FlatMap(_udf(fn, fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)))
-
-    def filter(
-        self,
-        fn: Union[Callable[[Dict[str, Any]], bool], Expr, None] = None,
-        expr: Union[Expr, str, None] = None,
-        *,
-        fn_args: Optional[Tuple[Any, ...]] = None,
-        fn_kwargs: Optional[Dict[str, Any]] = None,
-        fn_constructor_args: Optional[Tuple[Any, ...]] = None,
-        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
-    ) -> "Dataset":
-        """Keep the rows for which ``fn`` returns True, or where ``expr`` holds.
-
-        An expression (``sf.col("x") > 0``, or the string ``"x > 0"``) is evaluated by Arrow
-        in bulk and can be pushed into readers that support it; a function is called once per
-        row.
-
-        Examples:
-            >>> import shardflow as sf
-            >>> sf.range(5).filter(lambda r: r["id"] % 2 == 0).take_all()
-            [{'id': 0}, {'id': 2}, {'id': 4}]
-            >>> sf.range(5).filter(expr=sf.col("id") > 2).count()
-            2
-        """
-        if isinstance(fn, Expr):  # shardflow also takes an expression in fn's place
-            fn, expr = None, fn
-        if (fn is None) == (expr is None):
-            raise ValueError(
-                "filter needs exactly one of fn (a function) or expr (an expression such as "
-                "sf.col('x') > 0, or a string such as 'x > 0')."
-            )
-        if fn is not None and not callable(fn):
-            raise ValueError(
-                f"fn must be a function (or a callable class), but got {type(fn).__name__} "
-                "instead; pass an expression string as expr=, e.g. filter(expr='x > 0')."
-            )
-        if isinstance(expr, str):
-            from shardflow.sdk.expressions import parse_expr
-
-            expr = parse_expr(expr)
-        if expr is not None:
-            if not isinstance(expr, Expr):
-                raise TypeError(f"expr must be an expression built with sf.col(...); got {type(expr).__name__}.")
-            return self._with(FilterExpr(expr))
-        _check_fn(fn, "filter")
-        return self._with(FilterRows(_udf(fn, fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)))
 
     def add_column(self, col: str, fn: Callable[[Any], Any], *, batch_format: Optional[str] = "pandas") -> "Dataset":
         """Add (or replace) column ``col`` with the values ``fn`` computes from each batch.
@@ -429,7 +254,9 @@ class Dataset(
 
     # -- writes -------------------------------------------------------------------------
 
-    def write_datasink(self, datasink: Union[Datasink, str], **write_args: Any) -> None:
+    def write_datasink(
+        self, datasink: Union[Datasink, str], *, resume: bool = False, **write_args: Any
+    ) -> None:
         """Write the dataset through a Datasink (or a registered connector's name).
 
         All-or-nothing: when any write task fails, ``on_write_failed`` is called and the
@@ -437,6 +264,10 @@ class Dataset(
 
         Args:
             datasink: A Datasink, or the name of a registered connector with a datasink.
+            resume: Make the write resumable: tasks record what they staged, and a rerun
+                after a failure or a killed driver skips the tasks already done and gives the
+                same output as an uninterrupted run (file sinks support it; the write must run
+                in the same tasks as the read). A shardflow extension.
             write_args: Arguments for the connector's datasink when a name is given.
         """
         if isinstance(datasink, str):
@@ -453,14 +284,24 @@ class Dataset(
         from shardflow.engine.transforms import decode_write_returns
         from shardflow.sdk.datasink import WriteResult
 
-        write_uuid = uuid.uuid4().hex
+        if resume:
+            if not getattr(datasink, "supports_resume", False):
+                raise ValueError(f"{type(datasink).__name__} does not support resume=True.")
+            datasink.enable_resume()
         datasink.on_write_start(self._cheap_schema())
+        done = datasink.resumed_tasks() if resume else {}
+        write_uuid = datasink.write_id if resume else uuid.uuid4().hex
         try:
-            outputs = self._execute_blocks(self._plan.with_op(Write(datasink, write_uuid)))
+            write = Write(datasink, write_uuid, frozenset(done), resumable=resume)
+            outputs = self._execute_blocks(self._plan.with_op(write))
             returns, rows, size = decode_write_returns(outputs)
         except BaseException as exc:
             datasink.on_write_failed(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
             raise
+        for index in sorted(done):  # what earlier runs of a resumed write staged
+            returns.append(done[index]["files"])
+            rows += done[index]["rows"]
+            size += done[index]["bytes"]
         datasink.on_write_complete(WriteResult(num_rows=rows, size_bytes=size, write_returns=returns))
 
     write_datasource = write_datasink

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Union
+from typing import Any, List, Optional, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
@@ -36,12 +36,16 @@ def _resolve_parallelism(parallelism: int, override_num_blocks: Optional[int]) -
     return parallelism
 
 
-def range(n: int, *, parallelism: int = -1, override_num_blocks: Optional[int] = None) -> Dataset:  # noqa: A001
+def range(  # noqa: A001
+    n: int, *, parallelism: int = -1, concurrency: Optional[int] = None,
+    override_num_blocks: Optional[int] = None,
+) -> Dataset:
     """A dataset of the integers ``0 .. n-1`` in column ``id``.
 
     Args:
         n: Number of rows.
         parallelism: Deprecated spelling of ``override_num_blocks`` (as in Ray Data).
+        concurrency: The most read tasks running at once; automatic by default.
         override_num_blocks: Number of read tasks; automatic by default.
 
     Examples:
@@ -51,7 +55,78 @@ def range(n: int, *, parallelism: int = -1, override_num_blocks: Optional[int] =
     """
     from shardflow.connectors.range import RangeDatasource
 
-    return read_datasource(RangeDatasource(n), parallelism=parallelism, override_num_blocks=override_num_blocks)
+    return read_datasource(RangeDatasource(n), parallelism=parallelism, concurrency=concurrency,
+                           override_num_blocks=override_num_blocks)
+
+
+def range_tensor(
+    n: int, *, shape: Tuple[int, ...] = (1,), parallelism: int = -1,
+    concurrency: Optional[int] = None, override_num_blocks: Optional[int] = None,
+) -> Dataset:
+    """A dataset of ``n`` tensors of ``shape`` in column ``data``; row i is filled with i.
+
+    The column is a fixed-shape tensor column (Arrow's canonical ``fixed_shape_tensor``);
+    NumPy batches give an array of shape ``(rows,) + shape``.
+
+    Args:
+        n: Number of rows.
+        shape: The shape of each row's tensor.
+        parallelism: Deprecated spelling of ``override_num_blocks`` (as in Ray Data).
+        concurrency: The most read tasks running at once; automatic by default.
+        override_num_blocks: Number of read tasks; automatic by default.
+
+    Returns:
+        A Dataset of int64 tensors.
+
+    Examples:
+        >>> import shardflow as sf
+        >>> ds = sf.range_tensor(1000, shape=(2, 2))
+        >>> ds.map_batches(lambda b: {"data": b["data"] * 2}).take(2)[1]["data"].tolist()
+        [[2, 2], [2, 2]]
+        >>> ds.take_batch(4)["data"].shape
+        (4, 2, 2)
+    """
+    from shardflow.connectors.range import RangeDatasource
+
+    source = RangeDatasource(n, column="data", tensor_shape=shape)
+    return read_datasource(source, parallelism=parallelism, concurrency=concurrency,
+                           override_num_blocks=override_num_blocks)
+
+
+def from_torch(dataset: Any, local_read: bool = False) -> Dataset:
+    """A dataset of the items of a PyTorch ``Dataset`` or ``IterableDataset``, in column ``item``.
+
+    The items are read in order by one streaming read task, as in Ray Data. Items Arrow has a
+    type for (numbers, strings) become plain columns; tensors become NumPy tensor columns;
+    other values (tuples of tensors, dicts, images) are kept as Python objects.
+
+    Args:
+        dataset: A ``torch.utils.data.Dataset`` (map-style: ``__len__`` and ``__getitem__``)
+            or ``IterableDataset``.
+        local_read: Accepted for compatibility: the read runs where the driver is on the
+            local backend; on Ray it asks for no CPU, as Ray Data's local reads do.
+
+    Returns:
+        A Dataset with one row per item.
+
+    Examples:
+        >>> import torch, shardflow as sf  # doctest: +SKIP
+        >>> data = torch.utils.data.TensorDataset(torch.arange(4.0))  # doctest: +SKIP
+        >>> sf.from_torch(data).count()  # doctest: +SKIP
+        4
+    """
+    from shardflow.connectors.torch_dataset import TorchDatasource
+
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            "from_torch needs PyTorch, which is not installed; install it with: "
+            "pip install 'shardflow[torch]'"
+        ) from exc
+    if not isinstance(local_read, bool):
+        raise TypeError(f"from_torch: local_read must be a bool, got {local_read!r}.")
+    return read_datasource(TorchDatasource(dataset), override_num_blocks=1)
 
 
 def _split_block(block: pa.Table, num_blocks: int) -> List[pa.Table]:
@@ -214,6 +289,7 @@ def read_datasource(
     datasource: Union[Datasource, str],
     *,
     parallelism: int = -1,
+    concurrency: Optional[int] = None,
     override_num_blocks: Optional[int] = None,
     **read_args: Any,
 ) -> Dataset:
@@ -223,6 +299,7 @@ def read_datasource(
         datasource: A Datasource, or the name of a connector (registered in code or
             installed as a package with a ``shardflow.connectors`` entry point).
         parallelism: Requested number of read tasks; -1 chooses automatically.
+        concurrency: The most read tasks running at once; automatic by default.
         override_num_blocks: Same as ``parallelism`` (Ray Data's newer name).
         read_args: Arguments for the connector's Datasource when a name is given. With a
             Datasource object they go where Ray Data sends them: to its ``create_reader``
@@ -272,7 +349,11 @@ def read_datasource(
     if not isinstance(datasource, Datasource) and not hasattr(datasource, "get_read_tasks"):
         raise TypeError(f"read_datasource needs a shardflow.sdk.Datasource, got {type(datasource).__name__}.")
     parallelism = _resolve_parallelism(parallelism, override_num_blocks)
-    return Dataset(LogicalPlan(ReadSource(datasource, parallelism)))
+    if concurrency is not None and (
+        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+    ):
+        raise ValueError(f"concurrency must be a positive int or None, got {concurrency!r}.")
+    return Dataset(LogicalPlan(ReadSource(datasource, parallelism, concurrency=concurrency)))
 
 
 def _has_method(obj: Any, name: str) -> bool:

@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 import pyarrow as pa
 
 from shardflow.sdk.block import Block, block_to_rows, concat_blocks
-from shardflow.sdk.datasink import Datasink, TaskContext, WriteResult
+from shardflow.sdk.datasink import Datasink, TaskCancelled, TaskContext, WriteResult
 from shardflow.sdk.filename_provider import FilenameProvider, TaskFileNamer
 from shardflow.sdk.filesystems import (
     basename,
@@ -31,6 +31,7 @@ from shardflow.sdk.filesystems import (
 from shardflow.sdk.partitioning import format_value
 from shardflow.sdk.retry import RetryConfig, call_with_retry
 from shardflow.sdk.save_mode import SaveMode, to_save_mode
+from shardflow.sdk.write_journal import WriteJournal, resumable_staging_name
 
 logger = logging.getLogger(__name__)
 
@@ -156,6 +157,8 @@ class FileDatasink(Datasink):
         self._write_id = ""
         self._staging = ""
         self._created_dest = False
+        self._journal: Optional[WriteJournal] = None
+        self._resumed: Dict[int, Dict[str, Any]] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(path={self.path!r}, mode={self.mode.value!r})"
@@ -210,8 +213,31 @@ class FileDatasink(Datasink):
         self._staging = join(fs, dest, STAGING_PREFIX + self._write_id)
         self._created_dest = not exists
         self._created_root = self._first_missing_ancestor() if not exists else None
+        if self._journal is not None:  # resume=True: a staging folder kept across runs
+            self._staging = join(fs, dest, STAGING_PREFIX + resumable_staging_name(self._path))
         if supports_rename(fs):
             fs.makedirs(self._staging, exist_ok=True)
+        if self._journal is not None:
+            self._journal.staging = self._staging
+            self._write_id = self._journal.start()
+            self._resumed = self._journal.done_tasks()
+
+    # -- resumable writes ---------------------------------------------------------------
+
+    supports_resume = True
+
+    def enable_resume(self) -> None:
+        """Keep the staging folder across runs and record finished tasks (see write_journal)."""
+        self._journal = WriteJournal(self._fs, "")
+
+    @property
+    def write_id(self) -> str:
+        """The id of this write (the same on every resumed run)."""
+        return self._write_id
+
+    def resumed_tasks(self) -> Dict[int, Dict[str, Any]]:
+        """Tasks a previous run already staged: {task index: {"files", "rows", "bytes"}}."""
+        return dict(self._resumed)
 
     def _visible_entries(self) -> List[str]:
         """Top-level entries of the destination, without hidden ones (staging, ``_SUCCESS``)."""
@@ -237,12 +263,16 @@ class FileDatasink(Datasink):
         staged: List[str] = []
         block_index = 0
         self._task_cancelled = ctx.cancelled
+        rows = size = 0
         for block in self._file_groups(blocks):
             if block.num_rows == 0:
                 continue
+            rows, size = rows + block.num_rows, size + block.nbytes
             for folder, part in self._split_partitions(block):
                 staged += self._write_part(part, folder, namer, block_index)
             block_index += 1
+        if self._journal is not None:
+            self._journal.record(ctx.task_idx, staged, rows, size)
         return staged
 
     def _namer(self, write_uuid: str, task_index: int) -> TaskFileNamer:
@@ -348,6 +378,12 @@ class FileDatasink(Datasink):
                 self._remove_created_dest()
 
     def on_write_failed(self, error: Exception) -> None:
+        if self._journal is not None:
+            logger.info(
+                "The write to %s failed; its staged files are kept for a rerun with resume=True.",
+                self.path,
+            )
+            return
         self._remove_staging()
         self._remove_created_dest()
 

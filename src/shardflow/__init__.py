@@ -9,6 +9,7 @@ Examples:
     90
 """
 
+from shardflow.engine.compute import ActorPoolStrategy, TaskPoolStrategy
 from shardflow.engine.context import DataContext, RetryPolicy
 from shardflow.engine.execution_options import ExecutionOptions, ExecutionResources
 from shardflow.engine.data_iterator import DataIterator
@@ -33,7 +34,9 @@ from shardflow.engine.read_api import (
     from_items,
     from_numpy,
     from_pandas,
+    from_torch,
     range,
+    range_tensor,
     read_datasource,
 )
 from shardflow.engine.runtime import init
@@ -61,6 +64,7 @@ from shardflow.sdk.expressions import download, udf
 __version__ = "0.1.0"
 
 __all__ = [
+    "ActorPoolStrategy",
     "Block",
     "BlockBasedFileDatasink",
     "BlockMetadata",
@@ -81,6 +85,7 @@ __all__ = [
     "SaveMode",
     "Schema",
     "TaskContext",
+    "TaskPoolStrategy",
     "UserCodeError",
     "WorkerCrashedError",
     "WriteResult",
@@ -94,9 +99,11 @@ __all__ = [
     "from_items",
     "from_numpy",
     "from_pandas",
+    "from_torch",
     "init",
     "lit",
     "range",
+    "range_tensor",
     "read_binary_files",
     "read_csv",
     "read_datasource",

@@ -19,7 +19,7 @@ from typing import Dict, List, Tuple
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 OUTPUT = os.path.join(HERE, "..", "..", "docs", "compatibility.md")
-CASE_MODULES = ("cases_api", "cases_interop", "cases_paths", "cases_reads", "cases_types", "cases_writes",
+CASE_MODULES = ("cases_actors", "cases_api", "cases_interop", "cases_paths", "cases_reads", "cases_types", "cases_writes",
                 "test_documented_differences")
 
 
