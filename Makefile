@@ -44,8 +44,9 @@ fmt: $(STAMP)
 # mypy sees the package as it is installed: a tree of links named shardflow/ (sdk, engine,
 # connectors inside); paths in its messages are mapped back to the source folders.
 TYPECHECK := build/typecheck
-PUBLIC_MODULES := -m shardflow -m shardflow.aggregate -m shardflow.cli -m shardflow.collate_fn \
-	-m shardflow.xshards -p shardflow.orca
+PUBLIC_FILES := $(filter-out src/shardflow/__init__.py,$(wildcard src/shardflow/*.py))
+PUBLIC_MODULES := -m shardflow $(patsubst src/shardflow/%.py,-m shardflow.%,$(PUBLIC_FILES)) \
+	-p shardflow.orca
 UNLINK_PATHS := sed -E 's;^shardflow/(sdk|engine|connectors)/;\1/;; s;^shardflow/;src/shardflow/;'
 
 typecheck: $(STAMP)

@@ -103,7 +103,7 @@ class DatasetInfoMixin:
         daft = _import("daft", "to_daft")
         blocks = [b for b in self._iter_blocks() if b.num_columns]  # type: ignore[attr-defined]
         if not blocks:
-            schema = self.schema()  # type: ignore[attr-defined]
+            schema = self._arrow_schema()  # type: ignore[attr-defined]
             import pyarrow as pa
 
             blocks = [pa.table({}) if schema is None else schema.empty_table()]

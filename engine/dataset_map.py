@@ -302,12 +302,17 @@ class MapMixin:
             >>> sf.range(5).filter(expr=sf.col("id") > 2).count()
             2
         """
-        if isinstance(fn, Expr):
+        if isinstance(fn, Expr):  # shardflow also takes an expression in fn's place
             fn, expr = None, fn
         if (fn is None) == (expr is None):
             raise ValueError(
                 "filter needs exactly one of fn (a function) or expr (an expression such as "
-                "sf.col('x') > 0)."
+                "sf.col('x') > 0, or a string such as 'x > 0')."
+            )
+        if fn is not None and not callable(fn):
+            raise ValueError(
+                f"fn must be a function (or a callable class), but got {type(fn).__name__} "
+                "instead; pass an expression string as expr=, e.g. filter(expr='x > 0')."
             )
         if isinstance(expr, str):
             from shardflow.sdk.expressions import parse_expr

@@ -296,10 +296,32 @@ def read_datasource(
         parallelism: Requested number of read tasks; -1 chooses automatically.
         concurrency: The most read tasks running at once; automatic by default.
         override_num_blocks: Same as ``parallelism`` (Ray Data's newer name).
-        read_args: Arguments for the connector's Datasource when a name is given.
+        read_args: Arguments for the connector's Datasource when a name is given. With a
+            Datasource object they go where Ray Data sends them: to its ``create_reader``
+            (whose reader then plans the read tasks), or to its ``prepare_read`` for a
+            datasource of Ray Data's older API. A datasource with neither does not take
+            them, and passing them raises TypeError (Ray Data ignores them silently).
 
     Returns:
         A lazy Dataset; nothing is read until it is consumed.
+
+    Examples:
+        >>> import pyarrow as pa
+        >>> import shardflow as sf
+        >>> from shardflow.sdk import BlockMetadata, Datasource, ReadTask
+        >>> class Repeat(Datasource):
+        ...     def create_reader(self, value=0):
+        ...         return _Reader(value)
+        >>> class _Reader:
+        ...     def __init__(self, value):
+        ...         self.value = value
+        ...     def estimate_inmemory_data_size(self):
+        ...         return None
+        ...     def get_read_tasks(self, parallelism):
+        ...         table = pa.table({"v": [self.value] * 2})
+        ...         return [ReadTask(lambda: [table], BlockMetadata(2, None))]
+        >>> sf.read_datasource(Repeat(), value=7).take_all()
+        [{'v': 7}, {'v': 7}]
     """
     if isinstance(datasource, str):
         from shardflow.sdk.registry import get_registry
@@ -308,10 +330,16 @@ def read_datasource(
         if spec.datasource is None:
             raise ValueError(f"Connector {datasource!r} (from {spec.package}) has no datasource; it can only write.")
         datasource = spec.datasource(**read_args)
+    elif _has_method(datasource, "create_reader"):
+        datasource = LegacyReaderSource(datasource, datasource.create_reader(**read_args))
+    elif _has_method(datasource, "prepare_read") and not _plans_its_reads(datasource):
+        datasource = LegacyReaderSource(datasource, None, read_args)
     elif read_args:
         raise TypeError(
-            f"read_datasource got unexpected arguments {sorted(read_args)}; they apply only when the "
-            "datasource is given by name. Pass them to the Datasource's constructor instead."
+            f"read_datasource got arguments {sorted(read_args)} that "
+            f"{type(datasource).__name__} does not take: they go to a datasource's "
+            "create_reader (or prepare_read), and it has neither. Pass them to the "
+            "Datasource's constructor instead."
         )
     if not isinstance(datasource, Datasource) and not hasattr(datasource, "get_read_tasks"):
         raise TypeError(f"read_datasource needs a shardflow.sdk.Datasource, got {type(datasource).__name__}.")
@@ -321,3 +349,37 @@ def read_datasource(
     ):
         raise ValueError(f"concurrency must be a positive int or None, got {concurrency!r}.")
     return Dataset(LogicalPlan(ReadSource(datasource, parallelism, concurrency=concurrency)))
+
+
+def _has_method(obj: Any, name: str) -> bool:
+    return callable(getattr(type(obj), name, None))
+
+
+def _plans_its_reads(datasource: Any) -> bool:
+    """Whether the datasource implements get_read_tasks itself (Ray Data's current API)."""
+    method = getattr(type(datasource), "get_read_tasks", None)
+    return method is not None and method is not Datasource.get_read_tasks
+
+
+class LegacyReaderSource(Datasource):
+    """A datasource of Ray Data's older API: the read planned by the reader its
+    ``create_reader(**read_args)`` made, or by its ``prepare_read(parallelism, **read_args)``."""
+
+    def __init__(self, datasource: Any, reader: Any, read_args: Optional[dict] = None):
+        self._datasource, self._reader, self._read_args = datasource, reader, dict(read_args or {})
+
+    def get_read_tasks(self, parallelism: int, **_: Any) -> List[Any]:
+        if self._reader is not None:
+            return self._reader.get_read_tasks(parallelism)
+        return self._datasource.prepare_read(parallelism, **self._read_args)
+
+    def estimate_inmemory_data_size(self) -> Optional[int]:
+        source = self._reader if self._reader is not None else self._datasource
+        estimate = getattr(source, "estimate_inmemory_data_size", None)
+        try:
+            return None if estimate is None else estimate()
+        except NotImplementedError:
+            return None
+
+    def get_name(self) -> str:
+        return self._datasource.get_name() if hasattr(self._datasource, "get_name") else "Legacy"

@@ -9,7 +9,7 @@ stages. Any exception inside a stage reaches the driver naming that stage.
 from __future__ import annotations
 
 import pickle
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
+from typing import Any, Iterable, Iterator, List, Optional
 
 import cloudpickle
 import numpy as np
@@ -25,10 +25,10 @@ from shardflow.engine.udf_stages import (  # noqa: F401  (the stages of user fun
     Stage,
     UDFStage,
 )
-from shardflow.sdk.block import Block, block_to_batch, concat_blocks, to_block
+from shardflow.sdk.block import Block, concat_blocks
 from shardflow.sdk.datasink import TaskCancelled, TaskContext
 from shardflow.sdk.datasource import ReadTask
-from shardflow.sdk.expressions import Expr
+from shardflow.sdk.expressions import ColumnNotFoundError, Expr
 
 
 _AUTO_BATCH_BYTES = 8 * 1024 * 1024
@@ -46,79 +46,30 @@ def auto_batch_size(blocks: Iterator[Block]) -> tuple:
 
 
 class ExprFilterStage(Stage):
-    """``filter`` with an engine expression, evaluated by Arrow (vectorized)."""
+    """``filter`` with an engine expression, evaluated by Arrow (vectorized); one that calls
+    Python code (a ``udf``) is evaluated batch by batch, its mask then applied by Arrow."""
 
     def __init__(self, expr: Expr, name: str):
         self.expr, self.name = expr, name
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
-        pa_expr = self.expr.to_pyarrow()
+        from shardflow.sdk.expression_eval import evaluate
+
+        in_python = self.expr.runs_python()
+        pa_expr = None if in_python else self.expr.to_pyarrow()
         for block in blocks:
             missing = self.expr.referenced_columns() - set(block.column_names)
             if missing and block.num_columns:
-                raise ValueError(
+                raise ColumnNotFoundError(
                     f"{self.name}: the expression refers to unknown column(s) {sorted(missing)}; "
                     f"the data has columns {block.column_names}."
                 )
-            yield block.filter(pa_expr) if block.num_rows else block
-
-
-class ProjectStage(Stage):
-    """``select_columns``, ``drop_columns`` and ``rename_columns`` as one column mapping."""
-
-    def __init__(self, name: str, select: Optional[List[str]] = None,
-                 drop: Optional[List[str]] = None, rename: Optional[Dict[str, str]] = None):
-        self.name, self.select, self.drop, self.rename = name, select, drop, rename
-
-    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
-        for block in blocks:
-            yield self.apply(block)
-
-    def apply(self, block: Block) -> Block:
-        names = block.column_names
-        wanted = self.select if self.select is not None else self.drop or self.rename or []
-        missing = [c for c in wanted if c not in names]
-        if missing and (block.num_columns or block.num_rows):
-            raise ValueError(
-                f"{self.name}: unknown column(s) {missing}; the data has columns {names}."
-            )
-        if self.select is not None:
-            return block.select(self.select)
-        if self.drop is not None:
-            return block.drop_columns(self.drop)
-        return block.rename_columns([self.rename.get(c, c) for c in names])
-
-
-class AddColumnStage(Stage):
-    """``add_column``: a new column computed from each batch."""
-
-    def __init__(self, col: str, fn: Callable, name: str, batch_format: str):
-        self.col, self.fn, self.name, self.batch_format = col, fn, name, batch_format
-
-    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
-        for block in blocks:
-            batch = block_to_batch(block, self.batch_format)
-            try:
-                values = self.fn(batch)
-            except Exception as exc:
-                raise wrap_user_exception(self.name, exc) from exc
-            column = to_block({self.col: _as_column_values(values)}).column(0)
-            if len(column) != block.num_rows:
-                raise ValueError(
-                    f"{self.name}: the function returned {len(column)} values for a batch of "
-                    f"{block.num_rows} rows; return one value per row."
-                )
-            if self.col in block.column_names:
-                block = block.drop_columns([self.col])
-            yield block.append_column(self.col, column)
-
-
-def _as_column_values(values: Any) -> Any:
-    if isinstance(values, (pa.Array, pa.ChunkedArray, np.ndarray)):
-        return values
-    if hasattr(values, "to_numpy"):
-        return values.to_numpy()
-    return np.asarray(values)
+            if not block.num_rows:
+                yield block
+            elif in_python:
+                yield block.filter(evaluate(self.expr, block))
+            else:
+                yield block.filter(pa_expr)
 
 
 class WriteStage(Stage):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+from collections.abc import Iterable, Mapping
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
@@ -206,7 +207,7 @@ class BatchMapStage(UDFStage):
         try:
             return to_block(result)
         except (TypeError, ValueError, pa.ArrowException) as exc:
-            raise TypeError(
+            raise ValueError(
                 f"{self.name}: the function must return a pyarrow.Table, a pandas.DataFrame or a "
                 f"dict of column name to numpy array (one entry per column); it returned "
                 f"{type(result).__name__}. ({exc})"
@@ -232,6 +233,13 @@ class RowMapStage(UDFStage):
                 out = [r[0] for r in self._map_async(fn, iter(rows), ASYNC_ROW_CONCURRENCY)]
             else:
                 out = [self._call(fn, row) for row in rows]
+            for row in out:
+                if not isinstance(row, Mapping):
+                    raise ValueError(
+                        f"{self.name}: the function must return a dict of column name to value "
+                        f"for each row; it returned {type(row).__name__}. Wrap other values, "
+                        "e.g. return {'item': value}."
+                    )
             yield rows_to_block(out)
 
 
@@ -247,14 +255,28 @@ class FlatMapStage(UDFStage):
             rows = block_to_rows(block)
             if is_async_callable(fn):
                 for produced in self._map_async(fn, iter(rows), ASYNC_ROW_CONCURRENCY, flat=True):
-                    out.extend(produced)
+                    out.extend(self._rows_of(produced))
             else:
                 for row in rows:
-                    try:
-                        out.extend(self._call(fn, row))
-                    except TypeError as exc:
-                        raise wrap_user_exception(self.name, exc) from exc
+                    out.extend(self._rows_of(self._call(fn, row)))
             yield rows_to_block(out)
+
+    def _rows_of(self, produced: Any) -> List[Any]:
+        """The rows one call returned, checked: a list (any iterable) of dicts."""
+        if isinstance(produced, Mapping) or not isinstance(produced, Iterable):
+            error = ValueError if isinstance(produced, Mapping) else TypeError
+            raise error(
+                f"{self.name}: the function must return a list of rows (dicts of column name "
+                f"to value); it returned {type(produced).__name__}."
+            )
+        rows = list(produced)
+        for item in rows:
+            if not isinstance(item, Mapping):
+                raise ValueError(
+                    f"{self.name}: each row the function returns must be a dict of column "
+                    f"name to value; it returned a {type(item).__name__}."
+                )
+        return rows
 
 
 class RowFilterStage(UDFStage):

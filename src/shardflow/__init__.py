@@ -13,8 +13,10 @@ from types import ModuleType
 
 from shardflow.engine.compute import ActorPoolStrategy, TaskPoolStrategy
 from shardflow.engine.context import DataContext, RetryPolicy
+from shardflow.engine.execution_options import ExecutionOptions, ExecutionResources
 from shardflow.engine.data_iterator import DataIterator
 from shardflow.engine.dataset import Dataset
+from shardflow.engine.schema import Schema
 from shardflow.engine.errors import UserCodeError, WorkerCrashedError
 from shardflow.engine.file_api import (
     read_binary_files,
@@ -59,6 +61,7 @@ from shardflow.sdk import (
     lit,
     register_connector,
 )
+from shardflow.sdk.expressions import download, udf
 
 __version__ = "0.1.0"
 
@@ -69,6 +72,8 @@ __all__ = [
     "BlockMetadata",
     "DataContext",
     "DataIterator",
+    "ExecutionOptions",
+    "ExecutionResources",
     "FileShuffleConfig",
     "FilenameProvider",
     "Dataset",
@@ -80,6 +85,7 @@ __all__ = [
     "RetryPolicy",
     "RowBasedFileDatasink",
     "SaveMode",
+    "Schema",
     "TaskContext",
     "TaskPoolStrategy",
     "UserCodeError",
@@ -87,6 +93,7 @@ __all__ = [
     "WriteResult",
     "XShards",
     "col",
+    "download",
     "from_arrow",
     "from_blocks",
     "from_daft",
@@ -109,12 +116,14 @@ __all__ = [
     "read_parquet",
     "read_text",
     "register_connector",
+    "udf",
 ]
 
 
 def __getattr__(name: str) -> ModuleType:
-    """``shardflow.xshards`` and ``shardflow.orca`` load on first use."""
-    if name in ("xshards", "orca"):
+    """``shardflow.xshards``, ``shardflow.orca`` and the Ray Data-named modules
+    (``exceptions``, ``expressions``, ``datatype``) load on first use."""
+    if name in ("xshards", "orca", "exceptions", "expressions", "datatype"):
         import importlib
 
         return importlib.import_module(f"shardflow.{name}")

@@ -125,17 +125,6 @@ def test_block_sinks_receive_tables(sfm, tmp_path):
     assert seen == [pa.Table]
 
 
-@differs(
-    "Dataset.schema",
-    reason="returns a pyarrow.Schema (Ray Data: ray.data.Schema, which wraps one and has the same "
-    "names and types).",
-)
-def test_schema_type(rd, sfm):
-    ours, theirs = sfm.range(2).schema(), rd.range(2).schema()
-    assert isinstance(ours, pa.Schema)
-    assert (ours.names, ours.types) == (theirs.names, theirs.types)
-
-
 class _AddOne:
     def __call__(self, batch):
         return {"id": batch["id"] + 1}
