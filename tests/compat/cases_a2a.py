@@ -16,15 +16,19 @@ def _sorted(rows, key):
     return sorted(rows, key=lambda r: r[key])
 
 
-@case("GroupedData.count", "GroupedData.sum", "GroupedData.std", "Dataset.groupby", slow=True,
+@case("GroupedData.count", "GroupedData.sum", "GroupedData.std", "GroupedData.min",
+      "GroupedData.max", "GroupedData.mean", "Dataset.groupby", slow=True,
       note="the per-group shortcuts, over one column or several, with their column names")
 def grouped_shortcuts(m, tmp):
-    """count, sum of two columns and std per group (min, max and mean share sum's code)"""
+    """count, sum of two columns, min, max, mean and std per group"""
     rows = [{"k": i % 3, "v": float(i), "w": i * 2} for i in range(12)]
     grouped = m.from_items(rows).groupby("k")
     return [
         _sorted(grouped.count().take_all(), "k"),
         _sorted(grouped.sum(["v", "w"]).take_all(), "k"),
+        _sorted(grouped.min("v").take_all(), "k"),
+        _sorted(grouped.max(["v", "w"]).take_all(), "k"),
+        _sorted(grouped.mean("w").take_all(), "k"),
         [{k: round(v, 9) for k, v in r.items()} for r in _sorted(grouped.std("v").take_all(), "k")],
     ]
 
@@ -87,7 +91,9 @@ def torch_batches(m, tmp):
     import torch
 
     ds = m.from_items([{"x": float(i), "y": i} for i in range(6)], override_num_blocks=1)
-    batches = list(ds.iter_torch_batches(batch_size=4, dtypes={"x": torch.float32}))
+    # A dtypes dict must name every column on Ray Data (KeyError otherwise); shardflow gives
+    # the columns it does not name their default dtype (docs/compatibility.md).
+    batches = list(ds.iter_torch_batches(batch_size=4, dtypes={"x": torch.float32, "y": torch.int64}))
     from_iterator = list(ds.iterator().iter_torch_batches(batch_size=6))
     return [
         [(str(b["x"].dtype), tuple(b["x"].shape), str(b["y"].dtype)) for b in batches],

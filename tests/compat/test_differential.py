@@ -8,6 +8,7 @@ import cases_api  # noqa: F401  (registers cases)
 import cases_context  # noqa: F401
 import cases_errors  # noqa: F401
 import cases_expressions  # noqa: F401
+import cases_iceberg  # noqa: F401
 import cases_interop  # noqa: F401
 import cases_paths  # noqa: F401
 import cases_reads  # noqa: F401

@@ -37,7 +37,7 @@ def _ragged():
 def test_fixed_shape_tensors_round_trip_through_batches(backend, batch_format):
     images = np.random.default_rng(0).integers(0, 255, (12, 4, 4, 3), dtype=np.uint8)
     ds = sf.from_numpy(images, override_num_blocks=3)
-    assert isinstance(ds.schema().field("data").type, pa.FixedShapeTensorType)
+    assert isinstance(ds.schema().base_schema.field("data").type, pa.FixedShapeTensorType)
     for fn, kwargs in _stages(batch_format):
         out = ds.map_batches(fn, batch_format=batch_format, batch_size=5, **kwargs).take_batch(12)
         np.testing.assert_array_equal(out["data"], images)
@@ -48,7 +48,7 @@ def test_fixed_shape_tensors_round_trip_through_batches(backend, batch_format):
 def test_ragged_tensors_round_trip_through_batches(backend, batch_format):
     arrays = _ragged()
     ds = sf.from_items([{"x": a} for a in arrays], override_num_blocks=2)
-    assert ds.schema().field("x").type.extension_name == "arrow.variable_shape_tensor"
+    assert ds.schema().base_schema.field("x").type.extension_name == "arrow.variable_shape_tensor"
     for fn, kwargs in _stages(batch_format):
         rows = ds.map_batches(fn, batch_format=batch_format, **kwargs).take_all()
         assert len(rows) == len(arrays)
