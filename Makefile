@@ -1,20 +1,25 @@
-# make demo: run examples/quickstart.py; make test: run the test suite (with the
-# differential suite against Ray Data); make compat-table: regenerate docs/compatibility.md.
+# make demo: run examples/quickstart.py. make test: everything CI checks (lint, types, the
+# wheel's contents, then the test suite, with the differential suite against Ray Data).
+# make fmt: fix what ruff can fix and format. make lint / make typecheck / make wheel-check /
+# make pytest: one step of make test. make compat-table: regenerate docs/compatibility.md.
 # Each creates or refreshes .venv and installs what it needs.
+SHELL := bash
+.SHELLFLAGS := -eo pipefail -c
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench install clean compat-table
+.PHONY: demo test ci lint fmt typecheck wheel wheel-check pytest bench install clean compat-table
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-# The test extra plus the benchmark extra: Ray Data is the oracle of tests/compat.
+# The test extra plus the bench extra: Ray Data is the oracle of tests/compat. torch is
+# pinned to the CPU build the torch tests run with (other versions pull CUDA packages).
 $(STAMP): $(PY) pyproject.toml setup.py
-	$(PY) -m pip install --quiet -e ".[test,benchmark]"
+	$(PY) -m pip install --quiet -e ".[test,bench]" "torch==2.13.0"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -22,7 +27,47 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) examples/quickstart.py
 
-test: $(STAMP)
+test: ci
+
+# In this order: the quick checks fail first.
+ci: lint typecheck wheel-check pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+fmt: $(STAMP)
+	$(VENV)/bin/ruff check --fix --exit-zero --quiet .
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix --exit-zero --quiet .
+
+# mypy sees the package as it is installed: a tree of links named shardflow/ (sdk, engine,
+# connectors inside); paths in its messages are mapped back to the source folders.
+TYPECHECK := build/typecheck
+PUBLIC_FILES := $(filter-out src/shardflow/__init__.py,$(wildcard src/shardflow/*.py))
+PUBLIC_MODULES := -m shardflow $(patsubst src/shardflow/%.py,-m shardflow.%,$(PUBLIC_FILES)) \
+	-p shardflow.orca
+UNLINK_PATHS := sed -E 's;^shardflow/(sdk|engine|connectors)/;\1/;; s;^shardflow/;src/shardflow/;'
+
+typecheck: $(STAMP)
+	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)/shardflow
+	ln -s $(CURDIR)/src/shardflow/* $(CURDIR)/sdk $(CURDIR)/engine $(CURDIR)/connectors \
+		$(TYPECHECK)/shardflow/
+	cd $(TYPECHECK) && $(CURDIR)/$(PY) -m mypy --config-file $(CURDIR)/pyproject.toml \
+		-p shardflow.sdk | $(UNLINK_PATHS)
+	cd $(TYPECHECK) && $(CURDIR)/$(PY) -m mypy --config-file $(CURDIR)/pyproject.toml \
+		$(PUBLIC_MODULES) | $(UNLINK_PATHS)
+
+# Built without build isolation (the venv's setuptools), from a clean build folder so no
+# module deleted since the last build reaches the wheel.
+wheel: $(STAMP)
+	rm -rf build/lib build/bdist.* dist
+	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation -w dist .
+
+wheel-check: wheel
+	$(PY) tests/packaging/check_wheel.py dist/shardflow-*.whl
+
+pytest: $(STAMP)
 	$(PY) -m pytest -q
 
 # Daft caps pyarrow below the version shardflow is tested with, so it gets a venv of its own
@@ -36,11 +81,11 @@ $(DAFT_STAMP):
 	touch $(DAFT_STAMP)
 
 bench: $(STAMP) $(DAFT_STAMP)
-	$(PY) -m pip install --quiet -e ".[test,benchmark]"
+	$(PY) -m pip install --quiet -e ".[test,bench]"
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
 compat-table: $(STAMP)
 	$(PY) tests/compat/gen_compat_table.py
 
 clean:
-	rm -rf $(VENV) $(DAFT_VENV) build *.egg-info
+	rm -rf $(VENV) $(DAFT_VENV) build dist *.egg-info

@@ -1,22 +1,40 @@
-"""Maps the top-level folders sdk/, connectors/ and engine/ into the shardflow package."""
+"""Maps the top-level folders sdk/, connectors/ and engine/ into the shardflow package.
 
-from setuptools import find_packages, setup
+Every folder of Python modules under them is a subpackage, with or without ``__init__.py``
+(a folder missing from ``packages`` would import in an editable install and be absent from
+the wheel); ``make test`` checks the wheel's contents against the source tree.
+"""
 
-FOLDERS = {"shardflow.sdk": "sdk", "shardflow.connectors": "connectors", "shardflow.engine": "engine"}
-TEMPLATE_FILES = ["connector/*", "connector/**/*", "connector/**/.*"]
+from setuptools import find_namespace_packages, setup
+
+FOLDERS = {
+    "shardflow.sdk": "sdk",
+    "shardflow.connectors": "connectors",
+    "shardflow.engine": "engine",
+}
+# glob patterns skip hidden folders unless named: ".*" folders (e.g. .github) are listed too
+TEMPLATE_FILES = [
+    "connector/**/*",
+    "connector/**/.*",
+    "connector/**/.*/**/*",
+    "connector/**/.*/**/.*",
+]
+NOT_PACKAGES = ["__pycache__", "*.__pycache__"]
 
 
 def _packages():
-    packages = ["shardflow"] + [p for p in find_packages("src") if p.startswith("shardflow.")]
+    found = find_namespace_packages("src", include=["shardflow.*"], exclude=NOT_PACKAGES)
+    packages = ["shardflow", *found]
     for name, folder in FOLDERS.items():
         packages.append(name)
-        packages += [f"{name}.{sub}" for sub in find_packages(folder)]
+        subpackages = find_namespace_packages(folder, exclude=NOT_PACKAGES)
+        packages += [f"{name}.{sub}" for sub in subpackages]
     return packages
 
 
 setup(
-    packages=_packages() + ["shardflow.templates"],
+    packages=[*_packages(), "shardflow.templates"],
     package_dir={"shardflow": "src/shardflow", "shardflow.templates": "templates", **FOLDERS},
-    package_data={"shardflow.templates": TEMPLATE_FILES},
+    package_data={"shardflow": ["py.typed"], "shardflow.templates": TEMPLATE_FILES},
     include_package_data=False,
 )

@@ -10,7 +10,7 @@ py-spy leaves out idle threads, so a sample is a thread on a CPU. Samples from t
 start-up (imports, starting the system) and from the read-back after the clock stops are left
 out; what remains is the measured pipeline. The summary gives, per function, the share of
 those samples in which it is on the stack (inclusive) and at the top (self), and how many
-cores were busy on average. py-spy comes with the benchmark extra (``make bench``).
+cores were busy on average. py-spy comes with the bench extra (``make bench``).
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ def import_engine(module: str) -> Any:
         return importlib.import_module(module)
     except ImportError as exc:
         how = (f"`make bench` installs it in {DAFT_VENV}" if module == DAFT
-               else "run `make bench` or pip install -e '.[benchmark]'")
+               else "run `make bench` or pip install -e '.[bench]'")
         raise Unavailable(f"{module} is not installed ({exc}); {how}") from None
 
 

@@ -18,6 +18,7 @@ import pyarrow as pa
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_datasink import RowBasedFileDatasink
 from shardflow.sdk.file_datasource import FileBasedDatasource
+from shardflow.sdk.optional import require
 
 IMAGE_COLUMN = "image"
 IMAGE_EXTENSIONS = ["png", "jpg", "jpeg", "tif", "tiff", "bmp", "gif", "webp"]
@@ -28,11 +29,7 @@ _UINT8_MODES = (
 
 
 def _pillow() -> Any:
-    try:
-        from PIL import Image
-    except ImportError:
-        raise ImportError("Images need Pillow: pip install pillow") from None
-    return Image
+    return require("PIL.Image", "images", "Reading and writing images")
 
 
 def _check_size(size: Any) -> Optional[Tuple[int, int]]:
@@ -72,6 +69,7 @@ class ImageDatasource(FileBasedDatasource):
         mode: Optional[str] = None,
         **kwargs: Any,
     ):
+        _pillow()  # a missing Pillow is reported when read_images is called, not when run
         super().__init__(paths, **kwargs)
         if self._file_args:
             raise TypeError(f"Unknown arguments for read_images: {sorted(self._file_args)}.")

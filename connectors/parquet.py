@@ -21,6 +21,7 @@ import math
 import warnings
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+import numpy as np
 import pyarrow as pa
 
 from shardflow.sdk.block import Block
@@ -315,15 +316,30 @@ def _format_kwargs(dataset_kwargs: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     return kwargs
 
 
+def _tensor_ndim(arrow_type: pa.DataType) -> Optional[int]:
+    if isinstance(arrow_type, pa.FixedShapeTensorType):
+        return len(arrow_type.shape)
+    if getattr(arrow_type, "extension_name", None) == "arrow.variable_shape_tensor":
+        return arrow_type.storage_type.field("shape").type.list_size
+    return None
+
+
 def _unify(
     reference: pa.Schema, physical: pa.Schema, ds: ParquetDatasource, unit: FileUnit
 ) -> pa.Schema:
+    own_tensors = []
     for field in physical:
         index = reference.get_field_index(field.name)
         if index < 0:
             continue
         ref_type = reference.field(index).type
         if ref_type == field.type:
+            continue
+        ndim = _tensor_ndim(field.type)
+        if ndim is not None and ndim == _tensor_ndim(ref_type):
+            # Tensors of another shape in this file (a ragged column written by several
+            # tasks): read as they are; blocks of different shapes join as variable-shape.
+            own_tensors.append(field.name)
             continue
         try:
             pa.unify_schemas(
@@ -337,6 +353,10 @@ def _unify(
                 f"{ds._display(ds._reference_path)}. "
                 "Pass schema= to read every file with one schema."
             ) from None
+    if own_tensors:
+        reference = pa.schema(
+            [physical.field(f.name) if f.name in own_tensors else f for f in reference]
+        )
     return pa.unify_schemas([reference, physical], promote_options="permissive")
 
 

@@ -1,8 +1,9 @@
-"""``range``: the integers 0..n-1 in column ``id``, generated inside the read tasks."""
+"""``range`` and ``range_tensor``: the integers 0..n-1 in column ``id`` (or tensors filled with
+them in column ``data``), generated inside the read tasks."""
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -13,25 +14,47 @@ from shardflow.sdk.datasource import Datasource, ReadTask
 _ROWS_PER_BLOCK = 1024 * 1024
 
 
-def _make_range(start: int, stop: int, column: str, rows_per_block: int):
+def _make_range(start: int, stop: int, column: str, rows_per_block: int,
+                shape: Optional[Tuple[int, ...]] = None):
     for lo in range(start, stop, rows_per_block):
-        yield numpy_batch_to_block({column: np.arange(lo, min(stop, lo + rows_per_block), dtype=np.int64)})
+        values = np.arange(lo, min(stop, lo + rows_per_block), dtype=np.int64)
+        if shape is not None:  # row i is a tensor of ``shape`` filled with i
+            values = np.broadcast_to(values.reshape((-1,) + (1,) * len(shape)), (len(values),) + shape)
+        yield numpy_batch_to_block({column: values})
 
 
 class RangeDatasource(Datasource):
-    """Integers ``0 .. n-1`` split into contiguous ranges, one per read task."""
+    """Integers ``0 .. n-1`` split into contiguous ranges, one per read task.
 
-    def __init__(self, n: int, column: str = "id", rows_per_block: int = _ROWS_PER_BLOCK):
+    With ``tensor_shape``, row i holds a tensor of that shape filled with i (``range_tensor``).
+    """
+
+    def __init__(self, n: int, column: str = "id", rows_per_block: int = _ROWS_PER_BLOCK,
+                 tensor_shape: Optional[Tuple[int, ...]] = None):
         if isinstance(n, bool) or not isinstance(n, int):
             raise TypeError(f"range needs an int, got {n!r}.")
         if n < 0:
             raise ValueError(f"range needs n >= 0, got {n}.")
+        if tensor_shape is not None:
+            tensor_shape = tuple(tensor_shape)
+            if not tensor_shape or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in tensor_shape
+            ):
+                raise ValueError(
+                    f"range_tensor needs shape to be a non-empty tuple of positive ints, got "
+                    f"{tensor_shape!r}."
+                )
+            rows_per_block = max(1, rows_per_block // int(np.prod(tensor_shape)))
         self.n = n
         self.column = column
         self.rows_per_block = rows_per_block
+        self.tensor_shape = tensor_shape
+
+    def _row_bytes(self) -> int:
+        return 8 * (int(np.prod(self.tensor_shape)) if self.tensor_shape else 1)
 
     def estimate_inmemory_data_size(self) -> Optional[int]:
-        return 8 * self.n
+        return self._row_bytes() * self.n
 
     def get_name(self) -> str:
         return "Range"
@@ -41,17 +64,21 @@ class RangeDatasource(Datasource):
             return []
         parallelism = max(1, min(parallelism, self.n))
         bounds = np.linspace(0, self.n, parallelism + 1, dtype=np.int64)
-        schema = pa.schema([(self.column, pa.int64())])
+        if self.tensor_shape is None:
+            value_type = pa.int64()
+        else:
+            value_type = pa.fixed_shape_tensor(pa.int64(), list(self.tensor_shape))
+        schema = pa.schema([(self.column, value_type)])
         tasks = []
         for lo, hi in zip(bounds[:-1], bounds[1:]):
             lo, hi = int(lo), int(hi)
             if hi <= lo:
                 continue
-            column, rows_per_block = self.column, self.rows_per_block
+            column, rows_per_block, shape = self.column, self.rows_per_block, self.tensor_shape
             tasks.append(
                 ReadTask(
-                    lambda lo=lo, hi=hi: _make_range(lo, hi, column, rows_per_block),
-                    BlockMetadata(num_rows=hi - lo, size_bytes=8 * (hi - lo)),
+                    lambda lo=lo, hi=hi: _make_range(lo, hi, column, rows_per_block, shape),
+                    BlockMetadata(num_rows=hi - lo, size_bytes=self._row_bytes() * (hi - lo)),
                     schema,
                     per_task_row_limit,
                 )

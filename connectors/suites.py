@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from shardflow.connectors.range import RangeDatasource
 from shardflow.sdk.expressions import col
 from shardflow.sdk.registry import get_registry
+from shardflow.sdk.optional import require
 from shardflow.sdk.testing import ConnectorConformance, DatasourceConformance
 
 
@@ -217,14 +218,14 @@ class ImagesSuite(FileConformance):
         return _spec(self.name).datasource(str(folder))
 
     def write_file(self, image, path):
-        from PIL import Image
+        Image = require("PIL.Image", "images", "The images conformance suite")
 
         if isinstance(image, pa.Table):
             image = image.column("image").combine_chunks().to_numpy_ndarray()[0]
         Image.fromarray(image).save(path)
 
     def read_file(self, path):
-        from PIL import Image
+        Image = require("PIL.Image", "images", "The images conformance suite")
 
         with Image.open(path) as image:
             return _tensor_table("image", [np.asarray(image)])

@@ -10,10 +10,12 @@ from shardflow.engine.backends.base import Backend
 from shardflow.engine.context import DataContext
 from shardflow.engine.executor import StreamingExecutor
 from shardflow.engine.iteration import iter_rows_from_blocks, validate_batch_size
-from shardflow.engine.logical import BlocksSource, Limit, LogicalPlan, ReadSource, is_row_preserving
+from shardflow.engine.logical import BlocksSource, LogicalPlan
 from shardflow.engine.optimizer import optimize
+from shardflow.engine.plan_metadata import plan_num_rows, plan_schema
 from shardflow.engine.planner import ReadTaskCache, plan_physical
 from shardflow.engine.runtime import current_backend
+from shardflow.engine.schema import Schema
 from shardflow.sdk.block import Block, block_to_batch, concat_blocks, validate_batch_format
 
 
@@ -36,43 +38,11 @@ class PreparedPlan:
 
     def known_num_rows(self) -> Optional[int]:
         """The row count when metadata gives it without running anything, else None."""
-        limit = None
-        for op in self.plan.ops:
-            if isinstance(op, Limit):
-                limit = op.limit if limit is None else min(limit, op.limit)
-            elif not is_row_preserving(op):
-                return None
-        source = self.plan.source
-        if isinstance(source, BlocksSource):
-            if source.metadata is None:
-                total = sum(b.num_rows for b in source.blocks)
-            else:
-                rows = [m.num_rows for m in source.metadata]
-                if any(r is None for r in rows):
-                    return None
-                total = sum(rows)
-        elif isinstance(source, ReadSource):
-            rows = [t.metadata.num_rows for t in self.read_tasks.get(source)]
-            if any(r is None for r in rows):
-                return None
-            total = sum(rows)
-        else:
-            return None
-        return total if limit is None else min(total, limit)
+        return plan_num_rows(self.plan, self.read_tasks)
 
     def known_schema(self) -> Optional[pa.Schema]:
-        """The schema when known without running anything, else None."""
-        source = self.plan.source
-        if self.plan.ops:
-            return None
-        if isinstance(source, BlocksSource) and source.metadata is None:
-            nonempty = [b for b in source.blocks if b.num_columns]
-            return nonempty[0].schema if nonempty else None
-        if isinstance(source, ReadSource):
-            tasks = self.read_tasks.get(source)
-            if tasks and tasks[0].schema is not None:
-                return tasks[0].schema
-        return None
+        """The schema when known without running a task, else None."""
+        return plan_schema(self.plan, self.read_tasks, self.backend.get)
 
 
 class ExecutionHandle:
@@ -128,9 +98,6 @@ class ConsumptionMixin:
 
     def _execute_blocks(self, plan: Optional[LogicalPlan] = None) -> List[Block]:
         return list(self._iter_blocks(plan))
-
-    def __iter__(self) -> Iterator[Dict[str, Any]]:
-        return iter(self.iter_rows())
 
     # -- small results ------------------------------------------------------------------
 
@@ -200,27 +167,65 @@ class ConsumptionMixin:
             return nonempty[0].schema if nonempty else None
         return None
 
-    def schema(self) -> Optional[pa.Schema]:
-        """The Arrow schema of the output; runs the plan up to its first block if needed.
+    def schema(self, fetch_if_missing: bool = True) -> Optional[Schema]:
+        """The schema of the output: its column names and their Arrow types.
+
+        Known without running anything when the source tells it and the operations after
+        it keep it computable (filters, projections, ``with_column``, sorts); otherwise
+        the plan runs up to its first block, unless ``fetch_if_missing`` is False.
+
+        Args:
+            fetch_if_missing: When the schema is not known without running the plan, run it
+                (True, the default) or return None (False).
+
+        Returns:
+            A :class:`~shardflow.Schema` (its ``base_schema`` is the ``pyarrow.Schema``), or
+            None for a dataset without columns, or an unknown schema with
+            ``fetch_if_missing=False``.
 
         Examples:
             >>> import shardflow as sf
-            >>> sf.range(3).schema().names
-            ['id']
+            >>> sf.range(3).schema()
+            Column  Type
+            ------  ----
+            id      int64
+            >>> sf.range(3).map(lambda r: r).schema(fetch_if_missing=False) is None
+            True
         """
+        if not isinstance(fetch_if_missing, bool):
+            raise TypeError(f"fetch_if_missing must be a bool, got {fetch_if_missing!r}.")
+        base = self._arrow_schema(fetch_if_missing)
+        return None if base is None else Schema(base)
+
+    def _arrow_schema(self, fetch_if_missing: bool = True) -> Optional[pa.Schema]:
+        """The output's ``pyarrow.Schema`` (what ``schema()`` wraps), for internal callers."""
         prepared = PreparedPlan(self._plan)
         schema = prepared.known_schema()
-        if schema is not None:
+        if schema is not None or not fetch_if_missing:
             return schema
         for block in self._iter_blocks(prepared=prepared):
             if block.num_columns:
                 return block.schema
         return None
 
-    def columns(self) -> Optional[List[str]]:
-        """Column names, or None for an empty dataset."""
-        schema = self.schema()
-        return None if schema is None else list(schema.names)
+    def columns(self, fetch_if_missing: bool = True) -> Optional[List[str]]:
+        """The column names.
+
+        Args:
+            fetch_if_missing: When the schema is not known without running the plan, run it
+                (True, the default) or return None (False).
+
+        Returns:
+            The names, or None for a dataset without columns (or an unknown schema with
+            ``fetch_if_missing=False``).
+
+        Examples:
+            >>> import shardflow as sf
+            >>> sf.range(3).columns()
+            ['id']
+        """
+        schema = self.schema(fetch_if_missing=fetch_if_missing)
+        return None if schema is None else schema.names
 
     # -- whole results ------------------------------------------------------------------
 
@@ -238,6 +243,7 @@ class ConsumptionMixin:
             metas.append(meta)
         ds = Dataset(LogicalPlan(BlocksSource(tuple(refs), "Materialized", tuple(metas))))
         ds._last_stats = self._last_stats
+        ds._name = getattr(self, "_name", None)
         return ds
 
     def to_pandas(self, limit: Optional[int] = None) -> "Any":
@@ -266,16 +272,27 @@ class ConsumptionMixin:
     # -- display ------------------------------------------------------------------------
 
     def __repr__(self) -> str:
-        rows = self._repr_rows()
-        schema = self._cheap_schema()
-        fields = "?" if schema is None else "{" + ", ".join(f"{f.name}: {f.type}" for f in schema) + "}"
-        out = f"Dataset(num_rows={'?' if rows is None else rows}, schema={fields})"
-        for op in self._plan.ops:
-            out = f"{op.name}\n+- " + out.replace("\n", "\n   ")
-        return out
+        from shardflow.engine.dataset_repr import dataset_repr
 
-    def _repr_rows(self) -> Optional[int]:
-        source = self._plan.source
-        if isinstance(source, BlocksSource) and not self._plan.ops:
-            return PreparedPlan(self._plan).known_num_rows()
-        return None
+        return dataset_repr(self)
+
+    def __str__(self) -> str:
+        return repr(self)
+
+    def __bool__(self) -> bool:
+        return True  # never ask __len__
+
+    def __len__(self) -> int:
+        raise _NoLength(
+            "Use `ds.count()` to compute the length of a distributed Dataset. "
+            "This may be an expensive operation."
+        )
+
+    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        """The rows, as ``iter_rows()`` (Ray Data's Dataset is not iterable itself)."""
+        return iter(self.iter_rows())
+
+
+class _NoLength(AttributeError, TypeError):
+    """What ``len(ds)`` raises: an AttributeError, as in Ray Data, and a TypeError, which
+    ``list(ds)`` takes to mean "no length known" before iterating the rows."""

@@ -7,56 +7,28 @@ Transformations return a new Dataset and run nothing; consumption (iteration, ``
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import pyarrow as pa
+from typing import Any, Callable, Dict, List, Optional, Union
+
 
 from shardflow.engine.consumption import ConsumptionMixin
 from shardflow.engine.dataset_aggregate import AggregateMixin
 from shardflow.engine.dataset_exchange import ExchangeMixin
+from shardflow.engine.dataset_expressions import ExpressionsMixin
 from shardflow.engine.dataset_info import DatasetInfoMixin
 from shardflow.engine.dataset_iteration import IterationMixin
 from shardflow.engine.dataset_split import SplitMixin
+from shardflow.engine.dataset_map import MapMixin
 from shardflow.engine.file_api import FileWriteMixin
 from shardflow.engine.iceberg_api import IcebergWriteMixin
 from shardflow.engine.xshards.dataset_mixin import XShardsMixin
-from shardflow.engine.logical import (
-    AddColumn,
-    FilterExpr,
-    FilterRows,
-    FlatMap,
-    Limit,
-    LogicalPlan,
-    MapBatches,
-    MapRows,
-    Project,
-    UDFCall,
-    Write,
-)
-from shardflow.engine.iteration import validate_batch_size
-from shardflow.sdk.block import validate_batch_format
+from shardflow.engine.logical import AddColumn, Limit, LogicalPlan, Project, Write
+from shardflow.engine.errors import ColumnNotFoundError
+from shardflow.engine.column_stages import check_rename
 from shardflow.sdk.datasink import Datasink
-from shardflow.sdk.expressions import Expr
 
-DEFAULT_BATCH_SIZE = 1024
-
-
-def _udf(fn: Any, fn_args: Any, fn_kwargs: Any, ctor_args: Any, ctor_kwargs: Any) -> UDFCall:
-    for name, value, kinds in (
-        ("fn_args", fn_args, (list, tuple)),
-        ("fn_constructor_args", ctor_args, (list, tuple)),
-        ("fn_kwargs", fn_kwargs, (dict,)),
-        ("fn_constructor_kwargs", ctor_kwargs, (dict,)),
-    ):
-        if value is not None and not isinstance(value, kinds):
-            wanted = "a dict" if dict in kinds else "a list or tuple"
-            raise TypeError(f"{name} must be {wanted}, got {type(value).__name__}: {value!r}.")
-    if (ctor_args or ctor_kwargs) and not isinstance(fn, type):
-        raise ValueError(
-            "fn_constructor_args and fn_constructor_kwargs can only be given when fn is a "
-            f"callable class, but got: {fn!r}."
-        )
-    return UDFCall(fn, tuple(fn_args or ()), dict(fn_kwargs or {}), tuple(ctor_args or ()), dict(ctor_kwargs or {}))
+ADD_COLUMN_FORMATS = ("pandas", "pyarrow", "numpy")
 
 
 def _check_fn(fn: Any, method: str) -> None:
@@ -64,20 +36,9 @@ def _check_fn(fn: Any, method: str) -> None:
         raise TypeError(f"{method} needs a function (or a callable class); got {type(fn).__name__}.")
 
 
-def _check_columns(cols: Any, method: str) -> List[str]:
-    if isinstance(cols, str):
-        cols = [cols]
-    cols = list(cols)
-    if not all(isinstance(c, str) for c in cols):
-        raise TypeError(f"{method} takes column names (strings); got {cols!r}.")
-    if len(set(cols)) != len(cols):
-        raise ValueError(f"{method} got duplicate column names: {cols!r}.")
-    return cols
-
-
 class Dataset(
-    AggregateMixin, ExchangeMixin, SplitMixin, IterationMixin, ConsumptionMixin, FileWriteMixin,
-    DatasetInfoMixin, XShardsMixin, IcebergWriteMixin,
+    ExpressionsMixin, MapMixin, AggregateMixin, ExchangeMixin, SplitMixin, IterationMixin,
+    ConsumptionMixin, FileWriteMixin, DatasetInfoMixin, XShardsMixin, IcebergWriteMixin,
 ):
     """A distributed-style collection of rows, stored as Arrow blocks and computed lazily.
 
@@ -93,149 +54,46 @@ class Dataset(
     def __init__(self, plan: LogicalPlan):
         self._plan = plan
         self._last_stats = None
+        self._name: Optional[str] = None
 
     def _with(self, op: Any) -> "Dataset":
-        return Dataset(self._plan.with_op(op))
+        derived = Dataset(self._plan.with_op(op))
+        derived._name = self._name
+        return derived
+
+    @property
+    def name(self) -> Optional[str]:
+        """The name given with :meth:`set_name` (kept by datasets derived from this one)."""
+        return self._name
+
+    def set_name(self, name: Optional[str]) -> None:
+        """Name the dataset; the name shows in its repr and in datasets derived from it.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> ds = sf.range(3)
+            >>> ds.set_name("ids")
+            >>> ds.map(lambda r: r).name
+            'ids'
+        """
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"set_name takes a string (or None), got {type(name).__name__}.")
+        self._name = name
 
     # -- transformations ----------------------------------------------------------------
 
-    def map(
-        self,
-        fn: Callable[[Dict[str, Any]], Dict[str, Any]],
-        *,
-        fn_args: Optional[Tuple[Any, ...]] = None,
-        fn_kwargs: Optional[Dict[str, Any]] = None,
-        fn_constructor_args: Optional[Tuple[Any, ...]] = None,
-        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
-    ) -> "Dataset":
-        """Apply ``fn`` to each row (a dict), producing one row (a dict) per input row.
-
-        On the local backend row functions run in worker processes, so pure-Python code
-        uses every core; prefer ``map_batches`` for vectorized work.
-
-        Args:
-            fn: Function, or callable class (instantiated once per task), from row to row.
-            fn_args: Extra positional arguments for ``fn``.
-            fn_kwargs: Extra keyword arguments for ``fn``.
-            fn_constructor_args: Constructor arguments when ``fn`` is a class.
-            fn_constructor_kwargs: Constructor keyword arguments when ``fn`` is a class.
-
-        Returns:
-            A new Dataset.
-
-        Examples:
-            >>> import shardflow as sf
-            >>> sf.range(3).map(lambda row: {"sq": row["id"] ** 2}).take_all()
-            [{'sq': 0}, {'sq': 1}, {'sq': 4}]
-        """
-        _check_fn(fn, "map")
-        return self._with(MapRows(_udf(fn, fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)))
-
-    def map_batches(
-        self,
-        fn: Callable[[Any], Any],
-        *,
-        batch_size: Union[int, None, str] = None,
-        batch_format: Optional[str] = "default",
-        zero_copy_batch: bool = True,
-        fn_args: Optional[Tuple[Any, ...]] = None,
-        fn_kwargs: Optional[Dict[str, Any]] = None,
-        fn_constructor_args: Optional[Tuple[Any, ...]] = None,
-        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
-    ) -> "Dataset":
-        """Apply ``fn`` to batches of rows.
-
-        Args:
-            fn: Function, or callable class (instantiated once per task), taking a batch and
-                returning a batch (or a generator of batches).
-            batch_size: Rows per batch; None (the default) passes whole blocks; ``"auto"``
-                picks a size from the row width (about 8 MiB per batch).
-            batch_format: ``"numpy"`` (dict of arrays; also ``"default"``), ``"pandas"`` or
-                ``"pyarrow"``.
-            zero_copy_batch: Give ``fn`` read-only views of the block's memory where the
-                conversion allows (the default, as in Ray Data); False gives writable copies.
-            fn_args: Extra positional arguments for ``fn``.
-            fn_kwargs: Extra keyword arguments for ``fn``.
-            fn_constructor_args: Constructor arguments when ``fn`` is a class.
-            fn_constructor_kwargs: Constructor keyword arguments when ``fn`` is a class.
-
-        Returns:
-            A new Dataset.
-
-        Examples:
-            >>> import shardflow as sf
-            >>> ds = sf.range(4).map_batches(lambda b: {"x": b["id"] + 1}, batch_size=2)
-            >>> ds.take_all()
-            [{'x': 1}, {'x': 2}, {'x': 3}, {'x': 4}]
-        """
-        _check_fn(fn, "map_batches")
-        if batch_size == "default":
-            batch_size = DEFAULT_BATCH_SIZE
-        if batch_size != "auto":
-            batch_size = validate_batch_size(batch_size)
-        batch_format = validate_batch_format(batch_format)
-        udf = _udf(fn, fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)
-        return self._with(MapBatches(udf, batch_size, batch_format, zero_copy_batch))
-
-    def flat_map(
-        self,
-        fn: Callable[[Dict[str, Any]], List[Dict[str, Any]]],
-        *,
-        fn_args: Optional[Tuple[Any, ...]] = None,
-        fn_kwargs: Optional[Dict[str, Any]] = None,
-        fn_constructor_args: Optional[Tuple[Any, ...]] = None,
-        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
-    ) -> "Dataset":
-        """Apply ``fn`` to each row, producing any number of rows (a list of dicts).
-
-        Examples:
-            >>> import shardflow as sf
-            >>> sf.range(2).flat_map(lambda r: [r, r]).take_all()
-            [{'id': 0}, {'id': 0}, {'id': 1}, {'id': 1}]
-        """
-        _check_fn(fn, "flat_map")
-        return self._with(FlatMap(_udf(fn, fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)))
-
-    def filter(
-        self,
-        fn: Union[Callable[[Dict[str, Any]], bool], Expr, None] = None,
-        expr: Union[Expr, str, None] = None,
-        *,
-        fn_args: Optional[Tuple[Any, ...]] = None,
-        fn_kwargs: Optional[Dict[str, Any]] = None,
-        fn_constructor_args: Optional[Tuple[Any, ...]] = None,
-        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
-    ) -> "Dataset":
-        """Keep the rows for which ``fn`` returns True, or where ``expr`` holds.
-
-        An expression (``sf.col("x") > 0``, or the string ``"x > 0"``) is evaluated by Arrow
-        in bulk and can be pushed into readers that support it; a function is called once per
-        row.
-
-        Examples:
-            >>> import shardflow as sf
-            >>> sf.range(5).filter(lambda r: r["id"] % 2 == 0).take_all()
-            [{'id': 0}, {'id': 2}, {'id': 4}]
-            >>> sf.range(5).filter(expr=sf.col("id") > 2).count()
-            2
-        """
-        if isinstance(fn, Expr):
-            fn, expr = None, fn
-        if (fn is None) == (expr is None):
-            raise ValueError("filter needs exactly one of fn (a function) or expr (an expression such as sf.col('x') > 0).")
-        if isinstance(expr, str):
-            from shardflow.sdk.expressions import parse_expr
-
-            expr = parse_expr(expr)
-        if expr is not None:
-            if not isinstance(expr, Expr):
-                raise TypeError(f"expr must be an expression built with sf.col(...); got {type(expr).__name__}.")
-            return self._with(FilterExpr(expr))
-        _check_fn(fn, "filter")
-        return self._with(FilterRows(_udf(fn, fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)))
-
     def add_column(self, col: str, fn: Callable[[Any], Any], *, batch_format: Optional[str] = "pandas") -> "Dataset":
-        """Add (or replace) column ``col`` computed by ``fn`` from each batch.
+        """Add (or replace) column ``col`` with the values ``fn`` computes from each batch.
+
+        Args:
+            col: Name of the column; an existing column of that name is replaced in place.
+            fn: Function from a batch (in ``batch_format``) to the column's values: a pandas
+                Series, list or scalar for ``"pandas"``, a ``pyarrow.Array`` for
+                ``"pyarrow"``, a ``numpy.ndarray`` for ``"numpy"``.
+            batch_format: ``"pandas"`` (the default), ``"pyarrow"`` or ``"numpy"``.
+
+        Returns:
+            A new Dataset.
 
         Examples:
             >>> import shardflow as sf
@@ -244,54 +102,141 @@ class Dataset(
         """
         if not isinstance(col, str) or not col:
             raise TypeError(f"add_column needs a column name, got {col!r}.")
-        _check_fn(fn, "add_column")
-        batch_format = validate_batch_format(batch_format)
+        if batch_format not in ADD_COLUMN_FORMATS:
+            raise ValueError(
+                f"batch_format argument must be one of {list(ADD_COLUMN_FORMATS)}, got: {batch_format!r}"
+            )
+        if not callable(fn):
+            raise ValueError(f"`fn` must be callable, got {fn!r}")
         return self._with(AddColumn(col, fn, batch_format))
 
     def select_columns(self, cols: Union[str, List[str]]) -> "Dataset":
         """Keep only ``cols``, in that order.
+
+        Args:
+            cols: A column name or a list of unique column names.
+
+        Raises:
+            TypeError: when ``cols`` is neither a string nor a list.
+            ValueError: for names that are not strings, or a name given twice; a name that
+                is not a column raises ``ColumnNotFoundError`` (a ValueError) when the
+                dataset runs.
 
         Examples:
             >>> import shardflow as sf
             >>> sf.from_items([{"a": 1, "b": 2}]).select_columns(["b"]).take_all()
             [{'b': 2}]
         """
-        cols = _check_columns(cols, "select_columns")
+        if isinstance(cols, str):
+            cols = [cols]
+        elif not isinstance(cols, list):
+            raise TypeError("select_columns requires 'cols' to be a string or a list of strings.")
+        if not all(isinstance(c, str) for c in cols):
+            raise ValueError("select_columns requires all elements of 'cols' to be strings.")
+        if len(set(cols)) != len(cols):
+            raise ValueError(
+                f"select_columns expected unique column names, got duplicate column names: {cols}"
+            )
         return self._with(Project(select=tuple(cols)))
 
     def drop_columns(self, cols: Union[str, List[str]]) -> "Dataset":
-        """Remove ``cols``.
+        """Remove ``cols``. Dropping every column leaves an empty dataset, as in Ray Data.
+
+        Args:
+            cols: A column name or a list of unique column names; an empty list changes
+                nothing.
+
+        Raises:
+            ValueError: for a name given twice.
+            KeyError: (``ColumnNotFoundError``, also a ValueError) for a name that is not a
+                column: at the call when the schema is known without running anything, else
+                when the dataset runs.
 
         Examples:
             >>> import shardflow as sf
             >>> sf.from_items([{"a": 1, "b": 2}]).drop_columns(["b"]).take_all()
             [{'a': 1}]
         """
-        cols = _check_columns(cols, "drop_columns")
+        cols = [cols] if isinstance(cols, str) else list(cols)
+        if not cols:
+            return self
+        if not all(isinstance(c, str) for c in cols):
+            raise TypeError(f"drop_columns takes column names (strings); got {cols!r}.")
+        if len(set(cols)) != len(cols):
+            raise ValueError(f"drop_columns expects unique column names, got: {cols}")
+        schema = self._static_schema()
+        if schema is not None:
+            missing = [c for c in cols if c not in schema.names]
+            if missing:
+                raise ColumnNotFoundError(
+                    f"drop_columns: column(s) not found in dataset schema: {missing}. "
+                    f"Available columns: {schema.names}"
+                )
+            keep = [c for c in schema.names if c not in cols]
+            if keep:  # a known schema keeps the row count known, as a select
+                return self._with(Project(select=tuple(keep)))
         return self._with(Project(drop=tuple(cols)))
 
     def rename_columns(self, names: Union[Dict[str, str], List[str]]) -> "Dataset":
-        """Rename columns with a mapping ``{old: new}`` (or a full list of new names).
+        """Rename columns with a mapping ``{old: new}``, or a list of new names for all.
+
+        Raises:
+            TypeError: when ``names`` is neither a dict nor a list.
+            ValueError: for an empty mapping or list, names that are not strings, a new
+                name given twice, a list whose length is not the number of columns, and a
+                new name that is already a column not being renamed (Ray Data would drop
+                that column silently): at the call when the schema is known without running
+                anything, else when the dataset runs.
 
         Examples:
             >>> import shardflow as sf
             >>> sf.from_items([{"a": 1}]).rename_columns({"a": "x"}).take_all()
             [{'x': 1}]
         """
-        if isinstance(names, (list, tuple)):
-            new_names = _check_columns(names, "rename_columns")
-            schema = self.schema()
-            if schema is None or len(schema.names) != len(new_names):
+        if isinstance(names, dict):
+            if not names:
+                raise ValueError("rename_columns received 'names' with no entries.")
+            if len(set(names.values())) != len(names):
+                raise ValueError(f"rename_columns received duplicate values in the 'names': {names}")
+            if not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
                 raise ValueError(
-                    f"rename_columns with a list needs one new name per column; the dataset has "
-                    f"{None if schema is None else schema.names}."
+                    "rename_columns requires both keys and values in the 'names' to be strings."
                 )
-            names = dict(zip(schema.names, new_names))
-        if not isinstance(names, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
-            raise TypeError("rename_columns takes a dict of {old name: new name} or a list of new names.")
-        if len(set(names.values())) != len(names):
-            raise ValueError(f"rename_columns would give two columns the same name: {names!r}.")
-        return self._with(Project(rename=dict(names)))
+            mapping = dict(names)
+        elif isinstance(names, list):
+            if not names:
+                raise ValueError("rename_columns requires 'names' with at least one column name.")
+            if len(set(names)) != len(names):
+                raise ValueError(f"rename_columns received duplicate values in the 'names': {names}")
+            if not all(isinstance(c, str) for c in names):
+                raise ValueError("rename_columns requires all elements in the 'names' to be strings.")
+            current = self.columns() or []
+            if len(current) != len(names):
+                raise ValueError(
+                    f"rename_columns requires 'names': {names} length match current schema "
+                    f"names: {current}."
+                )
+            mapping = dict(zip(current, names))
+        else:
+            raise TypeError(
+                "rename_columns expected names to be either List[str] or Dict[str, str], got "
+                f"{type(names)}."
+            )
+        schema = self._static_schema()
+        if schema is not None:
+            check_rename(mapping, schema.names, "rename_columns")
+        return self._with(Project(rename=mapping))
+
+    def _static_schema(self) -> Optional[pa.Schema]:
+        """The schema when the data in hand tells it (no datasource is asked), else None."""
+        from shardflow.engine.logical import BlocksSource
+        from shardflow.engine.plan_metadata import plan_schema
+
+        if not isinstance(self._plan.source, BlocksSource):
+            return None
+        from shardflow.engine.runtime import current_backend
+
+        return plan_schema(self._plan, None, current_backend().get)
 
     def limit(self, limit: int) -> "Dataset":
         """Keep only the first ``limit`` rows.
@@ -309,7 +254,9 @@ class Dataset(
 
     # -- writes -------------------------------------------------------------------------
 
-    def write_datasink(self, datasink: Union[Datasink, str], **write_args: Any) -> None:
+    def write_datasink(
+        self, datasink: Union[Datasink, str], *, resume: bool = False, **write_args: Any
+    ) -> None:
         """Write the dataset through a Datasink (or a registered connector's name).
 
         All-or-nothing: when any write task fails, ``on_write_failed`` is called and the
@@ -317,6 +264,10 @@ class Dataset(
 
         Args:
             datasink: A Datasink, or the name of a registered connector with a datasink.
+            resume: Make the write resumable: tasks record what they staged, and a rerun
+                after a failure or a killed driver skips the tasks already done and gives the
+                same output as an uninterrupted run (file sinks support it; the write must run
+                in the same tasks as the read). A shardflow extension.
             write_args: Arguments for the connector's datasink when a name is given.
         """
         if isinstance(datasink, str):
@@ -333,14 +284,24 @@ class Dataset(
         from shardflow.engine.transforms import decode_write_returns
         from shardflow.sdk.datasink import WriteResult
 
-        write_uuid = uuid.uuid4().hex
+        if resume:
+            if not getattr(datasink, "supports_resume", False):
+                raise ValueError(f"{type(datasink).__name__} does not support resume=True.")
+            datasink.enable_resume()
         datasink.on_write_start(self._cheap_schema())
+        done = datasink.resumed_tasks() if resume else {}
+        write_uuid = datasink.write_id if resume else uuid.uuid4().hex
         try:
-            outputs = self._execute_blocks(self._plan.with_op(Write(datasink, write_uuid)))
+            write = Write(datasink, write_uuid, frozenset(done), resumable=resume)
+            outputs = self._execute_blocks(self._plan.with_op(write))
             returns, rows, size = decode_write_returns(outputs)
         except BaseException as exc:
             datasink.on_write_failed(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
             raise
+        for index in sorted(done):  # what earlier runs of a resumed write staged
+            returns.append(done[index]["files"])
+            rows += done[index]["rows"]
+            size += done[index]["bytes"]
         datasink.on_write_complete(WriteResult(num_rows=rows, size_bytes=size, write_returns=returns))
 
     write_datasource = write_datasink

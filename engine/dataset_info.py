@@ -103,7 +103,7 @@ class DatasetInfoMixin:
         daft = _import("daft", "to_daft")
         blocks = [b for b in self._iter_blocks() if b.num_columns]  # type: ignore[attr-defined]
         if not blocks:
-            schema = self.schema()  # type: ignore[attr-defined]
+            schema = self._arrow_schema()  # type: ignore[attr-defined]
             import pyarrow as pa
 
             blocks = [pa.table({}) if schema is None else schema.empty_table()]
@@ -111,12 +111,6 @@ class DatasetInfoMixin:
 
 
 def _import(module: str, feature: str) -> Any:
-    import importlib
+    from shardflow.sdk.optional import EXTRAS, require
 
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise ImportError(
-            f"{feature} needs the {module} package; install it with: pip install {module} "
-            f"(or pip install shardflow[{module}])"
-        ) from None
+    return require(module, EXTRAS[module], feature)

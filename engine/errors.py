@@ -6,15 +6,40 @@ import pickle
 import traceback
 from typing import Optional
 
+from shardflow.sdk.expressions import ColumnNotFoundError
 from shardflow.sdk.filesystems import redact_text
 
+__all__ = ["ColumnNotFoundError", "UserCodeError", "UserCodeException", "WorkerCrashedError"]
 
-class UserCodeError(Exception):
+
+class UserCodeException(Exception):
+    """An exception that originates in user code: a function given to ``map``,
+    ``map_batches``, ``filter``, a ``udf`` expression, a datasource or datasink.
+
+    Ray Data's name; catch it to handle any failure of user code. The exceptions shardflow
+    raises are :class:`UserCodeError` instances, which are also instances of the user's own
+    exception type.
+
+    Examples:
+        >>> import shardflow as sf
+        >>> from shardflow.exceptions import UserCodeException
+        >>> def bad(row):
+        ...     raise KeyError("no such key")
+        >>> try:
+        ...     sf.range(1).map(bad).take_all()
+        ... except UserCodeException as exc:
+        ...     isinstance(exc, KeyError)
+        True
+    """
+
+
+class UserCodeError(UserCodeException):
     """An exception raised by a user function, re-raised on the driver.
 
     The message names the operator, and ``user_traceback`` holds the traceback from the worker.
     On the driver the raised object is also an instance of the original exception's type where
-    possible, so ``except ZeroDivisionError`` still catches it.
+    possible, so ``except ZeroDivisionError`` still catches it, and of
+    :class:`UserCodeException` (Ray Data's name), so ``except UserCodeException`` does too.
     """
 
     def __init__(

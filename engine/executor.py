@@ -264,10 +264,12 @@ class StreamingExecutor:
                 kind = op.next_task_kind()
                 if kind is None:
                     break
-                slots = self.backend.num_slots(kind)
+                slots = op.slot_capacity(kind)
+                if slots is None:
+                    slots = self.backend.num_slots(kind)
                 others = sum(1 for o in active if o is not op and o.has_pending_work(kind))
                 cap = max(1, slots - others)
-                if self.runtime.num_running(kind) >= slots or self.runtime.num_running(op=op) >= cap:
+                if self.runtime.num_running(kind) >= slots or self.runtime.num_running(kind, op) >= cap:
                     break
                 op.launch_next()
 

@@ -72,6 +72,7 @@ class FileWriteMixin:
         max_rows_per_file: Optional[int] = None,
         num_rows_per_file: Optional[int] = None,
         mode: Union[SaveMode, str] = SaveMode.ERROR,
+        resume: bool = False,
         compression: Optional[str] = "snappy",
         storage_options: Optional[Dict[str, Any]] = None,
         **arrow_parquet_args: Any,
@@ -104,6 +105,8 @@ class FileWriteMixin:
                 ValueError when the destination already holds data), ``"overwrite"`` (replace
                 its contents at commit), ``"append"`` (add files) or ``"ignore"`` (write
                 nothing when it holds data).
+            resume: Make the write resumable: a rerun after a failure or a killed driver
+                skips the write tasks already done (see ``Dataset.write_datasink``).
             compression: Parquet compression codec.
             storage_options: fsspec options such as credentials.
             arrow_parquet_args: More ``pyarrow.parquet.write_table`` arguments
@@ -125,7 +128,7 @@ class FileWriteMixin:
             max_rows_per_file=max_rows_per_file,
             **_sink_args(locals()),
         )
-        self.write_datasink(sink)
+        self.write_datasink(sink, resume=resume)
 
     def write_csv(
         self,
@@ -139,6 +142,7 @@ class FileWriteMixin:
         min_rows_per_file: Optional[int] = None,
         num_rows_per_file: Optional[int] = None,
         mode: Union[SaveMode, str] = SaveMode.ERROR,
+        resume: bool = False,
         storage_options: Optional[Dict[str, Any]] = None,
         write_options: Any = None,
     ) -> None:
@@ -160,7 +164,7 @@ class FileWriteMixin:
             write_options=write_options,
             **_sink_args(locals()),
         )
-        self.write_datasink(sink)
+        self.write_datasink(sink, resume=resume)
 
     def write_json(
         self,
@@ -175,6 +179,7 @@ class FileWriteMixin:
         min_rows_per_file: Optional[int] = None,
         num_rows_per_file: Optional[int] = None,
         mode: Union[SaveMode, str] = SaveMode.ERROR,
+        resume: bool = False,
         storage_options: Optional[Dict[str, Any]] = None,
         **pandas_json_args: Any,
     ) -> None:
@@ -198,7 +203,7 @@ class FileWriteMixin:
             pandas_json_args=pandas_json_args,
             **_sink_args(locals()),
         )
-        self.write_datasink(sink)
+        self.write_datasink(sink, resume=resume)
 
     def write_numpy(
         self,
@@ -212,6 +217,7 @@ class FileWriteMixin:
         min_rows_per_file: Optional[int] = None,
         num_rows_per_file: Optional[int] = None,
         mode: Union[SaveMode, str] = SaveMode.ERROR,
+        resume: bool = False,
         storage_options: Optional[Dict[str, Any]] = None,
     ) -> None:
         """Write one column as ``.npy`` files (one per write task) under the folder ``path``.
@@ -232,7 +238,7 @@ class FileWriteMixin:
             column=column,
             **_sink_args(locals()),
         )
-        self.write_datasink(sink)
+        self.write_datasink(sink, resume=resume)
 
     def write_images(
         self,
@@ -245,6 +251,7 @@ class FileWriteMixin:
         arrow_open_stream_args: Optional[Dict[str, Any]] = None,
         filename_provider: Optional[FilenameProvider] = None,
         mode: Union[SaveMode, str] = SaveMode.ERROR,
+        resume: bool = False,
         storage_options: Optional[Dict[str, Any]] = None,
     ) -> None:
         """Write one image file per row, from the arrays in ``column``, under the folder ``path``.
@@ -268,4 +275,4 @@ class FileWriteMixin:
             file_format=file_format,
             **_sink_args(locals()),
         )
-        self.write_datasink(sink)
+        self.write_datasink(sink, resume=resume)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Tuple
 
+from shardflow.engine.compute import DEFAULT_MAP_OPTIONS, MapOptions
 from shardflow.sdk.datasource import Datasource
 from shardflow.sdk.expressions import Expr
 
@@ -29,11 +30,13 @@ class ReadSource:
         datasource: The source.
         parallelism: Requested number of read tasks; -1 means automatic.
         per_task_row_limit: Set by the optimizer when a limit was pushed into the read.
+        concurrency: The most read tasks running at once (None: as many as slots allow).
     """
 
     datasource: Datasource
     parallelism: int = -1
     per_task_row_limit: Optional[int] = None
+    concurrency: Optional[int] = None
 
     @property
     def name(self) -> str:
@@ -71,7 +74,8 @@ class MapLike:
     """Marker of operations that run inside map tasks and fuse with their neighbours.
 
     ``row_preserving`` marks those that keep the number and order of rows (a limit may be
-    pushed past them, and a known row count stays known).
+    pushed past them, and a known row count stays known). Those that run a user function
+    carry ``options`` (engine/compute.py): a task pool or an actor pool, and resources.
     """
 
     row_preserving = False
@@ -80,6 +84,7 @@ class MapLike:
 @dataclass(frozen=True, eq=False)
 class MapRows(MapLike):
     udf: UDFCall
+    options: MapOptions = DEFAULT_MAP_OPTIONS
     row_preserving = True
 
     @property
@@ -90,6 +95,7 @@ class MapRows(MapLike):
 @dataclass(frozen=True, eq=False)
 class FlatMap(MapLike):
     udf: UDFCall
+    options: MapOptions = DEFAULT_MAP_OPTIONS
 
     @property
     def name(self) -> str:
@@ -99,6 +105,7 @@ class FlatMap(MapLike):
 @dataclass(frozen=True, eq=False)
 class FilterRows(MapLike):
     udf: UDFCall
+    options: MapOptions = DEFAULT_MAP_OPTIONS
 
     @property
     def name(self) -> str:
@@ -120,6 +127,7 @@ class MapBatches(MapLike):
     batch_size: Any = None
     batch_format: str = "numpy"
     zero_copy_batch: bool = True
+    options: MapOptions = DEFAULT_MAP_OPTIONS
 
     @property
     def name(self) -> str:
@@ -170,8 +178,13 @@ class RandomSample(MapLike):
 
 @dataclass(frozen=True, eq=False)
 class Write:
+    """Write through ``datasink``; ``skip_tasks`` are write tasks a resumed write already did
+    (by the index of the source item each task reads)."""
+
     datasink: Any
     write_uuid: str = ""
+    skip_tasks: frozenset = frozenset()
+    resumable: bool = False
 
     @property
     def name(self) -> str:

@@ -99,8 +99,8 @@ def _push_filters(plan: LogicalPlan) -> LogicalPlan:
         return plan
     leading = []
     for op in plan.ops:
-        if not isinstance(op, FilterExpr):
-            break
+        if not isinstance(op, FilterExpr) or op.expr.runs_python():
+            break  # a filter calling Python code (a udf) stays a stage of its own
         leading.append(op)
     if not leading:
         return plan

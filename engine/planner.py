@@ -26,6 +26,8 @@ from shardflow.engine.logical import (
     ReadSource,
     Write,
 )
+from shardflow.engine.compute import DEFAULT_MAP_OPTIONS, ActorPoolStrategy, MapOptions
+from shardflow.engine.operators.actor_map import ActorMapOperator
 from shardflow.engine.operators.base import PhysicalOperator
 from shardflow.engine.operators.input import InputOperator
 from shardflow.engine.operators.limit import LimitOperator
@@ -113,10 +115,13 @@ def _tasks_for_limit(tasks: List[ReadTask], limit: int) -> List[ReadTask]:
 def source_bundles(source: Any, backend: Backend, read_tasks: ReadTaskCache) -> List[RefBundle]:
     """The input items of a plan's source: read tasks, or references to blocks in hand."""
     if isinstance(source, ReadSource):
-        return [RefBundle(task, task.metadata, 0) for task in read_tasks.get(source)]
+        return [RefBundle(task, task.metadata, 0, i) for i, task in enumerate(read_tasks.get(source))]
     if isinstance(source, BlocksSource):
         metas = source.metadata or [_meta_of_block(b) for b in source.blocks]
-        return [RefBundle(backend.prepare_source_item(b), m, 0) for b, m in zip(source.blocks, metas)]
+        return [
+            RefBundle(backend.prepare_source_item(b), m, 0, i)
+            for i, (b, m) in enumerate(zip(source.blocks, metas))
+        ]
     raise TypeError(f"Unknown source {source!r}.")
 
 
@@ -147,11 +152,25 @@ class Planner:
         from shardflow.engine.plan_exchange import plan_special
 
         source = plan.source
-        last = self.add(InputOperator(source.name, source_bundles(source, self.backend, self.read_tasks)))
+        bundles = source_bundles(source, self.backend, self.read_tasks)
+        skip = _resumed_tasks(plan)
+        if skip:
+            bundles = [b for b in bundles if b.source_index not in skip]
+        last = self.add(InputOperator(source.name, bundles))
         fusion = _Fusion(source, self.context)
         for op in plan.ops:
             if isinstance(op, MapLike):
-                fusion.add(stage_for(op), op.name)
+                options = getattr(op, "options", None)
+                if options is not None and _runs_in_actors(options, self.backend):
+                    if fusion.fits_in_actors(op, self.backend):
+                        last = self.add(_actor_operator(op, last, self.context, fusion))
+                    else:
+                        last = self.add(_actor_operator(op, fusion.close(self, last), self.context))
+                    fusion.restart(last.name)
+                    continue
+                if options is not None and not fusion.accepts(options):
+                    last = fusion.close(self, last)
+                fusion.add(stage_for(op), op.name, options)
                 continue
             if isinstance(op, Write) and not _needs_own_operator(op.datasink):
                 fusion.add(WriteStage(op.datasink, op.name, op.write_uuid), op.name)
@@ -167,7 +186,15 @@ class Planner:
 
 
 class _Fusion:
-    """The run of one-to-one stages being fused into the next MapOperator."""
+    """The run of one-to-one stages being fused into the next MapOperator.
+
+    Stages fuse while they ask for the same compute (task limit and resources). A stage
+    that runs in actors gets an operator of its own, and nothing after it fuses into it.
+    The run before it fuses into the actors (as in Ray Data) only when that loses nothing:
+    a CPU pool that can use every CPU slot (its actors read and preprocess as well, and no
+    block crosses between processes). Otherwise, a GPU pool or a small one, the run stays
+    in tasks, whose slots the actors never take.
+    """
 
     def __init__(self, source: Any, context: DataContext):
         self.context = context
@@ -175,10 +202,39 @@ class _Fusion:
         self.source_name = source.name
         self.stages: List[Any] = []
         self.names: List[str] = [source.name] if self.reads else []
+        self.options: MapOptions = DEFAULT_MAP_OPTIONS
+        self.read_limit: Optional[int] = (
+            getattr(source, "concurrency", None) if self.reads else None
+        )
 
-    def add(self, stage: Any, name: str) -> None:
+    def accepts(self, options: MapOptions) -> bool:
+        return not (self.stages or self.reads) or self.options.fuses_with(options)
+
+    def add(self, stage: Any, name: str, options: Optional[MapOptions] = None) -> None:
+        if options is not None and options is not DEFAULT_MAP_OPTIONS:
+            self.options = options
         self.stages.append(stage)
         self.names.append(name)
+
+    def fits_in_actors(self, op: Any, backend: Backend) -> bool:
+        """Whether this run may run inside the actors of ``op``'s pool instead of tasks: the
+        pool asks for no GPU and can grow to every CPU slot, so running the run's stages in
+        the actors loses no parallelism and saves handing every block to another process.
+        """
+        options = op.options
+        if not (self.stages or self.reads) or options.num_gpus or self.read_limit is not None:
+            return False
+        if not self.options.fuses_with(DEFAULT_MAP_OPTIONS):
+            return False
+        if any(getattr(stage, "is_class", False) for stage in self.stages):
+            return False
+        return options.compute.max_size >= backend.num_slots(THREAD)
+
+    def restart(self, upstream_name: str) -> None:
+        self.stages, self.names, self.reads = [], [], False
+        self.source_name = upstream_name
+        self.options = DEFAULT_MAP_OPTIONS
+        self.read_limit = None
 
     def close(self, planner: Planner, upstream: PhysicalOperator) -> PhysicalOperator:
         if not self.stages and not self.reads:
@@ -189,11 +245,71 @@ class _Fusion:
         )
         name = "->".join(self.names) if self.names else "Map"
         kind = _choose_kind(transform, name, planner.backend.name, self.context)
-        op = planner.add(MapOperator(name, upstream, transform, kind))
+        limit = _task_limit(self.options, planner.backend.name, self.context)
+        if self.read_limit is not None:
+            limit = self.read_limit if limit is None else min(limit, self.read_limit)
+        op = planner.add(MapOperator(name, upstream, transform, kind, max_concurrency=limit,
+                                     options=self.options))
         op.abandon_tasks = not any(isinstance(s, WriteStage) for s in self.stages)
-        self.stages, self.names, self.reads = [], [], False
-        self.source_name = name
+        self.restart(name)
         return op
+
+
+def _resumed_tasks(plan: LogicalPlan) -> frozenset:
+    """Source items whose write tasks a resumed write already did; they are not read again.
+
+    Only a write that runs in the same tasks as the read (one task per source item) can skip
+    them."""
+    for position, op in enumerate(plan.ops):
+        if isinstance(op, Write) and op.resumable:
+            fused = all(
+                isinstance(o, MapLike) and not getattr(o, "options", DEFAULT_MAP_OPTIONS).uses_actors
+                for o in plan.ops[:position]
+            )
+            if not fused or _needs_own_operator(op.datasink):
+                raise ValueError(
+                    "resume=True needs the write to run in the same tasks as the read: no limit, "
+                    "shuffle, sort, groupby, union, zip, join or actor pool before it, and no "
+                    "min_rows_per_file."
+                )
+            return op.skip_tasks
+    return frozenset()
+
+
+def _task_limit(options: MapOptions, backend_name: str, context: DataContext) -> Optional[int]:
+    """The most concurrent tasks of a fused run: ``concurrency=n``, and locally the tasks
+    whose ``num_cpus`` fit the machine's CPUs."""
+    limit = options.task_limit
+    cpus = options.num_cpus
+    if backend_name == "local" and cpus is not None and cpus > 1:
+        fit = max(1, int(context.effective_num_cpus() // cpus))
+        limit = fit if limit is None else min(limit, fit)
+    return limit
+
+
+def _runs_in_actors(options: MapOptions, backend: Backend) -> bool:
+    """Actor pools run callable classes; locally, functions that ask for GPUs also run in
+    long-lived workers, the only way to give each its own CUDA_VISIBLE_DEVICES."""
+    return options.uses_actors or (backend.name == "local" and (options.num_gpus or 0) > 0)
+
+
+def _actor_operator(
+    op: Any, upstream: PhysicalOperator, context: DataContext, fused: Optional[_Fusion] = None
+) -> PhysicalOperator:
+    """The actor-pool operator of ``op``, running first the stages of ``fused`` if given."""
+    options = op.options
+    strategy = options.compute
+    if not isinstance(strategy, ActorPoolStrategy):  # a GPU function on the local backend
+        strategy = ActorPoolStrategy(min_size=1, max_size=options.task_limit)
+    stages, names, source = [stage_for(op)], [op.name], upstream.name
+    if fused is not None:
+        stages, names, source = fused.stages + stages, fused.names + names, fused.source_name
+    transform = FusedTransform(
+        stages, source, context.target_min_block_size, context.target_max_block_size
+    )
+    batch_size = getattr(op, "batch_size", None)
+    min_rows = batch_size if isinstance(batch_size, int) else None
+    return ActorMapOperator("->".join(names), upstream, transform, strategy, options, min_rows)
 
 
 def _needs_own_operator(datasink: Any) -> bool:

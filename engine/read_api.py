@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Union
+from typing import Any, List, Optional, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
@@ -12,6 +12,7 @@ from shardflow.engine.dataset import Dataset
 from shardflow.engine.logical import BlocksSource, LogicalPlan, ReadSource
 from shardflow.sdk.block import numpy_batch_to_block, rows_to_block, to_block
 from shardflow.sdk.datasource import Datasource
+from shardflow.sdk.optional import require
 
 
 def _num_blocks(n_rows: int, parallelism: int, override_num_blocks: Optional[int]) -> int:
@@ -36,12 +37,16 @@ def _resolve_parallelism(parallelism: int, override_num_blocks: Optional[int]) -
     return parallelism
 
 
-def range(n: int, *, parallelism: int = -1, override_num_blocks: Optional[int] = None) -> Dataset:  # noqa: A001
+def range(  # noqa: A001
+    n: int, *, parallelism: int = -1, concurrency: Optional[int] = None,
+    override_num_blocks: Optional[int] = None,
+) -> Dataset:
     """A dataset of the integers ``0 .. n-1`` in column ``id``.
 
     Args:
         n: Number of rows.
         parallelism: Deprecated spelling of ``override_num_blocks`` (as in Ray Data).
+        concurrency: The most read tasks running at once; automatic by default.
         override_num_blocks: Number of read tasks; automatic by default.
 
     Examples:
@@ -51,7 +56,72 @@ def range(n: int, *, parallelism: int = -1, override_num_blocks: Optional[int] =
     """
     from shardflow.connectors.range import RangeDatasource
 
-    return read_datasource(RangeDatasource(n), parallelism=parallelism, override_num_blocks=override_num_blocks)
+    return read_datasource(RangeDatasource(n), parallelism=parallelism, concurrency=concurrency,
+                           override_num_blocks=override_num_blocks)
+
+
+def range_tensor(
+    n: int, *, shape: Tuple[int, ...] = (1,), parallelism: int = -1,
+    concurrency: Optional[int] = None, override_num_blocks: Optional[int] = None,
+) -> Dataset:
+    """A dataset of ``n`` tensors of ``shape`` in column ``data``; row i is filled with i.
+
+    The column is a fixed-shape tensor column (Arrow's canonical ``fixed_shape_tensor``);
+    NumPy batches give an array of shape ``(rows,) + shape``.
+
+    Args:
+        n: Number of rows.
+        shape: The shape of each row's tensor.
+        parallelism: Deprecated spelling of ``override_num_blocks`` (as in Ray Data).
+        concurrency: The most read tasks running at once; automatic by default.
+        override_num_blocks: Number of read tasks; automatic by default.
+
+    Returns:
+        A Dataset of int64 tensors.
+
+    Examples:
+        >>> import shardflow as sf
+        >>> ds = sf.range_tensor(1000, shape=(2, 2))
+        >>> ds.map_batches(lambda b: {"data": b["data"] * 2}).take(2)[1]["data"].tolist()
+        [[2, 2], [2, 2]]
+        >>> ds.take_batch(4)["data"].shape
+        (4, 2, 2)
+    """
+    from shardflow.connectors.range import RangeDatasource
+
+    source = RangeDatasource(n, column="data", tensor_shape=shape)
+    return read_datasource(source, parallelism=parallelism, concurrency=concurrency,
+                           override_num_blocks=override_num_blocks)
+
+
+def from_torch(dataset: Any, local_read: bool = False) -> Dataset:
+    """A dataset of the items of a PyTorch ``Dataset`` or ``IterableDataset``, in column ``item``.
+
+    The items are read in order by one streaming read task, as in Ray Data. Items Arrow has a
+    type for (numbers, strings) become plain columns; tensors become NumPy tensor columns;
+    other values (tuples of tensors, dicts, images) are kept as Python objects.
+
+    Args:
+        dataset: A ``torch.utils.data.Dataset`` (map-style: ``__len__`` and ``__getitem__``)
+            or ``IterableDataset``.
+        local_read: Accepted for compatibility: the read runs where the driver is on the
+            local backend; on Ray it asks for no CPU, as Ray Data's local reads do.
+
+    Returns:
+        A Dataset with one row per item.
+
+    Examples:
+        >>> import torch, shardflow as sf  # doctest: +SKIP
+        >>> data = torch.utils.data.TensorDataset(torch.arange(4.0))  # doctest: +SKIP
+        >>> sf.from_torch(data).count()  # doctest: +SKIP
+        4
+    """
+    from shardflow.connectors.torch_dataset import TorchDatasource
+
+    require("torch", "torch", "from_torch")
+    if not isinstance(local_read, bool):
+        raise TypeError(f"from_torch: local_read must be a bool, got {local_read!r}.")
+    return read_datasource(TorchDatasource(dataset), override_num_blocks=1)
 
 
 def _split_block(block: pa.Table, num_blocks: int) -> List[pa.Table]:
@@ -214,6 +284,7 @@ def read_datasource(
     datasource: Union[Datasource, str],
     *,
     parallelism: int = -1,
+    concurrency: Optional[int] = None,
     override_num_blocks: Optional[int] = None,
     **read_args: Any,
 ) -> Dataset:
@@ -223,11 +294,34 @@ def read_datasource(
         datasource: A Datasource, or the name of a connector (registered in code or
             installed as a package with a ``shardflow.connectors`` entry point).
         parallelism: Requested number of read tasks; -1 chooses automatically.
+        concurrency: The most read tasks running at once; automatic by default.
         override_num_blocks: Same as ``parallelism`` (Ray Data's newer name).
-        read_args: Arguments for the connector's Datasource when a name is given.
+        read_args: Arguments for the connector's Datasource when a name is given. With a
+            Datasource object they go where Ray Data sends them: to its ``create_reader``
+            (whose reader then plans the read tasks), or to its ``prepare_read`` for a
+            datasource of Ray Data's older API. A datasource with neither does not take
+            them, and passing them raises TypeError (Ray Data ignores them silently).
 
     Returns:
         A lazy Dataset; nothing is read until it is consumed.
+
+    Examples:
+        >>> import pyarrow as pa
+        >>> import shardflow as sf
+        >>> from shardflow.sdk import BlockMetadata, Datasource, ReadTask
+        >>> class Repeat(Datasource):
+        ...     def create_reader(self, value=0):
+        ...         return _Reader(value)
+        >>> class _Reader:
+        ...     def __init__(self, value):
+        ...         self.value = value
+        ...     def estimate_inmemory_data_size(self):
+        ...         return None
+        ...     def get_read_tasks(self, parallelism):
+        ...         table = pa.table({"v": [self.value] * 2})
+        ...         return [ReadTask(lambda: [table], BlockMetadata(2, None))]
+        >>> sf.read_datasource(Repeat(), value=7).take_all()
+        [{'v': 7}, {'v': 7}]
     """
     if isinstance(datasource, str):
         from shardflow.sdk.registry import get_registry
@@ -236,12 +330,56 @@ def read_datasource(
         if spec.datasource is None:
             raise ValueError(f"Connector {datasource!r} (from {spec.package}) has no datasource; it can only write.")
         datasource = spec.datasource(**read_args)
+    elif _has_method(datasource, "create_reader"):
+        datasource = LegacyReaderSource(datasource, datasource.create_reader(**read_args))
+    elif _has_method(datasource, "prepare_read") and not _plans_its_reads(datasource):
+        datasource = LegacyReaderSource(datasource, None, read_args)
     elif read_args:
         raise TypeError(
-            f"read_datasource got unexpected arguments {sorted(read_args)}; they apply only when the "
-            "datasource is given by name. Pass them to the Datasource's constructor instead."
+            f"read_datasource got arguments {sorted(read_args)} that "
+            f"{type(datasource).__name__} does not take: they go to a datasource's "
+            "create_reader (or prepare_read), and it has neither. Pass them to the "
+            "Datasource's constructor instead."
         )
     if not isinstance(datasource, Datasource) and not hasattr(datasource, "get_read_tasks"):
         raise TypeError(f"read_datasource needs a shardflow.sdk.Datasource, got {type(datasource).__name__}.")
     parallelism = _resolve_parallelism(parallelism, override_num_blocks)
-    return Dataset(LogicalPlan(ReadSource(datasource, parallelism)))
+    if concurrency is not None and (
+        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+    ):
+        raise ValueError(f"concurrency must be a positive int or None, got {concurrency!r}.")
+    return Dataset(LogicalPlan(ReadSource(datasource, parallelism, concurrency=concurrency)))
+
+
+def _has_method(obj: Any, name: str) -> bool:
+    return callable(getattr(type(obj), name, None))
+
+
+def _plans_its_reads(datasource: Any) -> bool:
+    """Whether the datasource implements get_read_tasks itself (Ray Data's current API)."""
+    method = getattr(type(datasource), "get_read_tasks", None)
+    return method is not None and method is not Datasource.get_read_tasks
+
+
+class LegacyReaderSource(Datasource):
+    """A datasource of Ray Data's older API: the read planned by the reader its
+    ``create_reader(**read_args)`` made, or by its ``prepare_read(parallelism, **read_args)``."""
+
+    def __init__(self, datasource: Any, reader: Any, read_args: Optional[dict] = None):
+        self._datasource, self._reader, self._read_args = datasource, reader, dict(read_args or {})
+
+    def get_read_tasks(self, parallelism: int, **_: Any) -> List[Any]:
+        if self._reader is not None:
+            return self._reader.get_read_tasks(parallelism)
+        return self._datasource.prepare_read(parallelism, **self._read_args)
+
+    def estimate_inmemory_data_size(self) -> Optional[int]:
+        source = self._reader if self._reader is not None else self._datasource
+        estimate = getattr(source, "estimate_inmemory_data_size", None)
+        try:
+            return None if estimate is None else estimate()
+        except NotImplementedError:
+            return None
+
+    def get_name(self) -> str:
+        return self._datasource.get_name() if hasattr(self._datasource, "get_name") else "Legacy"

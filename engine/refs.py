@@ -6,7 +6,8 @@ The executor and operators never hold blocks, only references with metadata (``R
 - ``SpilledRef``: a block written to an Arrow IPC file on local disk (an exchange spilled it);
 - ``RayRef``: a block in Ray's object store;
 - ``SliceRef``: a row range of another reference (limits, splits, repartitions), cut lazily
-  where the block is used, so no block is copied to cut it.
+  where the block is used, so no block is copied to cut it;
+- ``ShmRef`` (engine/shm.py): a block on its way to or from a local worker process.
 
 Inside a task, ``resolve`` turns any of them (and a plain table, which is what Ray hands a task
 for a top-level object reference) into a ``pyarrow.Table``.
@@ -20,6 +21,7 @@ from typing import Any, List, Optional, Tuple
 import pyarrow as pa
 
 from shardflow.sdk.block import BlockMetadata
+from shardflow.sdk.optional import require
 
 
 class BlockRef:
@@ -120,10 +122,50 @@ class SliceRef(BlockRef):
         return getattr(self.parent, "in_memory", True)
 
 
+class PicklingBlock:
+    """A block with columns of Python objects, as it is stored in Ray's object store.
+
+    Ray writes the schemas of Arrow tables through Arrow IPC, which turns extension types
+    Arrow does not know (the Python object column, deliberately unregistered so that files
+    are never unpickled) into their storage. Such blocks are pickled whole instead.
+    """
+
+    __slots__ = ("table",)
+
+    def __init__(self, table: pa.Table):
+        self.table = table
+
+    def __reduce__(self) -> tuple:
+        import pickle
+
+        return _unpickle_block, (pickle.dumps(self.table, protocol=5),)
+
+
+def _unpickle_block(payload: bytes) -> "PicklingBlock":
+    import pickle
+
+    return PicklingBlock(pickle.loads(payload))
+
+
+def for_ray(block: pa.Table) -> Any:
+    """What to hand Ray for ``block`` (see PicklingBlock)."""
+    from shardflow.sdk.object_column import is_object_type
+
+    if any(is_object_type(t) for t in block.schema.types):
+        return PicklingBlock(block)
+    return block
+
+
+def _from_ray(value: Any) -> pa.Table:
+    return value.table if isinstance(value, PicklingBlock) else value
+
+
 def resolve(item: Any) -> pa.Table:
     """The block behind a reference, inside a task or on the driver."""
     if isinstance(item, pa.Table):
         return item
+    if isinstance(item, PicklingBlock):
+        return item.table
     if isinstance(item, MemoryRef):
         return item.block
     if isinstance(item, SliceRef):
@@ -133,13 +175,17 @@ def resolve(item: Any) -> pa.Table:
     if isinstance(item, SpilledRef):
         return item.load()
     if isinstance(item, RayRef):
-        import ray
+        ray = require("ray", "ray", "Blocks in Ray's object store")
 
-        return ray.get(item.object_ref)
+        return _from_ray(ray.get(item.object_ref))
     if type(item).__name__ == "ObjectRef":
-        import ray
+        ray = require("ray", "ray", "Blocks in Ray's object store")
 
-        return ray.get(item)
+        return _from_ray(ray.get(item))
+    from shardflow.engine.shm import ShmRef
+
+    if isinstance(item, ShmRef):
+        return item.load()
     raise TypeError(f"Not a block reference: {type(item).__name__}.")
 
 
@@ -163,13 +209,15 @@ def slice_metadata(meta: BlockMetadata, offset: int, length: int) -> BlockMetada
 class RefBundle:
     """A block reference with its metadata, as it moves between operators.
 
-    ``charge`` is the bytes it counts in the memory budget until released; ``index`` is its
-    position in its producer's output stream (ordered delivery, deterministic seeds).
+    ``charge`` is the bytes it counts in the memory budget until released; ``source_index``
+    is a source item's position among its plan's source items (a task over one source item
+    is known by it: file names of writes, seeds, resumed writes).
     """
 
     ref: Any
     meta: BlockMetadata
     charge: int = 0
+    source_index: Optional[int] = None
 
     @property
     def num_rows(self) -> int:

@@ -13,6 +13,7 @@ from typing import Any, Optional, Tuple
 from shardflow.engine.context import DataContext
 from shardflow.engine.split_coordinator import SplitCoordinator, portable_error, restore_error
 from shardflow.engine.split_transport import EpochSession
+from shardflow.sdk.optional import require
 
 _actor_class = None
 
@@ -42,7 +43,7 @@ def create_ray_client(
     dataset: Any, n: int, equal: bool, timeout_s: Optional[float]
 ) -> "RayCoordinatorClient":
     """Start the coordinator actor next to the driver and return a client for it."""
-    import ray
+    ray = require("ray", "ray", "streaming_split on the Ray backend")
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     global _actor_class
@@ -95,12 +96,12 @@ class RayCoordinatorClient:
         return self._call("schema")
 
     def context(self) -> DataContext:
-        import ray
+        ray = require("ray", "ray", "streaming_split on the Ray backend")
 
         return ray.get(self._actor.context.remote())
 
     def _call(self, method: str, *args: Any) -> Any:
-        import ray
+        ray = require("ray", "ray", "streaming_split on the Ray backend")
 
         try:
             status, value = ray.get(self._actor.call.remote(method, *args))

@@ -14,12 +14,11 @@ from shardflow.engine.logical import (
     Project,
     RandomSample,
 )
+from shardflow.engine.column_stages import AddColumnStage, ProjectStage
 from shardflow.engine.transforms import (
-    AddColumnStage,
     BatchMapStage,
     ExprFilterStage,
     FlatMapStage,
-    ProjectStage,
     RandomSampleStage,
     RowFilterStage,
     RowMapStage,

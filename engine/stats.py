@@ -32,6 +32,8 @@ class OperatorStats:
     bytes_spilled: int = 0
     tasks_retried: int = 0
     errored_blocks: int = 0
+    actors_started: int = 0
+    peak_actors: int = 0
 
     @property
     def wall_time_s(self) -> float:
@@ -83,6 +85,8 @@ class ExecutionStats:
                 line += f", {op.errored_blocks} failed blocks skipped"
             if op.skipped_files:
                 line += f", {op.skipped_files} bad files skipped"
+            if op.actors_started:
+                line += f", {op.actors_started} actors started (at most {op.peak_actors} at once)"
             lines.append(line)
         return "\n".join(lines)
 

@@ -13,20 +13,13 @@ import numpy as np
 
 from shardflow.engine.collate import collate_batch_format
 from shardflow.sdk.block import Block, block_to_batch
+from shardflow.sdk.optional import require
 
-TORCH_EXTRA_HINT = "pip install 'shardflow[torch]'"
 
 
 def import_torch() -> Any:
     """The torch module, or an ImportError saying how to install it."""
-    try:
-        import torch
-    except ImportError as exc:
-        raise ImportError(
-            "iter_torch_batches needs PyTorch, which is not installed; install it with: "
-            f"{TORCH_EXTRA_HINT}"
-        ) from exc
-    return torch
+    return require("torch", "torch", "iter_torch_batches")
 
 
 def resolve_device(torch: Any, device: Any) -> Any:
@@ -101,7 +94,9 @@ def _to_tensor(torch: Any, name: str, array: np.ndarray, dtype: Any, copy: bool)
                 "Pass a collate_fn that converts it."
             ) from exc
     if copy and not array.flags.writeable and array.size and tensor.data_ptr() == array.ctypes.data:
-        tensor = tensor.clone()
+        # NumPy's copy, not tensor.clone(): torch copies on its thread pool, which is many
+        # times slower when the cores are busy (the data pipeline runs beside it).
+        tensor = torch.from_numpy(array.copy())
     return tensor
 
 

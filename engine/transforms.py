@@ -1,15 +1,15 @@
 """Block transforms: the picklable work done inside map-like tasks.
 
-Each stage maps an iterator of blocks to an iterator of blocks. Consecutive stages are fused
+Each stage maps an iterator of blocks to an iterator of blocks (the stages of user functions
+are in engine/udf_stages.py). Consecutive stages are fused
 into one :class:`FusedTransform` that runs in a single task with no materialization between
 stages. Any exception inside a stage reaches the driver naming that stage.
 """
 
 from __future__ import annotations
 
-import inspect
 import pickle
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Any, Iterable, Iterator, List, Optional
 
 import cloudpickle
 import numpy as np
@@ -17,100 +17,24 @@ import pyarrow as pa
 
 from shardflow.engine.errors import UserCodeError, wrap_user_exception
 from shardflow.engine.refs import resolve
-from shardflow.sdk.block import (
-    Block,
-    block_to_batch,
-    block_to_rows,
-    concat_blocks,
-    rows_to_block,
-    to_block,
+from shardflow.engine.udf_stages import (  # noqa: F401  (the stages of user functions)
+    BatchMapStage,
+    FlatMapStage,
+    RowFilterStage,
+    RowMapStage,
+    Stage,
+    UDFStage,
 )
+from shardflow.sdk.block import Block, concat_blocks
 from shardflow.sdk.datasink import TaskCancelled, TaskContext
 from shardflow.sdk.datasource import ReadTask
-from shardflow.sdk.expressions import Expr
-
-
-class Stage:
-    """One step of a fused transform. ``python_heavy`` marks per-row Python work.
-
-    ``keeps_blocks`` on the last stage of a fused transform keeps its output blocks as they
-    are, neither joined nor cut to the target block sizes: XShards partitions are blocks.
-    """
-
-    name: str = "Stage"
-    python_heavy: bool = False
-    keeps_blocks: bool = False
-
-    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
-        raise NotImplementedError
-
-
-def _resolve_callable(fn: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> Callable:
-    """Instantiate a callable class once per task, as a stateless stand-in for an actor."""
-    if isinstance(fn, type):
-        return fn(*args, **kwargs)
-    return fn
-
-
-class BatchMapStage(Stage):
-    """``map_batches``: slice or combine blocks into batches, call ``fn``, collect its output."""
-
-    def __init__(
-        self,
-        fn: Callable,
-        name: str,
-        batch_size: Optional[int],
-        batch_format: str,
-        fn_args: Sequence[Any] = (),
-        fn_kwargs: Optional[Dict[str, Any]] = None,
-        fn_constructor_args: Sequence[Any] = (),
-        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
-        zero_copy_batch: bool = False,
-    ):
-        self.fn = fn
-        self.name = name
-        self.batch_size = batch_size
-        self.batch_format = batch_format
-        self.fn_args = tuple(fn_args)
-        self.fn_kwargs = dict(fn_kwargs or {})
-        self.fn_constructor_args = tuple(fn_constructor_args)
-        self.fn_constructor_kwargs = dict(fn_constructor_kwargs or {})
-        self.zero_copy_batch = zero_copy_batch
-
-    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
-        fn = _resolve_callable(self.fn, self.fn_constructor_args, self.fn_constructor_kwargs)
-        batch_size = self.batch_size
-        if batch_size == "auto":
-            blocks, batch_size = _auto_batch_size(blocks)
-        for block in rebatch_blocks(blocks, batch_size):
-            batch = block_to_batch(block, self.batch_format)
-            if not self.zero_copy_batch and self.batch_format == "numpy":
-                batch = {k: _writable(v) for k, v in batch.items()}
-            try:
-                result = fn(batch, *self.fn_args, **self.fn_kwargs)
-            except Exception as exc:
-                raise wrap_user_exception(self.name, exc) from exc
-            if inspect.isgenerator(result):
-                for item in result:
-                    yield self._output(item)
-            else:
-                yield self._output(result)
-
-    def _output(self, result: Any) -> Block:
-        try:
-            return to_block(result)
-        except (TypeError, ValueError, pa.ArrowException) as exc:
-            raise TypeError(
-                f"{self.name}: the function must return a pyarrow.Table, a pandas.DataFrame or a "
-                f"dict of column name to numpy array (one entry per column); it returned "
-                f"{type(result).__name__}. ({exc})"
-            ) from exc
+from shardflow.sdk.expressions import ColumnNotFoundError, Expr
 
 
 _AUTO_BATCH_BYTES = 8 * 1024 * 1024
 
 
-def _auto_batch_size(blocks: Iterator[Block]) -> tuple:
+def auto_batch_size(blocks: Iterator[Block]) -> tuple:
     """Peek at the first block to size batches at about 8 MiB."""
     import itertools
 
@@ -121,152 +45,31 @@ def _auto_batch_size(blocks: Iterator[Block]) -> tuple:
     return itertools.chain([first], blocks), max(1, _AUTO_BATCH_BYTES // row_bytes)
 
 
-def _writable(array: Any) -> Any:
-    if isinstance(array, np.ndarray) and not array.flags.writeable:
-        return array.copy()
-    return array
-
-
-class RowMapStage(Stage):
-    """``map``: one output row per input row."""
-
-    python_heavy = True
-
-    def __init__(self, fn: Callable, name: str, fn_args=(), fn_kwargs=None,
-                 fn_constructor_args=(), fn_constructor_kwargs=None):
-        self.fn, self.name = fn, name
-        self.fn_args, self.fn_kwargs = tuple(fn_args), dict(fn_kwargs or {})
-        self.ctor_args, self.ctor_kwargs = tuple(fn_constructor_args), dict(fn_constructor_kwargs or {})
-
-    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
-        fn = _resolve_callable(self.fn, self.ctor_args, self.ctor_kwargs)
-        args, kwargs = self.fn_args, self.fn_kwargs
-        for block in blocks:
-            try:
-                rows = [fn(row, *args, **kwargs) for row in block_to_rows(block)]
-            except Exception as exc:
-                raise wrap_user_exception(self.name, exc) from exc
-            yield rows_to_block(rows)
-
-
-class FlatMapStage(Stage):
-    """``flat_map``: any number of output rows per input row."""
-
-    python_heavy = True
-
-    def __init__(self, fn: Callable, name: str, fn_args=(), fn_kwargs=None,
-                 fn_constructor_args=(), fn_constructor_kwargs=None):
-        self.fn, self.name = fn, name
-        self.fn_args, self.fn_kwargs = tuple(fn_args), dict(fn_kwargs or {})
-        self.ctor_args, self.ctor_kwargs = tuple(fn_constructor_args), dict(fn_constructor_kwargs or {})
-
-    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
-        fn = _resolve_callable(self.fn, self.ctor_args, self.ctor_kwargs)
-        for block in blocks:
-            out: List[Any] = []
-            try:
-                for row in block_to_rows(block):
-                    out.extend(fn(row, *self.fn_args, **self.fn_kwargs))
-            except Exception as exc:
-                raise wrap_user_exception(self.name, exc) from exc
-            yield rows_to_block(out)
-
-
-class RowFilterStage(Stage):
-    """``filter`` with a Python predicate over rows."""
-
-    python_heavy = True
-
-    def __init__(self, fn: Callable, name: str, fn_args=(), fn_kwargs=None,
-                 fn_constructor_args=(), fn_constructor_kwargs=None):
-        self.fn, self.name = fn, name
-        self.fn_args, self.fn_kwargs = tuple(fn_args), dict(fn_kwargs or {})
-        self.ctor_args, self.ctor_kwargs = tuple(fn_constructor_args), dict(fn_constructor_kwargs or {})
-
-    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
-        fn = _resolve_callable(self.fn, self.ctor_args, self.ctor_kwargs)
-        for block in blocks:
-            try:
-                mask = [bool(fn(row, *self.fn_args, **self.fn_kwargs)) for row in block_to_rows(block)]
-            except Exception as exc:
-                raise wrap_user_exception(self.name, exc) from exc
-            yield block.filter(pa.array(mask, type=pa.bool_())) if mask else block
-
-
 class ExprFilterStage(Stage):
-    """``filter`` with an engine expression, evaluated by Arrow (vectorized)."""
+    """``filter`` with an engine expression, evaluated by Arrow (vectorized); one that calls
+    Python code (a ``udf``) is evaluated batch by batch, its mask then applied by Arrow."""
 
     def __init__(self, expr: Expr, name: str):
         self.expr, self.name = expr, name
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
-        pa_expr = self.expr.to_pyarrow()
+        from shardflow.sdk.expression_eval import evaluate
+
+        in_python = self.expr.runs_python()
+        pa_expr = None if in_python else self.expr.to_pyarrow()
         for block in blocks:
             missing = self.expr.referenced_columns() - set(block.column_names)
             if missing and block.num_columns:
-                raise ValueError(
+                raise ColumnNotFoundError(
                     f"{self.name}: the expression refers to unknown column(s) {sorted(missing)}; "
                     f"the data has columns {block.column_names}."
                 )
-            yield block.filter(pa_expr) if block.num_rows else block
-
-
-class ProjectStage(Stage):
-    """``select_columns``, ``drop_columns`` and ``rename_columns`` as one column mapping."""
-
-    def __init__(self, name: str, select: Optional[List[str]] = None,
-                 drop: Optional[List[str]] = None, rename: Optional[Dict[str, str]] = None):
-        self.name, self.select, self.drop, self.rename = name, select, drop, rename
-
-    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
-        for block in blocks:
-            yield self.apply(block)
-
-    def apply(self, block: Block) -> Block:
-        names = block.column_names
-        wanted = self.select if self.select is not None else self.drop or self.rename or []
-        missing = [c for c in wanted if c not in names]
-        if missing and (block.num_columns or block.num_rows):
-            raise ValueError(
-                f"{self.name}: unknown column(s) {missing}; the data has columns {names}."
-            )
-        if self.select is not None:
-            return block.select(self.select)
-        if self.drop is not None:
-            return block.drop_columns(self.drop)
-        return block.rename_columns([self.rename.get(c, c) for c in names])
-
-
-class AddColumnStage(Stage):
-    """``add_column``: a new column computed from each batch."""
-
-    def __init__(self, col: str, fn: Callable, name: str, batch_format: str):
-        self.col, self.fn, self.name, self.batch_format = col, fn, name, batch_format
-
-    def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
-        for block in blocks:
-            batch = block_to_batch(block, self.batch_format)
-            try:
-                values = self.fn(batch)
-            except Exception as exc:
-                raise wrap_user_exception(self.name, exc) from exc
-            column = to_block({self.col: _as_column_values(values)}).column(0)
-            if len(column) != block.num_rows:
-                raise ValueError(
-                    f"{self.name}: the function returned {len(column)} values for a batch of "
-                    f"{block.num_rows} rows; return one value per row."
-                )
-            if self.col in block.column_names:
-                block = block.drop_columns([self.col])
-            yield block.append_column(self.col, column)
-
-
-def _as_column_values(values: Any) -> Any:
-    if isinstance(values, (pa.Array, pa.ChunkedArray, np.ndarray)):
-        return values
-    if hasattr(values, "to_numpy"):
-        return values.to_numpy()
-    return np.asarray(values)
+            if not block.num_rows:
+                yield block
+            elif in_python:
+                yield block.filter(evaluate(self.expr, block))
+            else:
+                yield block.filter(pa_expr)
 
 
 class WriteStage(Stage):
@@ -374,6 +177,15 @@ class FusedTransform:
     @property
     def python_heavy(self) -> bool:
         return any(s.python_heavy for s in self.stages)
+
+    def setup(self) -> None:
+        """Build the state kept across tasks (in an actor: construct callable classes once)."""
+        for stage in self.stages:
+            stage.setup()
+
+    def teardown(self) -> None:
+        for stage in self.stages:
+            stage.teardown()
 
     def then(self, stage: Stage) -> "FusedTransform":
         return FusedTransform(self.stages + [stage], self.source_name, self.min_block_bytes, self.max_block_bytes)

@@ -19,11 +19,11 @@ from shardflow.sdk.file_datasink import (
     BlockBasedFileDatasink,
     DestinationExistsError,
     FileDatasink,
-    FilenameProvider,
     RowBasedFileDatasink,
     WriteCommitError,
 )
 from shardflow.sdk.file_datasource import FileBasedDatasource, FileShuffleConfig
+from shardflow.sdk.filename_provider import FilenameProvider
 from shardflow.sdk.partitioning import Partitioning, PathPartitionFilter
 from shardflow.sdk.pushdowns import Pushdowns
 from shardflow.sdk.registry import ConnectorSpec, get_registry, register_connector

@@ -16,10 +16,13 @@ from __future__ import annotations
 import copyreg
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, TypeAlias, Union
 
 import numpy as np
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    import pandas
 
 from shardflow.sdk.object_column import is_object_type, objects_to_arrow, objects_to_numpy
 from shardflow.sdk.python_values import (
@@ -30,13 +33,13 @@ from shardflow.sdk.python_values import (
     values_to_arrow,
 )
 
-Block = pa.Table
+Block: TypeAlias = pa.Table
 """The unit of data the engine moves: an Arrow table."""
 
 BATCH_FORMATS = ("numpy", "pandas", "pyarrow")
 """The batch formats accepted by ``map_batches``, ``iter_batches`` and friends."""
 
-DataBatch = Union[pa.Table, "pandas.DataFrame", Dict[str, np.ndarray]]  # noqa: F821
+DataBatch = Union[pa.Table, "pandas.DataFrame", Dict[str, np.ndarray]]
 
 
 @dataclass
@@ -218,7 +221,7 @@ def _extension_type_from_ipc(serialized_schema: bytes) -> pa.DataType:
     return pa.ipc.read_schema(pa.py_buffer(serialized_schema)).field(0).type
 
 
-def _reduce_extension_type(arrow_type: pa.DataType) -> tuple:
+def _reduce_extension_type(arrow_type: pa.DataType) -> tuple[Any, ...]:
     # pyarrow cannot pickle C++ extension types that lack a Python class (such as the
     # variable-shape tensor), which blocks sending such blocks to workers.
     schema = pa.schema([pa.field("tensor", arrow_type)])
@@ -415,7 +418,7 @@ def concat_blocks(blocks: List[Block]) -> Block:
 def _unify_tensor_shapes(blocks: List[Block]) -> List[Block]:
     """Blocks whose tensor columns differ in shape from block to block (images of different
     sizes read by different tasks) get those columns as variable-shape tensors."""
-    types: Dict[str, set] = {}
+    types: Dict[str, set[Any]] = {}
     for block in blocks:
         for f in block.schema:
             types.setdefault(f.name, set()).add(f.type)

@@ -43,7 +43,7 @@ class TaskContext:
     task_idx: int
     op_name: str = "Write"
     write_uuid: str = ""
-    kwargs: dict = field(default_factory=dict)
+    kwargs: dict[str, Any] = field(default_factory=dict)
     cancelled: Callable[[], bool] = field(default=_never, repr=False, compare=False)
 
 
@@ -116,6 +116,8 @@ class Datasink(Generic[WriteReturnType]):
         return None
 
 
-def summarize_writes(returns: List[Any], num_rows: int, size_bytes: int) -> WriteResult:
+def summarize_writes(
+    returns: List[Any], num_rows: int, size_bytes: int
+) -> WriteResult[List[Any]]:
     """Build the WriteResult handed to ``on_write_complete``."""
     return WriteResult(num_rows=num_rows, size_bytes=size_bytes, write_returns=list(returns))

@@ -168,6 +168,8 @@ class Datasource:
     # of the source whose ``pushdowns`` holds the new value; a connector that opts in reads
     # ``self.pushdowns`` when it plans and runs its reads.
 
+    _pushdowns: Pushdowns  # set on copies only; read through ``pushdowns``
+
     @property
     def pushdowns(self) -> Pushdowns:
         """Columns, filter and row limit pushed into this source (immutable)."""

@@ -1,11 +1,14 @@
-"""Engine expressions: column references, literals and operators over them.
+"""Engine expressions: column references, literals and operations over them.
 
-Expressions are plain, picklable trees. Translating one into another system's expressions
-(pyarrow compute, a table format's scan filter) is the job of an :class:`ExprVisitor`: it has
-one ``visit_<kind>`` method per kind of expression, so a connector translates the kinds it
-understands and gets a clear :class:`UnsupportedExpressionError` for the others, and a new kind
-of expression needs one new method in the visitors that can translate it.
-:meth:`Expr.to_pyarrow` is :class:`PyArrowExprVisitor`.
+The API is Ray Data's ``ray.data.expressions`` (``col``, ``lit``, ``udf``, ``download``,
+operators, ``is_null``, ``is_in``, ``alias``, ``cast``...). Expressions are plain, picklable
+trees. Translating one into another system's expressions (pyarrow compute, a table format's
+scan filter) is the job of an :class:`ExprVisitor`: it has one ``visit_<kind>`` method per kind
+of expression, so a connector translates the kinds it understands and gets a clear
+:class:`UnsupportedExpressionError` for the others, and a new kind of expression needs one
+new method in the visitors that can translate it. :meth:`Expr.to_pyarrow` is
+:class:`PyArrowExprVisitor`; :meth:`Expr.evaluate` computes values on a table with
+:class:`~shardflow.sdk.expression_eval.ArrowEvaluator`.
 
 Examples:
     >>> from shardflow.sdk.expressions import col, lit
@@ -18,10 +21,12 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 from typing import (
     Any,
     Callable,
     ClassVar,
+    Dict,
     Generic,
     Iterable,
     Iterator,
@@ -33,34 +38,47 @@ from typing import (
 
 import pyarrow as pa
 
+from shardflow.sdk.datatype import DataType
+
 T = TypeVar("T")
 
 COMPARISONS = ("==", "!=", ">", ">=", "<", "<=")
 BOOLEAN_OPS = ("&", "|")
-ARITHMETIC_OPS = ("+", "-", "*", "/", "%")
+ARITHMETIC_OPS = ("+", "-", "*", "/", "%", "//")
 _ALL_OPS = COMPARISONS + BOOLEAN_OPS + ARITHMETIC_OPS
 
 # ``a op b`` is ``b flipped(op) a``: lets a visitor put the column on the left.
 FLIPPED_COMPARISONS = {"==": "==", "!=": "!=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
 
-
-def _pc():
-    import pyarrow.compute as pc  # imported on first use: keeps `import shardflow` fast
-
-    return pc
+# Kinds whose evaluation calls Python code (a user function, a download) rather than Arrow.
+PYTHON_KINDS = frozenset({"udf", "download"})
 
 
 class UnsupportedExpressionError(ValueError):
     """An expression has a kind (or an operator) that a visitor cannot translate."""
 
 
+class ColumnNotFoundError(KeyError, ValueError):
+    """A column named by an operation or an expression is not in the data.
+
+    A ``KeyError`` (as Ray Data raises for ``drop_columns``) and a ``ValueError`` (as for
+    the other column errors), with the message as it is written (``KeyError`` would quote it).
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class Expr:
-    """Base class of expressions. Build them with :func:`col` and :func:`lit`.
+    """Base class of expressions. Build them with :func:`col`, :func:`lit`, :func:`udf` and
+    :func:`download`, and combine them with operators.
 
     Each subclass names its ``kind``; :meth:`ExprVisitor.visit` calls ``visit_<kind>``.
+    ``name`` is the output name of a column reference or an alias, None for the others.
     """
 
     kind: ClassVar[str] = ""
+    name: Optional[str] = None
 
     def children(self) -> Tuple["Expr", ...]:
         """The sub-expressions, for walks that do not care about the kind."""
@@ -73,19 +91,38 @@ class Expr:
             yield from child.walk()
 
     def to_pyarrow(self) -> "pyarrow.compute.Expression":  # noqa: F821
-        """Translate to a :class:`pyarrow.compute.Expression`."""
+        """Translate to a :class:`pyarrow.compute.Expression`.
+
+        Raises:
+            UnsupportedExpressionError: for kinds Arrow cannot run (``udf``, ``download``).
+        """
         return PyArrowExprVisitor().visit(self)
 
     def referenced_columns(self) -> Set[str]:
         """Names of the columns the expression reads."""
         return {e.name for e in self.walk() if isinstance(e, ColumnExpr)}
 
+    def runs_python(self) -> bool:
+        """Whether evaluating the expression calls Python code (a ``udf`` or ``download``),
+        so it cannot be handed to Arrow or pushed into a reader."""
+        return any(e.kind in PYTHON_KINDS for e in self.walk())
+
     def evaluate(self, table: pa.Table) -> pa.ChunkedArray:
         """Evaluate on a table, returning one value per row."""
-        import pyarrow.dataset as pads
+        from shardflow.sdk.expression_eval import evaluate
 
-        result = pads.dataset(table).to_table(columns={"__value__": self.to_pyarrow()})
-        return result.column("__value__")
+        return evaluate(self, table)
+
+    def structurally_equals(self, other: Any) -> bool:
+        """Whether ``other`` is the same expression tree (``==`` builds a comparison)."""
+        if type(other) is not type(self) or self._key() != other._key():
+            return False
+        mine, theirs = self.children(), other.children()
+        return len(mine) == len(theirs) and all(a.structurally_equals(b) for a, b in zip(mine, theirs))
+
+    def _key(self) -> Tuple[Any, ...]:
+        """What identifies this node apart from its children (for structurally_equals)."""
+        return ()
 
     def _binary(self, op: str, other: Any, reverse: bool = False) -> "BinaryExpr":
         other = other if isinstance(other, Expr) else LiteralExpr(other)
@@ -142,8 +179,20 @@ class Expr:
     def __truediv__(self, other: Any) -> "BinaryExpr":
         return self._binary("/", other)
 
+    def __rtruediv__(self, other: Any) -> "BinaryExpr":
+        return self._binary("/", other, reverse=True)
+
+    def __floordiv__(self, other: Any) -> "BinaryExpr":
+        return self._binary("//", other)
+
+    def __rfloordiv__(self, other: Any) -> "BinaryExpr":
+        return self._binary("//", other, reverse=True)
+
     def __mod__(self, other: Any) -> "BinaryExpr":
         return self._binary("%", other)
+
+    def __rmod__(self, other: Any) -> "BinaryExpr":
+        return self._binary("%", other, reverse=True)
 
     def __neg__(self) -> "BinaryExpr":
         return BinaryExpr("-", LiteralExpr(0), self)
@@ -163,9 +212,53 @@ class Expr:
         """True where the value is null."""
         return IsNullExpr(self)
 
+    def is_not_null(self) -> "NotExpr":
+        """True where the value is not null."""
+        return NotExpr(IsNullExpr(self))
+
     def is_in(self, values: Iterable[Any]) -> "IsInExpr":
-        """True where the value is one of ``values``."""
-        return IsInExpr(self, list(values))
+        """True where the value is one of ``values`` (a null value is in no list)."""
+        return IsInExpr(self, _literal_values(values, "is_in"))
+
+    def not_in(self, values: Iterable[Any]) -> "NotExpr":
+        """True where the value is none of ``values`` (a null value is in no list)."""
+        return NotExpr(IsInExpr(self, _literal_values(values, "not_in")))
+
+    def alias(self, name: str) -> "AliasExpr":
+        """The same values under the output name ``name``.
+
+        Examples:
+            >>> from shardflow.sdk.expressions import col
+            >>> (col("price") * col("qty")).alias("total").name
+            'total'
+        """
+        operand = self.operand if isinstance(self, AliasExpr) else self
+        return AliasExpr(operand, name)
+
+    def cast(self, target_type: DataType, *, safe: bool = True) -> "CastExpr":
+        """The values converted to ``target_type`` (a :class:`DataType`).
+
+        Args:
+            target_type: An Arrow- or NumPy-backed DataType, e.g. ``DataType.float64()``.
+            safe: Raise on overflow and lossy conversions (the default); False allows them.
+
+        Examples:
+            >>> from shardflow.sdk.expressions import col
+            >>> from shardflow.sdk.datatype import DataType
+            >>> col("id").cast(DataType.string())
+            col('id').cast(DataType(arrow:string))
+        """
+        return CastExpr(self, target_type, safe)
+
+
+def _literal_values(values: Any, method: str) -> list:
+    if isinstance(values, LiteralExpr):
+        values = values.value
+    if isinstance(values, Expr):
+        raise TypeError(f"{method} takes a list of values, got the expression {values!r}.")
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        values = [values]
+    return list(values)
 
 
 class ColumnExpr(Expr):
@@ -178,17 +271,27 @@ class ColumnExpr(Expr):
             raise TypeError(f"A column name must be a non-empty string, got {name!r}.")
         self.name = name
 
+    def _key(self) -> Tuple[Any, ...]:
+        return (self.name,)
+
     def __repr__(self) -> str:
         return f"col({self.name!r})"
 
 
 class LiteralExpr(Expr):
-    """A constant value."""
+    """A constant value, the same in every row."""
 
     kind = "literal"
 
     def __init__(self, value: Any):
         self.value = value
+
+    @property
+    def data_type(self) -> DataType:
+        return DataType.infer_dtype(self.value)
+
+    def _key(self) -> Tuple[Any, ...]:
+        return (type(self.value), repr(self.value))
 
     def __repr__(self) -> str:
         return repr(self.value)
@@ -206,6 +309,9 @@ class BinaryExpr(Expr):
 
     def children(self) -> Tuple[Expr, ...]:
         return (self.left, self.right)
+
+    def _key(self) -> Tuple[Any, ...]:
+        return (self.op,)
 
     def __repr__(self) -> str:
         return f"({self.left!r} {self.op} {self.right!r})"
@@ -252,8 +358,110 @@ class IsInExpr(Expr):
     def children(self) -> Tuple[Expr, ...]:
         return (self.operand,)
 
+    def _key(self) -> Tuple[Any, ...]:
+        return (repr(self.values),)
+
     def __repr__(self) -> str:
         return f"{self.operand!r}.is_in({self.values!r})"
+
+
+class AliasExpr(Expr):
+    """The operand's values under another output name (``expr.alias(name)``)."""
+
+    kind = "alias"
+
+    def __init__(self, operand: Expr, name: str):
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"An alias must be a non-empty string, got {name!r}.")
+        self.operand, self.name = operand, name
+
+    def children(self) -> Tuple[Expr, ...]:
+        return (self.operand,)
+
+    def _key(self) -> Tuple[Any, ...]:
+        return (self.name,)
+
+    def __repr__(self) -> str:
+        return f"{self.operand!r}.alias({self.name!r})"
+
+
+class CastExpr(Expr):
+    """The operand's values converted to another type (``expr.cast(DataType...)``)."""
+
+    kind = "cast"
+
+    def __init__(self, operand: Expr, data_type: DataType, safe: bool = True):
+        if not isinstance(data_type, DataType):
+            raise TypeError(
+                f"target_type must be a shardflow.datatype.DataType, got: {type(data_type).__name__}. "
+                "Use the DataType factories (e.g., DataType.int64(), DataType.string())."
+            )
+        if data_type.is_python_type():
+            raise TypeError(
+                "A DataType backed by a Python type (e.g. DataType(int)) cannot be cast to: use "
+                "an Arrow-backed DataType instead, such as DataType.int64() or DataType.string()."
+            )
+        self.operand, self.data_type, self.safe = operand, data_type, bool(safe)
+
+    def arrow_type(self) -> pa.DataType:
+        return self.data_type.to_arrow_dtype()
+
+    def children(self) -> Tuple[Expr, ...]:
+        return (self.operand,)
+
+    def _key(self) -> Tuple[Any, ...]:
+        return (self.data_type, self.safe)
+
+    def __repr__(self) -> str:
+        return f"{self.operand!r}.cast({self.data_type!r})"
+
+
+class UDFExpr(Expr):
+    """A call of a user function on columns of values (made by :func:`udf`).
+
+    The function receives one Arrow array per argument (a literal argument as its value) for
+    each batch, and returns an array of one value per row.
+    """
+
+    kind = "udf"
+
+    def __init__(self, fn: Callable[..., Any], args: Tuple[Expr, ...], kwargs: Dict[str, Expr],
+                 return_dtype: DataType):
+        self.fn, self.args, self.kwargs, self.return_dtype = fn, tuple(args), dict(kwargs), return_dtype
+
+    def children(self) -> Tuple[Expr, ...]:
+        return self.args + tuple(self.kwargs.values())
+
+    def _key(self) -> Tuple[Any, ...]:
+        return (self.fn, tuple(self.kwargs), self.return_dtype)
+
+    def __repr__(self) -> str:
+        shown = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return f"{_callable_name(self.fn)}({', '.join(shown)})"
+
+
+class DownloadExpr(Expr):
+    """The bytes of the file each row's URI names (made by :func:`download`)."""
+
+    kind = "download"
+
+    def __init__(self, uri_column_name: str, filesystem: Any = None):
+        if not isinstance(uri_column_name, str) or not uri_column_name:
+            raise TypeError(f"download needs a column name, got {uri_column_name!r}.")
+        self.uri_column_name, self.filesystem = uri_column_name, filesystem
+
+    def children(self) -> Tuple[Expr, ...]:
+        return (ColumnExpr(self.uri_column_name),)
+
+    def _key(self) -> Tuple[Any, ...]:
+        return (self.uri_column_name,)
+
+    def __repr__(self) -> str:
+        return f"download({self.uri_column_name!r})"
+
+
+def _callable_name(fn: Any) -> str:
+    return getattr(fn, "__name__", None) or type(fn).__name__
 
 
 class ExprVisitor(Generic[T]):
@@ -312,53 +520,17 @@ class ExprVisitor(Generic[T]):
     def visit_is_in(self, expr: IsInExpr) -> T:
         return self.visit_unsupported(expr)
 
+    def visit_alias(self, expr: AliasExpr) -> T:
+        return self.visit_unsupported(expr)
 
-_PYARROW_OPS = {
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    "&": lambda a, b: a & b,
-    "|": lambda a, b: a | b,
-    "+": lambda a, b: _pc().add(a, b),
-    "-": lambda a, b: _pc().subtract(a, b),
-    "*": lambda a, b: _pc().multiply(a, b),
-    "/": lambda a, b: _pc().divide(a, b),
-    "%": lambda a, b: _pc().Expression._call("modulo", [a, b]),
-}
+    def visit_cast(self, expr: CastExpr) -> T:
+        return self.visit_unsupported(expr)
 
+    def visit_udf(self, expr: UDFExpr) -> T:
+        return self.visit_unsupported(expr)
 
-class PyArrowExprVisitor(ExprVisitor["pyarrow.compute.Expression"]):  # noqa: F821
-    """Translates to a :class:`pyarrow.compute.Expression`.
-
-    Args:
-        column_name: Maps a column name of the expression to the name in the data being
-            filtered (a file whose columns are named differently, say); identity by default.
-    """
-
-    def __init__(self, column_name: Optional[Callable[[str], str]] = None):
-        self._column_name = column_name
-
-    def visit_column(self, expr: ColumnExpr) -> Any:
-        name = expr.name if self._column_name is None else self._column_name(expr.name)
-        return _pc().field(name)
-
-    def visit_literal(self, expr: LiteralExpr) -> Any:
-        return _pc().scalar(expr.value)
-
-    def visit_binary(self, expr: BinaryExpr) -> Any:
-        return _PYARROW_OPS[expr.op](self.visit(expr.left), self.visit(expr.right))
-
-    def visit_not(self, expr: NotExpr) -> Any:
-        return ~self.visit(expr.operand)
-
-    def visit_is_null(self, expr: IsNullExpr) -> Any:
-        return self.visit(expr.operand).is_null()
-
-    def visit_is_in(self, expr: IsInExpr) -> Any:
-        return self.visit(expr.operand).isin(expr.values)
+    def visit_download(self, expr: DownloadExpr) -> T:
+        return self.visit_unsupported(expr)
 
 
 def conjuncts(expr: Expr) -> list:
@@ -373,15 +545,135 @@ def col(name: str) -> ColumnExpr:
 
     Examples:
         >>> import shardflow as sf
-        >>> sf.range(5).filter(sf.col("id") >= 3).take_all()
+        >>> sf.range(5).filter(expr=sf.col("id") >= 3).take_all()
         [{'id': 3}, {'id': 4}]
     """
     return ColumnExpr(name)
 
 
 def lit(value: Any) -> LiteralExpr:
-    """A constant for use in expressions."""
+    """A constant for use in expressions.
+
+    Examples:
+        >>> import shardflow as sf
+        >>> sf.range(2).with_column("one", sf.lit(1)).take_all()
+        [{'id': 0, 'one': 1}, {'id': 1, 'one': 1}]
+    """
     return LiteralExpr(value)
+
+
+def download(uri_column_name: str, *, filesystem: Any = None) -> DownloadExpr:
+    """The bytes of the file named by each row's URI, for ``Dataset.with_column``.
+
+    Args:
+        uri_column_name: The column holding paths or URIs (``s3://``, ``gs://``, local).
+        filesystem: An fsspec or ``pyarrow.fs`` filesystem; inferred from the URIs' scheme
+            when None. A null URI gives a null; a file that cannot be read raises an error
+            naming it and the reason.
+
+    Examples:
+        >>> import shardflow as sf, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "a.txt")
+        >>> _ = open(path, "wb").write(b"hello")
+        >>> sf.from_items([{"uri": path}]).with_column("bytes", sf.download("uri")).take_all()[0]["bytes"]
+        b'hello'
+    """
+    return DownloadExpr(uri_column_name, filesystem)
+
+
+class _LazyInstance:
+    """A callable class's instance, created on first call in the process that runs it."""
+
+    def __init__(self, cls: type, args: Tuple[Any, ...], kwargs: Dict[str, Any]):
+        self.cls, self.args, self.kwargs = cls, args, kwargs
+        self._instance: Any = None
+        self.__name__ = cls.__name__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._instance is None:
+            self._instance = self.cls(*self.args, **self.kwargs)
+        return self._instance(*args, **kwargs)
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_instance"] = None  # every process builds its own
+        return state
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _LazyInstance) and (self.cls, self.args, self.kwargs) == (
+            other.cls, other.args, other.kwargs)
+
+    __hash__ = object.__hash__
+
+
+def _expr_args(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[Tuple[Expr, ...], Dict[str, Expr]]:
+    def as_expr(value: Any) -> Expr:
+        return value if isinstance(value, Expr) else LiteralExpr(value)
+
+    return tuple(as_expr(a) for a in args), {k: as_expr(v) for k, v in kwargs.items()}
+
+
+def udf(return_dtype: DataType) -> Callable[[Any], Any]:
+    """Make a function (or a callable class) over batches of values usable in expressions.
+
+    The function receives one ``pyarrow`` array per column argument for each batch (literal
+    arguments as they are) and returns one value per row (an Arrow array, NumPy array or
+    pandas Series). A callable class is instantiated with its constructor arguments once in
+    each process that runs it, then called per batch.
+
+    Args:
+        return_dtype: The :class:`DataType` of the values returned.
+
+    Examples:
+        >>> import pyarrow.compute as pc
+        >>> import shardflow as sf
+        >>> from shardflow.datatype import DataType
+        >>> @sf.udf(return_dtype=DataType.int64())
+        ... def add_one(x):
+        ...     return pc.add(x, 1)
+        >>> sf.range(2).with_column("next", add_one(sf.col("id"))).take_all()
+        [{'id': 0, 'next': 1}, {'id': 1, 'next': 2}]
+    """
+    if not isinstance(return_dtype, DataType):
+        raise TypeError(
+            f"udf needs return_dtype, a shardflow.datatype.DataType; got {type(return_dtype).__name__}."
+        )
+
+    def decorate(fn_or_class: Any) -> Any:
+        if isinstance(fn_or_class, type):
+            return _udf_class(fn_or_class, return_dtype)
+        if not callable(fn_or_class):
+            raise TypeError(f"udf decorates a function or a callable class, got {fn_or_class!r}.")
+
+        @functools.wraps(fn_or_class)
+        def build(*args: Any, **kwargs: Any) -> UDFExpr:
+            expr_args, expr_kwargs = _expr_args(args, kwargs)
+            return UDFExpr(fn_or_class, expr_args, expr_kwargs, return_dtype)
+
+        build._original_fn = fn_or_class  # type: ignore[attr-defined]
+        return build
+
+    return decorate
+
+
+def _udf_class(cls: type, return_dtype: DataType) -> type:
+    if not callable(getattr(cls, "__call__", None)):
+        raise TypeError(f"udf decorates callable classes; {cls.__name__} has no __call__.")
+
+    class ExpressionCallable:
+        """Instances build expressions: ``Cls(args)(col("x"))`` calls ``Cls(args)(x)`` per batch."""
+
+        def __init__(self, *args: Any, **kwargs: Any):
+            self._fn = _LazyInstance(cls, args, kwargs)
+
+        def __call__(self, *args: Any, **kwargs: Any) -> UDFExpr:
+            expr_args, expr_kwargs = _expr_args(args, kwargs)
+            return UDFExpr(self._fn, expr_args, expr_kwargs, return_dtype)
+
+    ExpressionCallable.__name__ = cls.__name__
+    ExpressionCallable.__qualname__ = cls.__qualname__
+    ExpressionCallable.__module__ = cls.__module__
+    return ExpressionCallable
 
 
 def and_all(exprs: Iterable[Expr]) -> Expr:
@@ -395,74 +687,14 @@ def and_all(exprs: Iterable[Expr]) -> Expr:
     return result
 
 
-_AST_BINOPS = {"Add": "+", "Sub": "-", "Mult": "*", "Div": "/", "Mod": "%"}
-_AST_CMPOPS = {"Eq": "==", "NotEq": "!=", "Gt": ">", "GtE": ">=", "Lt": "<", "LtE": "<="}
+# The translators and the parser live in modules of their own; they are imported here so
+# that ``shardflow.sdk.expressions`` offers the whole API.
+from shardflow.sdk.expression_arrow import PyArrowExprVisitor  # noqa: E402
+from shardflow.sdk.expression_parsing import parse_expr  # noqa: E402
 
-
-def parse_expr(text: str) -> Expr:
-    """Parse a Python-syntax predicate such as ``"x > 0 and name in ['a', 'b']"``.
-
-    Bare names are columns; literals are constants; ``and``/``or``/``not``, comparisons,
-    ``+ - * / %``, ``in``/``not in`` a list, and ``is None``/``is not None`` are supported.
-
-    Examples:
-        >>> parse_expr("x > 1 and y in [1, 2]")
-        ((col('x') > 1) & col('y').is_in([1, 2]))
-    """
-    import ast
-
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"An expression string must be non-empty, got {text!r}.")
-    try:
-        tree = ast.parse(text.strip(), mode="eval")
-    except SyntaxError as exc:
-        raise ValueError(f"Cannot parse expression {text!r}: {exc.msg}.") from exc
-    return _from_ast(tree.body, text)
-
-
-def _from_ast(node: Any, text: str) -> Expr:
-    import ast
-
-    if isinstance(node, ast.Name):
-        return ColumnExpr(node.id)
-    if isinstance(node, ast.Constant):
-        return LiteralExpr(node.value)
-    if isinstance(node, ast.BoolOp):
-        parts = [_from_ast(v, text) for v in node.values]
-        result = parts[0]
-        for part in parts[1:]:
-            result = result & part if isinstance(node.op, ast.And) else result | part
-        return result
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        return NotExpr(_from_ast(node.operand, text))
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_from_ast(node.operand, text)
-    if isinstance(node, ast.BinOp) and type(node.op).__name__ in _AST_BINOPS:
-        op = _AST_BINOPS[type(node.op).__name__]
-        return BinaryExpr(op, _from_ast(node.left, text), _from_ast(node.right, text))
-    if isinstance(node, ast.Compare):
-        left = _from_ast(node.left, text)
-        result = None
-        for i, (op, right_node) in enumerate(zip(node.ops, node.comparators)):
-            part = _compare(op, left, right_node, text)
-            result = part if result is None else result & part
-            if i + 1 < len(node.ops):
-                left = _from_ast(right_node, text)
-        return result
-    raise ValueError(f"Unsupported syntax in expression {text!r}: {ast.dump(node)[:60]}.")
-
-
-def _compare(op: Any, left: Expr, right_node: Any, text: str) -> Expr:
-    import ast
-
-    name = type(op).__name__
-    if name in _AST_CMPOPS:
-        return BinaryExpr(_AST_CMPOPS[name], left, _from_ast(right_node, text))
-    if name in ("In", "NotIn"):
-        values = ast.literal_eval(right_node)
-        expr = IsInExpr(left, list(values))
-        return expr if name == "In" else NotExpr(expr)
-    if name in ("Is", "IsNot") and isinstance(right_node, ast.Constant) and right_node.value is None:
-        expr = IsNullExpr(left)
-        return expr if name == "Is" else NotExpr(expr)
-    raise ValueError(f"Unsupported comparison in expression {text!r}.")
+__all__ = [
+    "AliasExpr", "BinaryExpr", "CastExpr", "ColumnExpr", "ColumnNotFoundError", "DataType",
+    "DownloadExpr", "Expr", "ExprVisitor", "IsInExpr", "IsNullExpr", "LiteralExpr", "NotExpr",
+    "PyArrowExprVisitor", "UDFExpr", "UnsupportedExpressionError", "and_all", "col",
+    "conjuncts", "download", "lit", "parse_expr", "udf",
+]

@@ -38,6 +38,7 @@ from shardflow.sdk.native_filesystems import stream_compression
 from shardflow.sdk.partitioning import format_value
 from shardflow.sdk.retry import RetryConfig, call_with_retry
 from shardflow.sdk.save_mode import SaveMode, to_save_mode
+from shardflow.sdk.write_journal import WriteJournal, resumable_staging_name
 
 logger = logging.getLogger(__name__)
 
@@ -164,6 +165,8 @@ class FileDatasink(Datasink):
         self._write_id = ""
         self._staging = ""
         self._created_dest = False
+        self._journal: Optional[WriteJournal] = None
+        self._resumed: Dict[int, Dict[str, Any]] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(path={self.path!r}, mode={self.mode.value!r})"
@@ -218,8 +221,31 @@ class FileDatasink(Datasink):
         self._staging = join(fs, dest, STAGING_PREFIX + self._write_id)
         self._created_dest = not exists
         self._created_root = self._first_missing_ancestor() if not exists else None
+        if self._journal is not None:  # resume=True: a staging folder kept across runs
+            self._staging = join(fs, dest, STAGING_PREFIX + resumable_staging_name(self._path))
         if supports_rename(fs):
             fs.makedirs(self._staging, exist_ok=True)
+        if self._journal is not None:
+            self._journal.staging = self._staging
+            self._write_id = self._journal.start()
+            self._resumed = self._journal.done_tasks()
+
+    # -- resumable writes ---------------------------------------------------------------
+
+    supports_resume = True
+
+    def enable_resume(self) -> None:
+        """Keep the staging folder across runs and record finished tasks (see write_journal)."""
+        self._journal = WriteJournal(self._fs, "")
+
+    @property
+    def write_id(self) -> str:
+        """The id of this write (the same on every resumed run)."""
+        return self._write_id
+
+    def resumed_tasks(self) -> Dict[int, Dict[str, Any]]:
+        """Tasks a previous run already staged: {task index: {"files", "rows", "bytes"}}."""
+        return dict(self._resumed)
 
     def _visible_entries(self) -> List[str]:
         """Top-level entries of the destination, without hidden ones (staging, ``_SUCCESS``)."""
@@ -247,7 +273,19 @@ class FileDatasink(Datasink):
             raise RuntimeError("FileDatasink.write called before on_write_start.")
         namer = self._namer(ctx.write_uuid or self._write_id, ctx.task_idx)
         self._task_cancelled = ctx.cancelled
-        return self._write_task(blocks, namer)
+        counts = [0, 0]  # rows and bytes, for the journal of a resumable write
+
+        def counted() -> Iterator[Block]:
+            for block in blocks:
+                if block.num_rows:
+                    counts[0] += block.num_rows
+                    counts[1] += block.nbytes
+                yield block
+
+        staged = self._write_task(counted(), namer)
+        if self._journal is not None:
+            self._journal.record(ctx.task_idx, staged, counts[0], counts[1])
+        return staged
 
     def _write_task(self, blocks: Iterable[Block], namer: TaskFileNamer) -> List[str]:
         raise NotImplementedError
@@ -359,6 +397,12 @@ class FileDatasink(Datasink):
                 self._remove_created_dest()
 
     def on_write_failed(self, error: Exception) -> None:
+        if self._journal is not None:
+            logger.info(
+                "The write to %s failed; its staged files are kept for a rerun with resume=True.",
+                self.path,
+            )
+            return
         self._remove_staging()
         self._remove_created_dest()
 

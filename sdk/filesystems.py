@@ -21,11 +21,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from shardflow.sdk.optional import missing_message
+
 _SCHEME_RE = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*)://")
 _USERINFO_RE = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*://)[^/@]*@")
 _LOCAL_PROTOCOLS = {"file", "local"}
 _PROTOCOL_ALIASES = {"local": "file", "gcs": "gs", "s3a": "s3"}
-_INSTALL_HINTS = {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}
+_EXTRAS = {"s3": ("s3fs", "s3"), "gs": ("gcsfs", "gcs"), "gcs": ("gcsfs", "gcs")}
 
 
 def redact(path: str) -> str:
@@ -99,9 +101,11 @@ def _make_fsspec(protocol: str, storage_options: Dict[str, Any]) -> Any:
     try:
         return fsspec.filesystem(protocol, **storage_options)
     except ImportError as exc:
-        package = _INSTALL_HINTS.get(protocol)
-        hint = f" Install it with: pip install {package}" if package else ""
-        raise ImportError(f"Paths with scheme {protocol}:// need an extra package.{hint}") from exc
+        if protocol in _EXTRAS:
+            module, extra = _EXTRAS[protocol]
+            message = missing_message(module, extra, f"The {protocol}:// filesystem")
+            raise ImportError(message) from exc
+        raise ImportError(f"Paths with scheme {protocol}:// need an extra package: {exc}") from exc
     except ValueError as exc:
         if "Protocol not known" in str(exc):
             raise ValueError(

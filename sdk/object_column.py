@@ -41,7 +41,7 @@ class PythonObjectType(pa.ExtensionType):
     def __arrow_ext_class__(self) -> type:
         return PythonObjectArray
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[Any, ...]:
         return PythonObjectType, ()
 
     def to_pandas_dtype(self) -> np.dtype:

@@ -9,6 +9,7 @@ listed folder are hidden and skipped.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from dataclasses import dataclass
@@ -157,7 +158,7 @@ def _batch_infos(fs: Any, paths: Sequence[str], retry: RetryConfig) -> Dict[str,
     for folder in by_parent:
         try:
             listing = call_with_retry(
-                lambda folder=folder: fs.ls(folder, detail=True),
+                functools.partial(fs.ls, folder, detail=True),
                 description=f"list {display_path(fs, folder)}",
                 config=retry,
             )

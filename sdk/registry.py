@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from importlib import metadata as importlib_metadata
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from shardflow.sdk.optional import install_command
+
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "shardflow.connectors"
@@ -104,13 +106,13 @@ BUILTIN_CONNECTORS: Dict[str, LazyConnector] = {
         f"{_CONNECTORS}.images.ImageDatasource",
         f"{_CONNECTORS}.images.ImageDatasink",
         requires=("PIL",),
-        install="pip install 'shardflow[images]'",
+        install=install_command("images"),
     ),
     "iceberg": LazyConnector(
         f"{_CONNECTORS}.iceberg.IcebergDatasource",
         f"{_CONNECTORS}.iceberg.IcebergDatasink",
         requires=("pyiceberg",),
-        install="pip install 'shardflow[iceberg]'",
+        install=install_command("iceberg"),
     ),
 }
 """shardflow's connectors: name to dotted paths, imported when the name is first used."""
@@ -242,7 +244,7 @@ class ConnectorRegistry:
                 logger.warning("Could not read entry points %r: %s", ENTRY_POINT_GROUP, exc)
                 return
             for ep in entry_points:
-                package = ep.dist.name if getattr(ep, "dist", None) else ep.value
+                package = ep.dist.name if ep.dist is not None else ep.value
                 if ep.name in self._broken and ep.name not in self._specs:
                     continue  # already claimed by two packages, or broken
                 if ep.name in self._lazy and self._lazy[ep.name].package != package:

@@ -12,7 +12,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Iterator, Optional, TypeVar
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ def _status_of(exc: BaseException) -> Optional[int]:
     return None
 
 
-def _chain(exc: BaseException):
+def _chain(exc: Optional[BaseException]) -> Iterator[BaseException]:
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))

@@ -31,7 +31,7 @@ class SaveMode(str, Enum):
     UPSERT = "upsert"
 
 
-def to_save_mode(mode: Any, allowed: tuple = tuple(SaveMode)) -> SaveMode:
+def to_save_mode(mode: Any, allowed: tuple[SaveMode, ...] = tuple(SaveMode)) -> SaveMode:
     """``mode`` (a SaveMode or its name, any case) as a SaveMode among ``allowed``."""
     value = mode.value if isinstance(mode, SaveMode) else mode
     if isinstance(value, str):

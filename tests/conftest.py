@@ -42,7 +42,9 @@ def ray_session():
         previous = os.environ.get("PYTHONPATH")
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            # Two logical GPUs: GPU scheduling is tested without a GPU (Ray sets
+            # CUDA_VISIBLE_DEVICES for tasks and actors that ask for them).
+            ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)
         finally:
             if previous is None:
                 os.environ.pop("PYTHONPATH", None)

@@ -84,6 +84,19 @@ def test_generated_layout(installed):
 
 
 @pytest.mark.slow
+def test_generated_project_is_lint_and_type_clean(installed):
+    project, site, _ = installed
+    assert (project / ".github" / "workflows" / "ci.yml").is_file()
+    workflow = (project / ".github" / "workflows" / "ci.yml").read_text()
+    assert "${{ matrix.python-version }}" in workflow  # Jinja left GitHub's expression alone
+    assert all(step in workflow for step in ("ruff check", "ruff format --check", "mypy", "pytest"))
+    assert (site / "shardflow_tiny_lines" / "py.typed").is_file()
+    for check in (["ruff", "check", "."], ["ruff", "format", "--check", "."], ["mypy"]):
+        proc = _run([sys.executable, "-m", *check], cwd=project)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
 def test_generated_tests_pass(installed):
     project, _, env = installed
     proc = _run(

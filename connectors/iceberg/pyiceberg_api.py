@@ -16,17 +16,12 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-INSTALL_HINT = "pip install 'shardflow[iceberg]'"
+from shardflow.sdk.optional import require
 
 
 def require_pyiceberg(what: str) -> None:
     """Raise an ImportError naming the extra to install when pyiceberg is missing."""
-    try:
-        import pyiceberg  # noqa: F401
-    except ImportError:
-        raise ImportError(
-            f"{what} needs pyiceberg, which is not installed. Install it with: {INSTALL_HINT}"
-        ) from None
+    require("pyiceberg", "iceberg", what)
 
 
 def load_catalog(catalog_kwargs: Dict[str, Any]) -> Any:

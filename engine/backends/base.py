@@ -9,8 +9,8 @@ False means the task was cancelled and must stop.
 from __future__ import annotations
 
 import queue
-from dataclasses import dataclass
-from typing import Any, List, Optional, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Protocol
 
 from shardflow.engine.transforms import FusedTransform
 from shardflow.sdk.datasink import TaskContext
@@ -44,6 +44,46 @@ class TaskSpec:
     events: "queue.Queue"
     gate: Gate
     spill_dir: Optional[str] = None  # local backend: store produced blocks as files here
+    actor: Optional["ActorHandle"] = None  # run on this actor (an actor pool's task)
+    remote_args: Dict[str, Any] = field(default_factory=dict)  # Ray: resources of the task
+
+
+@dataclass
+class ActorSpec:
+    """One actor to start: a long-lived worker that runs ``transform.setup()`` once, then
+    the tasks submitted to it. Its start ends with a DONE or ERROR event for ``actor_id``."""
+
+    actor_id: int
+    op_name: str
+    transform: FusedTransform
+    events: "queue.Queue"
+    num_cpus: float
+    num_gpus: float
+    remote_args: Dict[str, Any] = field(default_factory=dict)
+    on_exit: Optional[Callable[[], None]] = None  # called once when the actor has ended
+
+
+@dataclass
+class ActorPoolPlan:
+    """What a backend grants an actor pool: CPUs per actor and the most actors at once."""
+
+    num_cpus: float
+    num_gpus: float
+    max_actors: int
+
+
+class ActorHandle(Protocol):
+    def submit(self, spec: TaskSpec) -> None:
+        """Queue a task on the actor; its events arrive on ``spec.events``."""
+
+    def alive(self) -> bool:
+        """False once the actor has died or was stopped."""
+
+    def stop(self) -> None:
+        """End the actor after the tasks submitted to it (returns at once)."""
+
+    def kill(self) -> None:
+        """End the actor now; its queued and running tasks fail."""
 
 
 class Backend:
@@ -61,6 +101,18 @@ class Backend:
 
     def cancel(self, task_id: int) -> None:
         """Best-effort stop of a running task (its gate also answers False)."""
+
+    def plan_actor_pool(
+        self, op_name: str, min_size: int, max_size: float, num_cpus: Optional[float],
+        num_gpus: Optional[float],
+    ) -> ActorPoolPlan:
+        """Resources of one pool's actors; raises ValueError when ``min_size`` actors can
+        never have the GPUs they ask for."""
+        raise NotImplementedError(f"the {self.name} backend has no actors")
+
+    def start_actor(self, spec: ActorSpec) -> Optional[ActorHandle]:
+        """Start an actor, or return None when its resources are taken for now."""
+        raise NotImplementedError(f"the {self.name} backend has no actors")
 
     def put(self, block: Any) -> Any:
         """Store a block, returning a reference (engine.refs)."""

@@ -4,17 +4,29 @@ Arrow, NumPy and Pillow release the GIL, so threads use every core for them. Pur
 row functions hold the GIL; those tasks run in a pool of long-lived worker processes
 (engine/backends/worker_pool.py) that receive the pickled transform and its inputs.
 Cancelling a process task kills its worker; a thread task stops at its next block.
+Actor pools run in actors (engine/backends/local_actors.py): worker processes of their own,
+each with its share of the GPUs declared or found (engine/backends/gpus.py).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any, Callable, List, Optional
 
 import pyarrow as pa
 
-from shardflow.engine.backends.base import PROCESS, THREAD, Backend, TaskSpec
+from shardflow.engine.backends.base import (
+    PROCESS,
+    THREAD,
+    ActorHandle,
+    ActorPoolPlan,
+    ActorSpec,
+    Backend,
+    TaskSpec,
+)
+from shardflow.engine.backends.gpus import GpuAllocator, actors_that_fit, visible_devices
 from shardflow.engine.backends.task_runner import DONE, ERROR, drive_task
 from shardflow.engine.backends.worker_pool import WorkerProcessPool
 from shardflow.engine.errors import TaskFailure
@@ -30,8 +42,10 @@ class LocalBackend(Backend):
 
     name = "local"
 
-    def __init__(self, num_cpus: int):
+    def __init__(self, num_cpus: int, num_gpus: Optional[int] = None):
         self._num_cpus = num_cpus
+        self._gpus = GpuAllocator.for_devices(visible_devices(num_gpus))
+        self._declared_gpus = num_gpus
         # Each execution caps its own running tasks at num_cpus. The pools are larger so that
         # one execution whose tasks wait for its paused consumer (say, a loop over
         # iter_batches that calls count() inside) never blocks another execution.
@@ -44,7 +58,9 @@ class LocalBackend(Backend):
         return self._num_cpus
 
     def launch(self, spec: TaskSpec) -> None:
-        if spec.kind == PROCESS:
+        if spec.actor is not None:
+            spec.actor.submit(spec)
+        elif spec.kind == PROCESS:
             self._process_drivers.submit(_run_in_process, spec)
         else:
             self._threads.submit(_run_in_thread, spec)
@@ -52,6 +68,49 @@ class LocalBackend(Backend):
     def cancel(self, task_id: int) -> None:
         if WorkerProcessPool._instance is not None:
             WorkerProcessPool._instance.cancel(task_id)
+
+    # -- actors -------------------------------------------------------------------------
+
+    def plan_actor_pool(
+        self, op_name: str, min_size: int, max_size: float, num_cpus: Optional[float],
+        num_gpus: Optional[float],
+    ) -> ActorPoolPlan:
+        cpus = 1.0 if num_cpus is None else float(num_cpus)
+        gpus = float(num_gpus or 0)
+        devices = len(self._gpus.devices)
+        fit = actors_that_fit(devices, gpus)
+        if min_size > fit:
+            where = (f"{devices} declared with sf.init(num_gpus={self._declared_gpus})"
+                     if self._declared_gpus is not None else f"{devices} on this machine")
+            raise ValueError(
+                f"{op_name} needs {min_size} actor(s) with num_gpus={num_gpus} each, but there "
+                f"are only {devices} GPU(s) ({where}). Lower num_gpus or the pool's size, or "
+                "declare logical GPUs with sf.init(num_gpus=n) to try GPU scheduling on a "
+                "machine without them."
+            )
+        if math.isinf(max_size):  # an unbounded pool grows to one actor per CPU it asks for
+            max_size = max(min_size, int(self._num_cpus // cpus) if cpus > 0 else self._num_cpus)
+        return ActorPoolPlan(cpus, gpus, int(min(max_size, fit)))
+
+    def start_actor(self, spec: ActorSpec) -> Optional[ActorHandle]:
+        from shardflow.engine.backends.local_actors import ProcessActor, ThreadActor
+        from shardflow.engine.backends.process_worker import in_worker
+
+        gpus: Optional[List[Any]] = None
+        if spec.num_gpus > 0:
+            gpus = self._gpus.acquire(spec.num_gpus)
+            if gpus is None:
+                return None
+            allocator, taken, ended = self._gpus, gpus, spec.on_exit
+
+            def on_exit() -> None:
+                allocator.release(taken)
+                if ended is not None:
+                    ended()
+
+            spec.on_exit = on_exit
+        actor_class = ThreadActor if in_worker() else ProcessActor
+        return actor_class(spec, gpus).start()
 
     def put(self, block: Any) -> Any:
         return MemoryRef(block)

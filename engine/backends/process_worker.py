@@ -6,6 +6,10 @@ length-prefixed pickles; a user function's prints go to the inherited stdout and
 Driver to worker: ("run", payload) | ("next",) | ("close",) | ("exit",)
 Worker to driver: ("started",) | ("block", table) | ("done",) | ("error", TaskFailure) | ("closed",)
 
+An actor (a worker of an actor pool) first receives ("setup", payload): the pickled transform,
+whose ``setup()`` constructs the user's classes once (reply ("ready",) or ("error", ...)).
+Each of its tasks is then ("call", payload) with only the inputs; the rest is as for "run".
+
 Every driver message but "exit" gets exactly one reply.
 """
 
@@ -51,10 +55,12 @@ def _read_exactly(stream: BinaryIO, n: int):
 
 def serve(inbox: BinaryIO, outbox: BinaryIO) -> None:
     from shardflow.engine.errors import TaskFailure
+    from shardflow.engine.shm import for_transfer
     from shardflow.sdk import task_stats
 
     blocks = None
     op_name = "task"
+    actor_transform = None
     while True:
         message = receive(inbox)
         kind = message[0]
@@ -65,6 +71,17 @@ def serve(inbox: BinaryIO, outbox: BinaryIO) -> None:
                 transform, inputs, ctx, op_name = cloudpickle.loads(message[1])
                 task_stats.reset()
                 blocks = transform(inputs, ctx)
+                send(outbox, ("started",))
+                continue
+            if kind == "setup":
+                actor_transform, op_name = cloudpickle.loads(message[1])
+                actor_transform.setup()
+                send(outbox, ("ready",))
+                continue
+            if kind == "call":
+                inputs, ctx, op_name = cloudpickle.loads(message[1])
+                task_stats.reset()
+                blocks = actor_transform(inputs, ctx)
                 send(outbox, ("started",))
                 continue
             if kind == "close":
@@ -83,7 +100,7 @@ def serve(inbox: BinaryIO, outbox: BinaryIO) -> None:
                     blocks = None
                     send(outbox, ("done", task_stats.take()))
                     continue
-                send(outbox, ("block", block))
+                send(outbox, ("block", for_transfer(block)))
         except BaseException as exc:
             blocks = None
             send(outbox, ("error", TaskFailure(op_name, exc)))

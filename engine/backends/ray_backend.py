@@ -10,18 +10,20 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, Optional
 
-from shardflow.engine.backends.base import DRIVER, Backend, TaskSpec
+from shardflow.engine.backends.base import DRIVER, ActorPoolPlan, ActorSpec, Backend, TaskSpec
+from shardflow.engine.backends.ray_actors import CpuLedger, RayActor, plan_pool
 from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR, drive_task
 from shardflow.engine.errors import TaskFailure, WorkerCrashedError
-from shardflow.engine.refs import MemoryRef, RayRef
+from shardflow.engine.refs import MemoryRef, PicklingBlock, RayRef, for_ray
 from shardflow.sdk.block import BlockMetadata
+from shardflow.sdk.optional import require
 
 _remote_task = None
 _CANCEL_GRACE_S = 0.25
 
 
-def _run_transform(transform, ctx, *inputs):
-    """Body of the Ray task: yields each block's (rows, bytes), then the block.
+def stream_blocks(transform, ctx, inputs):
+    """What a Ray task or actor call yields: each block's (rows, bytes), then the block.
 
     Metadata comes first so that the driver's ``ray.get`` of it raises a failed task's error.
     """
@@ -30,15 +32,20 @@ def _run_transform(transform, ctx, *inputs):
     task_stats.reset()
     for block in transform(list(inputs), ctx):
         yield (block.num_rows, block.nbytes)
-        yield block
+        yield for_ray(block)
     counters = task_stats.take()
     if counters:  # per-task counters last, marked by a string where rows would be
         yield ("counters", counters)
 
 
+def _run_transform(transform, ctx, *inputs):
+    """Body of the Ray task."""
+    yield from stream_blocks(transform, ctx, inputs)
+
+
 def ensure_ray(address: Optional[str] = None, **init_kwargs: Any) -> None:
     """Start or join Ray. A Ray started here listens on 127.0.0.1 only."""
-    import ray
+    ray = require("ray", "ray", "The Ray backend (shardflow.init(backend='ray'))")
 
     if ray.is_initialized():
         return
@@ -56,15 +63,20 @@ class RayBackend(Backend):
     name = "ray"
 
     def __init__(self) -> None:
-        import ray
+        ray = require("ray", "ray", "The Ray backend (shardflow.init(backend='ray'))")
 
         global _remote_task
         ensure_ray()
-        self._ray = ray
+        self._ray = self.ray = ray
         if _remote_task is None:
             _remote_task = ray.remote(_run_transform)
-        self._cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        self._drivers = ThreadPoolExecutor(max_workers=64, thread_name_prefix="shardflow-ray")
+        resources = ray.cluster_resources()
+        self._cpus = max(1, int(resources.get("CPU", 1)))
+        self._gpus = float(resources.get("GPU", 0))
+        self._ledger = CpuLedger(float(resources.get("CPU", 1)))
+        self._drivers = self.drivers = ThreadPoolExecutor(
+            max_workers=64, thread_name_prefix="shardflow-ray"
+        )
         self._generators: Dict[int, Any] = {}
         self._cancelling: set = set()
         self._cancel_lock = threading.Lock()
@@ -74,23 +86,53 @@ class RayBackend(Backend):
         return self._cpus
 
     def launch(self, spec: TaskSpec) -> None:
+        if spec.actor is not None:
+            spec.actor.submit(spec)
+            return
         if spec.kind == DRIVER:
             self._drivers.submit(self._run_on_driver, spec)
             return
+        options = {"max_retries": 0, **spec.remote_args}  # a crashed task is retried by its pool
         generator = _remote_task.options(
             num_returns="streaming",
             name=spec.op_name,
             _generator_backpressure_num_objects=2,
-            max_retries=0,
-        ).remote(spec.transform, spec.ctx, *[_task_arg(i) for i in spec.inputs])
+            **options,
+        ).remote(spec.transform, spec.ctx, *[task_arg(i) for i in spec.inputs])
+        self.drive_generator(spec, generator)
+
+    def drive_generator(self, spec: TaskSpec, generator: Any) -> None:
+        """Follow a streaming generator (a task or an actor call) on a driver thread."""
         self._generators[spec.task_id] = generator
         self._drivers.submit(self._drive, spec, generator)
+
+    # -- actors -------------------------------------------------------------------------
+
+    def plan_actor_pool(
+        self, op_name: str, min_size: int, max_size: float, num_cpus: Optional[float],
+        num_gpus: Optional[float],
+    ) -> ActorPoolPlan:
+        return plan_pool(self._ledger, self._cpus, self._gpus, op_name, min_size, max_size,
+                         num_cpus, num_gpus)
+
+    def start_actor(self, spec: ActorSpec) -> Optional[RayActor]:
+        if not self._ledger.reserve(spec.num_cpus):
+            return None
+        cpus, ended = spec.num_cpus, spec.on_exit
+
+        def on_exit() -> None:
+            self._ledger.release(cpus)
+            if ended is not None:
+                ended()
+
+        return RayActor(self, spec, on_exit)
 
     def _run_on_driver(self, spec: TaskSpec) -> None:
         try:
             blocks = spec.transform(spec.inputs, spec.ctx)
         except BaseException as exc:
-            spec.events.put((ERROR, spec.task_id, TaskFailure(spec.op_name, _unwrap(exc)), None))
+            failure = TaskFailure(spec.op_name, unwrap_ray_error(exc))
+            spec.events.put((ERROR, spec.task_id, failure, None))
             return
         drive_task(spec, blocks, store=self.put)
 
@@ -118,7 +160,8 @@ class RayBackend(Backend):
             spec.events.put((DONE, spec.task_id, counters, None))
         except BaseException as exc:
             spec.gate.unused()
-            spec.events.put((ERROR, spec.task_id, TaskFailure(spec.op_name, _unwrap(exc)), None))
+            failure = TaskFailure(spec.op_name, unwrap_ray_error(exc))
+            spec.events.put((ERROR, spec.task_id, failure, None))
         finally:
             self._generators.pop(spec.task_id, None)
             with self._cancel_lock:
@@ -151,13 +194,16 @@ class RayBackend(Backend):
             pass
 
     def put(self, block: Any) -> Any:
-        return RayRef(self._ray.put(block))
+        return RayRef(self._ray.put(for_ray(block)))
 
     def export_ref(self, ref: Any) -> Any:
-        """An ObjectRef, as Ray Data's ``to_arrow_refs`` returns."""
-        if isinstance(ref, RayRef):
+        """An ObjectRef of a pyarrow Table, as Ray Data's ``to_arrow_refs`` returns."""
+        if isinstance(ref, RayRef) and not self._is_pickled(ref):
             return ref.object_ref
-        return self.put(self.get(ref)).object_ref
+        return self._ray.put(self.get(ref))
+
+    def _is_pickled(self, ref: RayRef) -> bool:
+        return isinstance(self._ray.get(ref.object_ref), PicklingBlock)
 
     def prepare_source_item(self, item: Any) -> Any:
         import pyarrow as pa
@@ -167,17 +213,18 @@ class RayBackend(Backend):
         return self.put(item) if isinstance(item, pa.Table) else item
 
 
-def _task_arg(item: Any) -> Any:
+def task_arg(item: Any) -> Any:
     """Top-level object references are resolved by Ray before the task starts."""
     return item.object_ref if isinstance(item, RayRef) else item
 
 
-def _unwrap(exc: BaseException) -> BaseException:
+def unwrap_ray_error(exc: BaseException) -> BaseException:
     """The user's exception inside a RayTaskError, or a crash error for a dead worker."""
     cause = getattr(exc, "cause", None)
     if isinstance(cause, BaseException):
         return cause
     name = type(exc).__name__
-    if "WorkerCrashed" in name or "ActorDied" in name or "ObjectLost" in name:
+    crashed = ("WorkerCrashed", "ActorDied", "RayActorError", "ActorUnavailable", "ObjectLost")
+    if any(word in name for word in crashed):
         return WorkerCrashedError(str(exc))
     return exc

@@ -27,6 +27,7 @@ from shardflow.engine.backends.process_worker import receive, send
 from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR
 from shardflow.engine.backends.zygote import receive_message, send_message
 from shardflow.engine.errors import TaskFailure, WorkerCrashedError
+from shardflow.engine.shm import ShmRef, for_transfer, received, remove_orphans, unlink
 from shardflow.sdk.block import BlockMetadata
 
 
@@ -37,6 +38,7 @@ class Zygote:
     _lock = threading.Lock()
 
     def __init__(self) -> None:
+        remove_orphans()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
@@ -57,10 +59,14 @@ class Zygote:
                 cls._instance = Zygote()
             return cls._instance
 
-    def fork(self, inbox_fd: int, outbox_fd: int, env: Optional[Dict[str, str]] = None) -> int:
-        """A new worker reading ``inbox_fd`` and writing ``outbox_fd``; returns its pid."""
+    def fork(self, inbox_fd: int, outbox_fd: int, env: Optional[Dict[str, str]] = None,
+             preload: Optional[List[str]] = None) -> int:
+        """A new worker reading ``inbox_fd`` and writing ``outbox_fd``; returns its pid.
+
+        ``preload``: modules the zygote imports first (see zygote.PRELOADABLE)."""
+        message = {"op": "fork", "env": env or {}, "preload": list(preload or [])}
         with self._guard:
-            send_message(self._control, {"op": "fork", "env": env or {}}, [inbox_fd, outbox_fd])
+            send_message(self._control, message, [inbox_fd, outbox_fd])
             reply, _ = receive_message(self._control)
         return int(reply["pid"])
 
@@ -85,12 +91,14 @@ class Zygote:
 class WorkerProcess:
     """One long-lived worker process and the protocol to drive it."""
 
-    def __init__(self, env: Optional[Dict[str, str]] = None) -> None:
+    def __init__(
+        self, env: Optional[Dict[str, str]] = None, preload: Optional[List[str]] = None
+    ) -> None:
         self._zygote = Zygote.instance()
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
         try:
-            self.pid = self._zygote.fork(to_worker_r, from_worker_w, env)
+            self.pid = self._zygote.fork(to_worker_r, from_worker_w, env, preload)
         finally:
             os.close(to_worker_r)
             os.close(from_worker_w)
@@ -156,15 +164,55 @@ class WorkerProcess:
             "a user function may have crashed the interpreter or run out of memory."
         )
 
-    def run(self, spec: TaskSpec, store: Any) -> bool:
-        """Run one task to its end, posting events. Returns whether the worker is reusable."""
+    def setup(self, transform: Any, op_name: str) -> Optional[TaskFailure]:
+        """Make this worker an actor: ``transform.setup()`` runs in it once.
+
+        Returns the failure (the user's constructor raised, or the worker died), or None.
+        """
         try:
-            payload = cloudpickle.dumps((spec.transform, spec.inputs, spec.ctx, spec.op_name))
+            payload = cloudpickle.dumps((transform, op_name))
         except Exception as exc:
+            return TaskFailure(op_name, exc)
+        try:
+            send(self.inbox, ("setup", payload))
+            reply = self._receive()
+        except (EOFError, BrokenPipeError, OSError, ValueError):
+            code = self.exit_code()
+            return TaskFailure(op_name, WorkerCrashedError(
+                f"{op_name}: the actor process (pid {self.pid}) died"
+                f"{'' if code is None else f' with exit code {code}'} while constructing the "
+                "user's class."
+            ))
+        return reply[1] if reply[0] == "error" else None
+
+    def run(self, spec: TaskSpec, store: Any, actor_call: bool = False) -> bool:
+        """Run one task to its end, posting events. Returns whether the worker is reusable.
+
+        ``actor_call``: the worker is an actor (see ``setup``) and receives only the inputs.
+        """
+        shared: List[Any] = []
+        try:
+            inputs = [for_transfer(item) for item in spec.inputs]
+            shared = [item for item in inputs if isinstance(item, ShmRef)]
+            if actor_call:
+                message = ("call", cloudpickle.dumps((inputs, spec.ctx, spec.op_name)))
+            else:
+                payload = (spec.transform, inputs, spec.ctx, spec.op_name)
+                message = ("run", cloudpickle.dumps(payload))
+        except Exception as exc:
+            for item in shared:
+                unlink(item.path)
             spec.events.put((ERROR, spec.task_id, TaskFailure(spec.op_name, exc), None))
             return True
         try:
-            send(self.inbox, ("run", payload))
+            return self._drive(spec, store, message)
+        finally:
+            for item in shared:  # the worker unlinks what it mapped; this is what it did not
+                unlink(item.path)
+
+    def _drive(self, spec: TaskSpec, store: Any, message: tuple) -> bool:
+        try:
+            send(self.inbox, message)
             reply = self._receive()
             if reply[0] == "error":
                 spec.events.put((ERROR, spec.task_id, reply[1], None))
@@ -185,7 +233,7 @@ class WorkerProcess:
                     spec.gate.unused()
                     spec.events.put((ERROR, spec.task_id, reply[1], None))
                     return True
-                block = reply[1]
+                block = received(reply[1])
                 spec.gate.produced(block.nbytes)
                 spec.events.put((BLOCK, spec.task_id, store(block), BlockMetadata.of(block)))
             spec.events.put((DONE, spec.task_id, counters or None, None))

@@ -11,8 +11,13 @@ is killed), and every worker asks the kernel for SIGKILL when the zygote dies; w
 check that the driver is alive every half second.
 
 Control protocol (one request, one reply, on a Unix socket; file descriptors passed with
-SCM_RIGHTS): ``fork`` + (inbox, outbox) descriptors + environment overrides -> pid;
-``status`` pid -> exit code or None.
+SCM_RIGHTS): ``fork`` + (inbox, outbox) descriptors + environment overrides + modules to
+preload -> pid; ``status`` pid -> exit code or None.
+
+Preloading: a fork request may name heavy modules (see ``PRELOADABLE``) that the zygote
+imports once before forking, so that every actor using them starts without importing them
+again (importing torch takes more than a second). Only modules known to start no threads and
+to touch no device at import are preloaded, so forking stays safe.
 """
 
 from __future__ import annotations
@@ -28,6 +33,21 @@ from typing import Dict, List, Optional
 
 _LEN = struct.Struct("<I")
 _PR_SET_PDEATHSIG = 1
+
+#: Modules the zygote may import before forking on request: heavy to import, and neither
+#: starting threads nor initializing a device when imported.
+PRELOADABLE = ("torch",)
+
+
+def _preload(names: List[str]) -> None:
+    import importlib
+
+    for name in names:
+        if name in PRELOADABLE and name not in sys.modules:
+            try:
+                importlib.import_module(name)
+            except Exception:  # the worker imports it (and reports any error) itself
+                pass
 
 
 def send_message(sock: socket.socket, message: dict, fds: Optional[List[int]] = None) -> None:
@@ -74,6 +94,9 @@ def _run_child(inbox_fd: int, outbox_fd: int, env: Dict[str, str], driver_pid: i
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the driver
     os.environ.update(env)
+    torch = sys.modules.get("torch")  # preloaded: it read the thread count before the fork
+    if torch is not None and "OMP_NUM_THREADS" in env:
+        torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
     from shardflow.engine.backends import process_worker
 
     code = 0
@@ -111,6 +134,7 @@ def serve(control: socket.socket, driver_pid: int) -> None:
         except (EOFError, ConnectionError, OSError):
             return
         if message["op"] == "fork":
+            _preload(message.get("preload", []))
             pid = os.fork()
             if pid == 0:
                 control.close()

@@ -102,6 +102,10 @@ class ExchangeSpec:
         blocks as runs unchanged (no task, unless they must be spilled)."""
         return None
 
+    def prepare_for(self, input_index: int, spilling: bool) -> Optional[Callable[[List[Any], TaskContext], Iterator[Block]]]:
+        """``prepare`` for a task whose run will (or will not) be spilled to disk."""
+        return self.prepare(input_index)
+
     def has_side(self, input_index: int) -> bool:
         """Whether the prepare transform yields a side block after the run."""
         return False

@@ -15,6 +15,7 @@ from shardflow.engine.exchange.base import (
 )
 from shardflow.engine.exchange.ranges import (
     choose_boundaries,
+    masks_ranges,
     partition_limits,
     partition_of,
     sample_keys,
@@ -26,12 +27,20 @@ from shardflow.sdk.datasink import TaskContext
 
 
 class SortRun(PrepareTransform):
-    """Prepare: the block sorted by key, then a sample of its keys (the side block)."""
+    """Prepare: the block sorted by key, then a sample of its keys (the side block).
 
-    def __init__(self, key: SortKey):
-        self.key = key
+    A run kept in memory with one numeric key stays unsorted (``spilling`` False): the reduce
+    picks its key range with a vectorized mask and sorts once. A spilled run is sorted, so a
+    reduce reads only the batches of its range."""
+
+    def __init__(self, key: SortKey, spilling: bool = True):
+        self.key, self.spilling = key, spilling
 
     def prepare(self, block: Block, index: int) -> Iterator[Block]:
+        if not self.spilling and masks_ranges(block, self.key):
+            yield block
+            yield sample_keys(block, self.key)
+            return
         ordered = sort_block(block, self.key)
         yield ordered
         yield sample_keys(ordered, self.key)
@@ -84,6 +93,9 @@ class SortSpec(ExchangeSpec):
 
     def prepare(self, input_index: int) -> Any:
         return SortRun(self.key)
+
+    def prepare_for(self, input_index: int, spilling: bool) -> Any:
+        return SortRun(self.key, spilling)
 
     def has_side(self, input_index: int) -> bool:
         return True

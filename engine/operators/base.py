@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
-from shardflow.engine.backends.base import Backend, Gate, TaskSpec
+from shardflow.engine.backends.base import ActorHandle, ActorSpec, Backend, Gate, TaskSpec
 from shardflow.engine.context import DataContext
 from shardflow.engine.memory import MemoryBudget
 from shardflow.engine.refs import RefBundle
@@ -25,6 +25,9 @@ from shardflow.engine.stats import OperatorStats
 from shardflow.sdk.datasink import TaskContext
 
 _task_ids = itertools.count()
+
+#: The kind under which an actor's start is tracked (it takes no task slot).
+ACTOR_STARTUP = "actor-startup"
 
 
 class PhysicalOperator:
@@ -105,6 +108,11 @@ class PhysicalOperator:
         """Whether the operator has tasks of ``kind`` running or waiting (fair slot sharing)."""
         return False
 
+    def slot_capacity(self, kind: str) -> Optional[int]:
+        """Tasks of ``kind`` that may run at once when the operator brings its own workers
+        (an actor pool's actors); None means the backend's slots of that kind."""
+        return None
+
     def on_task_event(self, task_id: int, event: str, payload: Any, meta: Any) -> None:
         """A block, the end, or the failure of a task this operator launched.
 
@@ -179,8 +187,11 @@ class OperatorRuntime:
         gate: Gate,
         task_index: int,
         spill_dir: Optional[str] = None,
+        actor: Optional[ActorHandle] = None,
+        remote_args: Optional[Dict[str, Any]] = None,
     ) -> int:
-        """Run ``transform(inputs, ctx)`` as a task of ``op``; returns the task id."""
+        """Run ``transform(inputs, ctx)`` as a task of ``op`` (on ``actor`` when given);
+        returns the task id."""
         task_id = next(_task_ids)
         self._running[task_id] = _RunningTask(op, kind)
         spec = TaskSpec(
@@ -193,9 +204,28 @@ class OperatorRuntime:
             events=self.events,
             gate=gate,
             spill_dir=spill_dir,
+            actor=actor,
+            remote_args=dict(remote_args or {}),
         )
         self.backend.launch(spec)
         return task_id
+
+    def start_actor(
+        self, op: PhysicalOperator, transform: Any, num_cpus: float, num_gpus: float,
+        remote_args: Optional[Dict[str, Any]] = None, on_exit: Optional[Callable[[], None]] = None,
+    ) -> Optional[tuple]:
+        """Start an actor of ``op``: ``(startup id, handle)``, or None when the backend has
+        no room for it now. The startup id's DONE or ERROR event reaches ``op`` when the
+        actor's ``transform.setup()`` has run."""
+        actor_id = next(_task_ids)
+        spec = ActorSpec(actor_id, op.name, transform, self.events, num_cpus, num_gpus,
+                         dict(remote_args or {}), on_exit)
+        self._running[actor_id] = _RunningTask(op, ACTOR_STARTUP)
+        handle = self.backend.start_actor(spec)
+        if handle is None:
+            del self._running[actor_id]
+            return None
+        return actor_id, handle
 
     def task_finished(self, task_id: int) -> None:
         self._running.pop(task_id, None)

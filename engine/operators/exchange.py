@@ -111,8 +111,9 @@ class ExchangeOperator(PhysicalOperator):
         while queue_ and size < self.min_bytes_per_prepare:
             taken.append(queue_.popleft()[1])
             size += taken[-1].meta.size_bytes or 0
-        transform = self.spec.prepare(index) or _identity
-        task = self._prepare.launch(transform, taken, THREAD, spill=self._must_spill(), wait=False)
+        spill = self._must_spill()
+        transform = self.spec.prepare_for(index, spill) or _identity
+        task = self._prepare.launch(transform, taken, THREAD, spill=spill, wait=False)
         self._task_inputs[task.index] = (index, first_seq)
 
     def _collect_runs(self) -> None:

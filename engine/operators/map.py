@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, List, Optional
+from typing import Any, Deque, Iterable, List, Optional
 
+from shardflow.engine.compute import DEFAULT_MAP_OPTIONS, MapOptions
 from shardflow.engine.operators.base import PhysicalOperator
-from shardflow.engine.operators.task_pool import TaskPool
+from shardflow.engine.operators.pooled import PooledOperator
 from shardflow.engine.refs import RefBundle
 
 
-class MapOperator(PhysicalOperator):
+class MapOperator(PooledOperator):
     """Runs ``transform`` over each input in its own task.
 
     Args:
@@ -21,9 +22,12 @@ class MapOperator(PhysicalOperator):
             both as Ray tasks), or ``"driver"`` for work that must run in the driver process.
         min_rows_per_task: When set, each task takes input blocks until it has this many rows
             (the last task may have fewer).
+        max_concurrency: The most tasks of this operator running at once (``concurrency=n``).
+        options: The stage's MapOptions (engine/compute.py): resources of each task on Ray;
+            ``max_retries`` and ``retry_exceptions`` of its Ray remote arguments bound the
+            retries of a failed task (else ``DataContext.max_task_retries``, worker crashes
+            only).
     """
-
-    runs_tasks = True
 
     def __init__(
         self,
@@ -32,20 +36,31 @@ class MapOperator(PhysicalOperator):
         transform: Any,
         kind: str = "thread",
         min_rows_per_task: Optional[int] = None,
+        max_concurrency: Optional[int] = None,
+        options: Optional[MapOptions] = None,
     ):
         super().__init__(name, [input_op])
         self.transform = transform
         self.kind = kind
         self.min_rows_per_task = min_rows_per_task
+        self.max_concurrency = max_concurrency
+        self.options = options or DEFAULT_MAP_OPTIONS
+        remote = self.options.ray_remote_args
+        self.max_task_retries: Optional[int] = remote.get("max_retries")
+        self.retry_exceptions = remote.get("retry_exceptions", False)
         self._queue: Deque[RefBundle] = deque()
         self._queued_rows = 0
-        self._ready: Deque[RefBundle] = deque()
-        self._pool: Optional[TaskPool] = None
         self.inputs_received = 0
 
-    def start(self, runtime: Any) -> None:
-        self._pool = TaskPool(self, runtime.preserve_order)
-        super().start(runtime)
+    def _input_drained(self) -> bool:
+        return not self._queue
+
+    def _pending_input(self) -> Iterable[RefBundle]:
+        return self._queue
+
+    def _clear_input(self) -> None:
+        self._queue.clear()
+        self._queued_rows = 0
 
     # -- inputs -------------------------------------------------------------------------
 
@@ -58,17 +73,27 @@ class MapOperator(PhysicalOperator):
         self.inputs_received += 1
 
     def next_task_kind(self) -> Optional[str]:
-        if not self._queue or self.cancelled:
+        if self.cancelled or not self._has_task_ready():
             return None
-        need = self.min_rows_per_task
-        if need and not self.inputs_complete and self._queued_rows < need:
-            return None
-        # A read task makes new data: start one only while the budget has room for a block.
-        if self._queue[0].is_lazy and not self.runtime.budget.has_room(self._pool.est_block_bytes):
+        if self.max_concurrency is not None and len(self._pool.running) >= self.max_concurrency:
             return None
         return self.kind
 
-    def launch_next(self) -> None:
+    def _has_task_ready(self) -> bool:
+        """Whether inputs for a task (or a task to run again) are waiting, within the budget."""
+        if self._pool.retry_queue:
+            return True
+        if not self._queue:
+            return False
+        need = self.min_rows_per_task
+        if need and not self.inputs_complete and self._queued_rows < need:
+            return False
+        # A read task makes new data: start one only while the budget has room for a block.
+        lazy = self._queue[0].is_lazy
+        return not (lazy and not self.runtime.budget.has_room(self._pool.est_block_bytes))
+
+    def _take_inputs(self) -> List[RefBundle]:
+        """The input bundles of the next task (enough rows for ``min_rows_per_task``)."""
         taken = [self._queue.popleft()]
         rows = taken[0].num_rows
         need = self.min_rows_per_task
@@ -76,29 +101,18 @@ class MapOperator(PhysicalOperator):
             taken.append(self._queue.popleft())
             rows += taken[-1].num_rows
         self._queued_rows -= rows
-        self._pool.launch(self.transform, taken, self.kind)
+        return taken
+
+    def launch_next(self) -> None:
+        taken = self._take_inputs()
+        # A task over one source item is known by that item's index (stable across runs).
+        name = taken[0].source_index if len(taken) == 1 else None
+        remote_args = self.options.remote_args() if self.runtime.backend.name == "ray" else None
+        self._pool.launch(self.transform, taken, self.kind, name_index=name, remote_args=remote_args)
 
     def has_pending_work(self, kind: str) -> bool:
-        return kind == self.kind and (bool(self._queue) or bool(self._pool.running))
-
-    def on_task_event(self, task_id: int, event: str, payload: Any, meta: Any) -> None:
-        self._pool.on_event(task_id, event, payload, meta)
-
-    # -- outputs ------------------------------------------------------------------------
-
-    def has_next(self) -> bool:
-        if not self._ready:
-            self._ready.extend(self._pool.pop_ready())
-        return bool(self._ready)
-
-    def get_next(self) -> RefBundle:
-        return self._ready.popleft()
-
-    def completed(self) -> bool:
-        if self.cancelled:
-            return not self._pool.running
-        return (
-            self.inputs_complete and not self._queue and not self._ready and self._pool.idle
+        return kind == self.kind and (
+            bool(self._queue) or bool(self._pool.running) or bool(self._pool.retry_queue)
         )
 
     def ready_input_bytes(self) -> int:
@@ -106,18 +120,6 @@ class MapOperator(PhysicalOperator):
         if need and not self.inputs_complete and self._queued_rows < need:
             return 0
         return sum(b.charge for b in self._queue) or (1 if self._queue else 0)
-
-    def held_bytes(self) -> int:
-        return sum(b.charge for b in self._queue) + sum(b.charge for b in self._ready) + self._pool.held_bytes()
-
-    def cancel(self) -> None:
-        super().cancel()
-        for bundle in list(self._queue) + list(self._ready):
-            self.runtime.budget.release(bundle.charge)
-        self._queue.clear()
-        self._ready.clear()
-        self._queued_rows = 0
-        self._pool.cancel()
 
     @property
     def stages(self) -> List[Any]:

@@ -8,12 +8,12 @@ zero-copy slice references).
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, List, Optional
+from typing import Any, Deque, Iterable, List, Optional
 
 from shardflow.engine.backends.base import THREAD
 from shardflow.engine.exchange.base import gather
 from shardflow.engine.operators.base import PhysicalOperator
-from shardflow.engine.operators.task_pool import TaskPool
+from shardflow.engine.operators.pooled import PooledOperator
 from shardflow.engine.refs import RefBundle, slice_metadata, slice_ref
 
 
@@ -22,10 +22,8 @@ class _Join:
         yield gather(inputs)
 
 
-class RebatchOperator(PhysicalOperator):
+class RebatchOperator(PooledOperator):
     """Re-cuts its input into blocks of ``rows`` rows (the last may be smaller)."""
-
-    runs_tasks = True
 
     def __init__(self, name: str, input_op: PhysicalOperator, rows: int):
         super().__init__(name, [input_op])
@@ -33,14 +31,17 @@ class RebatchOperator(PhysicalOperator):
         self._pending: Deque[RefBundle] = deque()
         self._pending_rows = 0
         self._offset = 0  # rows of the first pending bundle already used
-        self._ready: Deque[RefBundle] = deque()
-        self._pool: Optional[TaskPool] = None
         self.inputs_received = 0
-        self._charges: List[RefBundle] = []
 
-    def start(self, runtime: Any) -> None:
-        self._pool = TaskPool(self, runtime.preserve_order)
-        super().start(runtime)
+    def _input_drained(self) -> bool:
+        return not self._pending
+
+    def _pending_input(self) -> Iterable[RefBundle]:
+        return self._pending
+
+    def _clear_input(self) -> None:
+        self._pending.clear()
+        self._pending_rows = 0
 
     def add_input(self, bundle: RefBundle, input_index: int) -> None:
         self.inputs_received += 1
@@ -84,27 +85,3 @@ class RebatchOperator(PhysicalOperator):
 
     def has_pending_work(self, kind: str) -> bool:
         return kind == THREAD and (bool(self._pending) or bool(self._pool.running))
-
-    def on_task_event(self, task_id: int, event: str, payload: Any, meta: Any) -> None:
-        self._pool.on_event(task_id, event, payload, meta)
-
-    def has_next(self) -> bool:
-        if not self._ready:
-            self._ready.extend(self._pool.pop_ready())
-        return bool(self._ready)
-
-    def get_next(self) -> RefBundle:
-        return self._ready.popleft()
-
-    def completed(self) -> bool:
-        if self.cancelled:
-            return not self._pool.running
-        return self.inputs_complete and not self._pending and not self._ready and self._pool.idle
-
-    def cancel(self) -> None:
-        super().cancel()
-        for bundle in list(self._pending) + list(self._ready):
-            self.runtime.budget.release(bundle.charge)
-        self._pending.clear()
-        self._ready.clear()
-        self._pool.cancel()

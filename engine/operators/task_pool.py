@@ -1,6 +1,6 @@
 """Running an operator's tasks: launching, memory gates, and outputs in task order.
 
-Every operator that runs tasks (map, exchange) keeps one ``TaskPool``. The pool launches tasks
+Every operator that runs tasks (map, actor map, exchange) keeps one ``TaskPool``. The pool launches tasks
 through the executor's runtime, gives each a gate on the memory budget, collects the blocks
 each task produces, and hands them out in task order when order is preserved.
 """
@@ -31,8 +31,17 @@ class PoolTask:
     transform: Any = None
     kind: str = "thread"
     wait: bool = True
+    name_index: Optional[int] = None  # the index the task is known by (TaskContext.task_idx)
     attempt: int = 0
     skip: int = 0  # blocks a rerun produces again that its failed attempt already delivered
+    actor: Any = None  # the actor it runs on (actor pools)
+    remote_args: Optional[Dict[str, Any]] = None  # its resources on Ray
+
+
+def is_worker_crash(failure: Any) -> bool:
+    """Whether a task failure (a TaskFailure) is the death of its worker, not a user error."""
+    original = failure.original() if hasattr(failure, "original") else None
+    return isinstance(original, WorkerCrashedError)
 
 
 class BudgetGate:
@@ -119,12 +128,22 @@ class TaskPool:
         ordered: Hand out blocks in task order (else as they come).
         counts_output: Whether its blocks are the operator's output in stats (an exchange's
             prepared runs are not).
+        max_retries: Attempts after the first of a failed task (-1: without end); None takes
+            the operator's ``max_task_retries`` or ``DataContext.max_task_retries``.
+        relaunch_by_operator: A task to run again goes to ``retry_queue``, for the operator
+            to launch (on an actor of its choice), instead of being started at once.
     """
 
-    def __init__(self, op: PhysicalOperator, ordered: bool, counts_output: bool = True):
+    def __init__(
+        self, op: PhysicalOperator, ordered: bool, counts_output: bool = True,
+        max_retries: Optional[int] = None, relaunch_by_operator: bool = False,
+    ):
         self.op = op
         self.ordered = ordered
         self.counts_output = counts_output
+        self.max_retries = max_retries
+        self.relaunch_by_operator = relaunch_by_operator
+        self.retry_queue: Deque[PoolTask] = deque()
         self.running: Dict[int, PoolTask] = {}
         self.outputs: Dict[int, Deque[RefBundle]] = {}
         self.finished: Set[int] = set()
@@ -139,21 +158,34 @@ class TaskPool:
         return self.op.runtime
 
     def launch(
-        self, transform: Any, inputs: List[RefBundle], kind: str, *, spill: bool = False, wait: bool = True
+        self, transform: Any, inputs: List[RefBundle], kind: str, *, spill: bool = False,
+        wait: bool = True, name_index: Optional[int] = None, actor: Any = None,
+        remote_args: Optional[Dict[str, Any]] = None,
     ) -> PoolTask:
         """Start a task of ``transform`` over ``inputs`` (their charges are released at its end).
 
         ``spill`` stores its blocks on local disk; ``wait=False`` lets it produce without
-        waiting for room in the budget (its blocks still count).
+        waiting for room in the budget (its blocks still count); ``name_index`` is the index
+        the task is known by (``TaskContext.task_idx``; its launch order when None);
+        ``actor`` runs it on that actor; ``remote_args`` are its resources on Ray.
         """
         index = self.next_index
         self.next_index += 1
-        task = self._start(PoolTask(-1, index, inputs, spill, transform=transform, kind=kind, wait=wait))
+        task = PoolTask(
+            -1, index, inputs, spill, transform=transform, kind=kind, wait=wait,
+            name_index=name_index, actor=actor, remote_args=remote_args,
+        )
+        task = self._start(task)
         self.outputs.setdefault(index, deque())
         stats = self.op.stats
         stats.tasks += 1
         stats.mark_started()
         return task
+
+    def relaunch(self, task: PoolTask, actor: Any = None) -> PoolTask:
+        """Start another attempt of a task taken from ``retry_queue`` (on ``actor``)."""
+        task.actor = actor
+        return self._start(task)
 
     def _start(self, task: PoolTask) -> PoolTask:
         if task.spilled:
@@ -163,8 +195,10 @@ class TaskPool:
         else:
             gate = BudgetGate(self, task.index)
         spill_dir = self.runtime.spill_dir() if task.spilled else None
+        name = task.index if task.name_index is None else task.name_index
         task.task_id = self.runtime.launch(
-            self.op, task.transform, [b.ref for b in task.inputs], task.kind, gate, task.index, spill_dir
+            self.op, task.transform, [b.ref for b in task.inputs], task.kind, gate, name, spill_dir,
+            actor=task.actor, remote_args=task.remote_args,
         )
         task.started = time.perf_counter()
         self.running[task.task_id] = task
@@ -221,16 +255,24 @@ class TaskPool:
         task.attempt += 1
         task.skip = self.delivered.get(task.index, 0)
         self.op.stats.tasks_retried += 1
+        most = self._max_retries()
         logger.warning(
-            "%s: a task failed (%s: %s); running it again (attempt %d of %d).",
-            self.op.name, type(error).__name__, error, task.attempt + 1, self._max_retries() + 1,
+            "%s: a task failed (%s: %s); running it again (attempt %d of %s).",
+            self.op.name, type(error).__name__, error, task.attempt + 1,
+            "unbounded" if most == float("inf") else int(most) + 1,
         )
-        self._start(task)
+        if self.relaunch_by_operator:
+            self.retry_queue.append(task)
+        else:
+            self._start(task)
         return True
 
-    def _max_retries(self) -> int:
+    def _max_retries(self) -> float:
+        if self.max_retries is not None:
+            return float("inf") if self.max_retries < 0 else self.max_retries
         own = getattr(self.op, "max_task_retries", None)
-        return self.runtime.context.max_task_retries if own is None else own
+        most = self.runtime.context.max_task_retries if own is None else own
+        return float("inf") if most < 0 else most
 
     def _retryable(self, error: Optional[BaseException]) -> bool:
         if isinstance(error, WorkerCrashedError):

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, List, Optional
+from typing import Any, Deque, Iterable, List, Optional
 
 import pyarrow as pa
 
 from shardflow.engine.backends.base import THREAD
 from shardflow.engine.operators.base import PhysicalOperator
-from shardflow.engine.operators.task_pool import TaskPool
+from shardflow.engine.operators.pooled import PooledOperator
 from shardflow.engine.refs import RefBundle, resolve, slice_metadata, slice_ref
 
 
@@ -30,26 +30,30 @@ class ZipColumns:
         yield pa.table(columns)
 
 
-class ZipOperator(PhysicalOperator):
+class ZipOperator(PooledOperator):
     """Zips its inputs' streams; each output block covers the rows where no input block ends.
 
     Raises ValueError naming the row counts when the inputs differ in length.
     """
 
-    runs_tasks = True
+    always_ordered = True  # rows of all inputs line up only in order
 
     def __init__(self, name: str, inputs: List[PhysicalOperator]):
         super().__init__(name, inputs)
         self._pending: List[Deque[RefBundle]] = [deque() for _ in inputs]
         self._offsets = [0] * len(inputs)
         self._rows = [0] * len(inputs)
-        self._ready: Deque[RefBundle] = deque()
-        self._pool: Optional[TaskPool] = None
         self.inputs_received = 0
 
-    def start(self, runtime: Any) -> None:
-        self._pool = TaskPool(self, ordered=True)
-        super().start(runtime)
+    def _input_drained(self) -> bool:
+        return not any(self._pending)
+
+    def _pending_input(self) -> Iterable[RefBundle]:
+        return [b for queue_ in self._pending for b in queue_]
+
+    def _clear_input(self) -> None:
+        for queue_ in self._pending:
+            queue_.clear()
 
     def add_input(self, bundle: RefBundle, input_index: int) -> None:
         self.inputs_received += 1
@@ -91,30 +95,3 @@ class ZipOperator(PhysicalOperator):
 
     def has_pending_work(self, kind: str) -> bool:
         return kind == THREAD and (bool(self._pool.running) or all(self._pending))
-
-    def on_task_event(self, task_id: int, event: str, payload: Any, meta: Any) -> None:
-        self._pool.on_event(task_id, event, payload, meta)
-
-    def has_next(self) -> bool:
-        if not self._ready:
-            self._ready.extend(self._pool.pop_ready())
-        return bool(self._ready)
-
-    def get_next(self) -> RefBundle:
-        return self._ready.popleft()
-
-    def completed(self) -> bool:
-        if self.cancelled:
-            return not self._pool.running
-        return self.inputs_complete and not any(self._pending) and not self._ready and self._pool.idle
-
-    def cancel(self) -> None:
-        super().cancel()
-        for queue_ in self._pending:
-            for bundle in queue_:
-                self.runtime.budget.release(bundle.charge)
-            queue_.clear()
-        for bundle in self._ready:
-            self.runtime.budget.release(bundle.charge)
-        self._ready.clear()
-        self._pool.cancel()

@@ -15,6 +15,7 @@ from shardflow.engine.runtime import current_backend
 from shardflow.engine.xshards.encoding import BlockInfo, info_from_metadata
 from shardflow.sdk.block import BlockMetadata
 from shardflow.sdk.datasource import Datasource, ReadTask
+from shardflow.sdk.optional import require
 
 _probe = None
 
@@ -54,7 +55,7 @@ def block_metadata(refs: Sequence[Any]) -> List[Optional[dict]]:
     """The schema metadata of each block."""
     if current_backend().name != "ray":
         return [resolve(ref).schema.metadata for ref in refs]
-    import ray
+    ray = require("ray", "ray", "XShards on the Ray backend")
 
     global _probe
     if _probe is None:

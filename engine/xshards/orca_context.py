@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Optional, Union
 
+from shardflow.sdk.optional import require
+
 
 class OrcaContext:
     """Orca's global settings. Only ``pandas_read_backend`` is read: files are always read
@@ -59,7 +61,7 @@ def init_orca_context(
             "locally (cluster_mode='local') or on Ray (cluster_mode='ray', address=...)."
         )
     if runtime == "ray" or init_ray_on_spark:
-        import ray
+        ray = require("ray", "ray", "init_orca_context on Ray")
 
         _started_ray = not ray.is_initialized()
         options = {} if num_cpus is None else {"num_cpus": num_cpus}
@@ -76,7 +78,7 @@ def stop_orca_context() -> None:
     import shardflow as sf
 
     if _started_ray:
-        import ray
+        ray = require("ray", "ray", "init_orca_context on Ray")
 
         ray.shutdown()
         _started_ray = False

@@ -8,12 +8,13 @@ from typing import Any, Callable, Dict, List
 
 from shardflow.engine.refs import RayRef
 from shardflow.engine.xshards.encoding import decode, encode
+from shardflow.sdk.optional import require
 
 _remote: Dict[str, Any] = {}
 
 
 def _node() -> tuple:
-    import ray
+    ray = require("ray", "ray", "XShards.to_ray()")
 
     return ray.util.get_node_ip_address(), ray.get_runtime_context().get_node_id()
 
@@ -33,7 +34,7 @@ def _encode_partition(partition: List[Any]) -> Any:
 
 
 def _remote_fn(name: str, fn: Callable, **options: Any) -> Any:
-    import ray
+    ray = require("ray", "ray", "XShards.to_ray()")
 
     if name not in _remote:
         _remote[name] = ray.remote(**options)(fn) if options else ray.remote(fn)
@@ -78,7 +79,7 @@ class RayXShards:
     """
 
     def __init__(self, partition_refs: List[Any], node_refs: List[Any]):
-        import ray
+        ray = require("ray", "ray", "XShards.to_ray()")
 
         self._refs = list(partition_refs)
         nodes = ray.get(list(node_refs))
@@ -99,7 +100,7 @@ class RayXShards:
 
     def collect_partitions(self) -> List[List[Any]]:
         """Every partition's list of shards."""
-        import ray
+        ray = require("ray", "ray", "XShards.to_ray()")
 
         return ray.get(self._refs)
 

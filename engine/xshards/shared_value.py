@@ -30,6 +30,8 @@ import weakref
 from collections import deque
 from typing import Any, Deque, Dict, Optional, Tuple
 
+from shardflow.sdk.optional import require
+
 _DIR_PREFIX = "shardflow-shared-"
 _TRAILER = struct.Struct("<Q")
 _ALIGN = 64
@@ -105,7 +107,7 @@ class SharedValue:
         with self._lock:
             if DataContext.get_current().backend == "ray" and _ray_running():
                 if self._stored["ray"] is None:
-                    import ray
+                    ray = require("ray", "ray", "SharedValue on the Ray backend")
 
                     self._stored["ray"] = ray.put(self._value)
                 return ("ray", self._stored["ray"])
@@ -151,7 +153,7 @@ def _load(cache_key: str, source: Tuple[str, Any]) -> Any:
             return _cache[cache_key]
         kind, where = source
         if kind == "ray":
-            import ray
+            ray = require("ray", "ray", "SharedValue on the Ray backend")
 
             value = ray.get(where)
         else:

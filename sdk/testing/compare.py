@@ -26,7 +26,9 @@ def _hashable(value: Any) -> Hashable:
     return value
 
 
-def row_counter(table: pa.Table, columns: Optional[Sequence[str]] = None) -> Counter:
+def row_counter(
+    table: pa.Table, columns: Optional[Sequence[str]] = None
+) -> Counter[Hashable]:
     """Count each distinct row of ``table`` (restricted to ``columns`` when given)."""
     names = list(columns) if columns is not None else table.column_names
     if not names:

@@ -35,7 +35,7 @@ def _pytest_method(chk: Check) -> Callable[[Any, Path], None]:
 
 
 def _with_checks(kind: str) -> Callable[[type], type]:
-    def decorate(cls: type) -> type:
+    def decorate(cls: Any) -> Any:
         for chk in CHECKS:
             if chk.kind == kind:
                 setattr(cls, f"test_{chk.name}", _pytest_method(chk))
@@ -124,7 +124,7 @@ class DatasinkConformance:
 
     check_types: bool = True
 
-    def make_datasink(self, tmp_path: Path) -> Optional[Datasink]:
+    def make_datasink(self, tmp_path: Path) -> Optional[Datasink[Any]]:
         """A sink that writes under ``tmp_path``; called again for each write of a check."""
         raise NotImplementedError(
             f"{type(self).__name__} must define make_datasink(self, tmp_path)."

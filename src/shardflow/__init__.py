@@ -9,9 +9,14 @@ Examples:
     90
 """
 
+from types import ModuleType
+
+from shardflow.engine.compute import ActorPoolStrategy, TaskPoolStrategy
 from shardflow.engine.context import DataContext, RetryPolicy
+from shardflow.engine.execution_options import ExecutionOptions, ExecutionResources
 from shardflow.engine.data_iterator import DataIterator
 from shardflow.engine.dataset import Dataset
+from shardflow.engine.schema import Schema
 from shardflow.engine.errors import UserCodeError, WorkerCrashedError
 from shardflow.engine.file_api import (
     read_binary_files,
@@ -31,7 +36,9 @@ from shardflow.engine.read_api import (
     from_items,
     from_numpy,
     from_pandas,
+    from_torch,
     range,
+    range_tensor,
     read_datasource,
 )
 from shardflow.engine.runtime import init
@@ -54,15 +61,19 @@ from shardflow.sdk import (
     lit,
     register_connector,
 )
+from shardflow.sdk.expressions import download, udf
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ActorPoolStrategy",
     "Block",
     "BlockBasedFileDatasink",
     "BlockMetadata",
     "DataContext",
     "DataIterator",
+    "ExecutionOptions",
+    "ExecutionResources",
     "FileShuffleConfig",
     "FilenameProvider",
     "Dataset",
@@ -74,12 +85,15 @@ __all__ = [
     "RetryPolicy",
     "RowBasedFileDatasink",
     "SaveMode",
+    "Schema",
     "TaskContext",
+    "TaskPoolStrategy",
     "UserCodeError",
     "WorkerCrashedError",
     "WriteResult",
     "XShards",
     "col",
+    "download",
     "from_arrow",
     "from_blocks",
     "from_daft",
@@ -87,9 +101,11 @@ __all__ = [
     "from_items",
     "from_numpy",
     "from_pandas",
+    "from_torch",
     "init",
     "lit",
     "range",
+    "range_tensor",
     "read_binary_files",
     "read_csv",
     "read_datasource",
@@ -100,12 +116,14 @@ __all__ = [
     "read_parquet",
     "read_text",
     "register_connector",
+    "udf",
 ]
 
 
-def __getattr__(name: str):
-    """``shardflow.xshards`` and ``shardflow.orca`` load on first use."""
-    if name in ("xshards", "orca"):
+def __getattr__(name: str) -> ModuleType:
+    """``shardflow.xshards``, ``shardflow.orca`` and the Ray Data-named modules
+    (``exceptions``, ``expressions``, ``datatype``) load on first use."""
+    if name in ("xshards", "orca", "exceptions", "expressions", "datatype"):
         import importlib
 
         return importlib.import_module(f"shardflow.{name}")

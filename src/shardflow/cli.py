@@ -225,7 +225,7 @@ def _read_summary(fmt: str, files: List[str], fs: Any) -> Tuple[Any, int, str]:
                 else sorted({n.split(".", 1)[1] for n in names})
             )
         dataset = reader(files, **kwargs)
-        return dataset.schema(), dataset.count(), f"shardflow.read_{fmt}"
+        return dataset._arrow_schema(), dataset.count(), f"shardflow.read_{fmt}"
     import pyarrow.dataset as pads
 
     dataset = pads.dataset(files, format=fmt, filesystem=fs)

@@ -1,6 +1,6 @@
 """Fixtures of the differential suite: ``ray.data`` on the session's Ray, shardflow locally.
 
-The suite needs Ray Data (``pip install -e .[test,benchmark]``, which ``make test`` does) and
+The suite needs Ray Data (``pip install -e .[test,bench]``, which ``make test`` does) and
 skips as a whole without it. Ray is the session fixture of tests/conftest.py: started once,
 with two CPUs, on 127.0.0.1.
 """
@@ -20,7 +20,7 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_DATA_DISABLE_PROGRESS_BARS", "1")
 
-try:  # ray.data needs Ray Data's own dependencies, which the benchmark extra installs
+try:  # ray.data needs Ray Data's own dependencies, which the bench extra installs
     import ray.data  # noqa: F401
 
     HAVE_RAY_DATA = True
@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 def pytest_collection_modifyitems(config, items):
     here = os.path.dirname(__file__)
-    skip = pytest.mark.skip(reason="ray.data is not installed (pip install -e .[benchmark])")
+    skip = pytest.mark.skip(reason="ray.data is not installed (pip install -e .[bench])")
     for item in items:
         if str(item.fspath).startswith(here):
             # Ray Data warns about its own deprecations; they say nothing about shardflow.

@@ -40,6 +40,7 @@ class Case:
     covers: Tuple[str, ...]
     note: str = ""
     requires: Tuple[str, ...] = ()
+    slow: bool = False
 
     @property
     def name(self) -> str:
@@ -49,15 +50,33 @@ class Case:
 CASES: List[Case] = []
 
 
-def case(*covers: str, note: str = "", requires: Tuple[str, ...] = ()) -> Callable:
+def case(*covers: str, note: str = "", requires: Tuple[str, ...] = (), slow: bool = False) -> Callable:
     """Register ``fn`` as a differential case covering the public names ``covers``.
 
     ``requires`` names optional libraries the case needs; it is skipped without them.
+    ``slow`` marks a case that takes Ray Data several seconds (``pytest -m "not slow"``
+    leaves it out).
     """
 
     def register(fn: Callable) -> Callable:
         doc = note or (fn.__doc__ or "").strip().split("\n")[0]
-        CASES.append(Case(fn, tuple(covers), doc, tuple(requires)))
+        CASES.append(Case(fn, tuple(covers), doc, tuple(requires), slow))
+        return fn
+
+    return register
+
+
+# Tests outside the @case registry that compare with Ray Data (test_a2a_vs_ray.py):
+# public name -> test names, for the generated table.
+COVERED_BY_TESTS: Dict[str, List[str]] = {}
+
+
+def covers(*names: str) -> Callable[[Callable], Callable]:
+    """Mark a pytest test as comparing ``names`` with Ray Data (for the generated table)."""
+
+    def register(fn: Callable) -> Callable:
+        for name in names:
+            COVERED_BY_TESTS.setdefault(name, []).append(fn.__name__)
         return fn
 
     return register
@@ -91,6 +110,27 @@ class Outcome:
     value: Any = None
     raised: Any = None
     detail: str = field(default="", compare=False)
+
+
+def submodule(m: Any, name: str) -> Any:
+    """``ray.data.<name>`` or ``shardflow.<name>`` (``expressions``, ``datatype``,
+    ``exceptions``, ``aggregate``): the module of that name beside ``m``."""
+    import importlib
+
+    return importlib.import_module(f"{m.__name__}.{name}")
+
+
+def raised_at_run(m: Any, fn: Callable[[], Any]) -> Any:
+    """What ``fn`` (which runs a dataset) raised: ``"UserCodeException"`` when the error
+    came from the data or user code (Ray Data wraps it in its UserCodeException, which
+    shardflow's errors also are), else its kind; ``"no error"`` when nothing was raised."""
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - comparing what each side raises is the point
+        if isinstance(exc, submodule(m, "exceptions").UserCodeException):
+            return "UserCodeException"
+        return Raised(exception_kind(exc))
+    return "no error"
 
 
 def exception_kind(exc: BaseException) -> str:

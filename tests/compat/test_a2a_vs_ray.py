@@ -21,6 +21,7 @@ rd = pytest.importorskip("ray.data")
 
 import shardflow as sf
 import shardflow.aggregate as sf_agg
+from harness import covers
 
 
 @pytest.fixture(scope="module")
@@ -119,6 +120,7 @@ def mixed_table() -> list[pa.Table]:
 # -- sort ----------------------------------------------------------------------------------
 
 
+@covers("Dataset.sort")
 def test_sort_multi_key_nulls_and_nan_like_ray(both):
     blocks = mixed_table()
     keys, descending = ["s", "f", "id"], [True, False, True]
@@ -130,6 +132,8 @@ def test_sort_multi_key_nulls_and_nan_like_ray(both):
 # -- groupby and aggregations --------------------------------------------------------------
 
 
+@covers("Dataset.groupby", "GroupedData.aggregate", "aggregate.Count", "aggregate.Sum", "aggregate.Min",
+        "aggregate.Max", "aggregate.Mean", "aggregate.Std", "aggregate.AbsMax")
 def test_groupby_aggregations_like_ray(both):
     from ray.data import aggregate as ray_agg
 
@@ -169,6 +173,8 @@ def test_groupby_aggregations_like_ray(both):
     assert_same_table(ray_out, sf_out, ordered=False)
 
 
+@covers("Dataset.aggregate", "aggregate.Quantile", "aggregate.Unique", "aggregate.Count",
+        "aggregate.Sum", "aggregate.Min", "aggregate.Max", "aggregate.Mean", "aggregate.Std")
 def test_global_aggregations_and_unique_like_ray(both):
     from ray.data import aggregate as ray_agg
 
@@ -201,6 +207,7 @@ def test_global_aggregations_and_unique_like_ray(both):
     }
 
 
+@covers("Dataset.aggregate")
 def test_aggregations_of_no_rows_like_ray(both):
     from ray.data import aggregate as ray_agg
 
@@ -224,6 +231,7 @@ def test_aggregations_of_no_rows_like_ray(both):
     }
 
 
+@covers("GroupedData.map_groups")
 def test_map_groups_like_ray(both):
     blocks = mixed_table()
 
@@ -264,6 +272,7 @@ JOIN_RIGHT = pa.table(
 # eight against an oracle.
 @pytest.mark.slow
 @pytest.mark.parametrize("join_type", ["inner", "full_outer", "left_semi"])
+@covers("Dataset.join")
 def test_join_like_ray(both, join_type):
     pytest.importorskip("polars")
     kwargs = {"on": ("id",), "left_suffix": "_l", "right_suffix": "_r"}
@@ -279,6 +288,8 @@ def test_join_like_ray(both, join_type):
 # -- splits, zip, union, repartition -------------------------------------------------------
 
 
+@covers("Dataset.split", "Dataset.split_at_indices", "Dataset.split_proportionately",
+        "Dataset.train_test_split")
 def test_splits_like_ray(both):
     # Sizes and the rows of all splits together: which rows land in which split follows the
     # block order, which Ray Data does not preserve by default.
@@ -314,6 +325,7 @@ def _zip_inputs(module, second_name):
     return a, b, c
 
 
+@covers("Dataset.zip", "Dataset.union")
 def test_zip_and_union_like_ray(both):
     ray_a, ray_b, ray_c = _zip_inputs(both, "z")
     sf_a, sf_b, sf_c = _zip_inputs(sf, "z")
@@ -336,6 +348,7 @@ def test_zip_duplicate_names_like_ray(both):
     )
 
 
+@covers("Dataset.repartition", "Dataset.random_shuffle")
 def test_repartition_like_ray(both):
     import ray
 
@@ -380,6 +393,7 @@ EAGER_ERRORS = {
 
 
 @pytest.mark.parametrize("case", sorted(EAGER_ERRORS))
+@covers("Dataset.random_sample")
 def test_bad_arguments_raise_the_same_exception_type(both, case):
     assert (
         raised(lambda: EAGER_ERRORS[case](sf))

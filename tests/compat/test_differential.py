@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import cases_a2a  # noqa: F401
+import cases_actors  # noqa: F401
 import cases_api  # noqa: F401  (registers cases)
+import cases_context  # noqa: F401
+import cases_errors  # noqa: F401
+import cases_expressions  # noqa: F401
+import cases_iceberg  # noqa: F401
 import cases_interop  # noqa: F401
 import cases_paths  # noqa: F401
 import cases_reads  # noqa: F401
+import cases_surface  # noqa: F401
 import cases_types  # noqa: F401
 import cases_writes  # noqa: F401
 import pytest
 from harness import CASES, compare
 
 
-@pytest.mark.parametrize("case_", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize(
+    "case_",
+    [pytest.param(c, marks=[pytest.mark.slow] if c.slow else []) for c in CASES],
+    ids=[c.name for c in CASES],
+)
 def test_same_as_ray_data(case_, rd, sfm, tmp_path):
     for library in case_.requires:
         pytest.importorskip(library)

@@ -125,12 +125,32 @@ def test_block_sinks_receive_tables(sfm, tmp_path):
     assert seen == [pa.Table]
 
 
+class _AddOne:
+    def __call__(self, batch):
+        return {"id": batch["id"] + 1}
+
+
+class _CrashingModel:
+    def __call__(self, batch):
+        import os
+
+        os._exit(7)
+
+
 @differs(
-    "Dataset.schema",
-    reason="returns a pyarrow.Schema (Ray Data: ray.data.Schema, which wraps one and has the same "
-    "names and types).",
+    "ActorPoolStrategy",
+    reason="a crashed actor's inputs are retried on a new actor up to max_retries (default 3; -1 "
+    "without end), then the crash surfaces (Ray Data restarts actors without end); on Ray, the "
+    "actors of all pools reserve at most every CPU but one, lowering their num_cpus when needed, "
+    "so the tasks feeding them always run (Ray Data 2.60 hangs, its issue 44687); a CPU pool "
+    "that can use every CPU slot runs the stages feeding it in its actors, a GPU pool never "
+    "does; num_cpus, num_gpus and memory below 0 raise ValueError when map_batches is called "
+    "(Ray Data accepts them until the pool starts).",
 )
-def test_schema_type(rd, sfm):
-    ours, theirs = sfm.range(2).schema(), rd.range(2).schema()
-    assert isinstance(ours, pa.Schema)
-    assert (ours.names, ours.types) == (theirs.names, theirs.types)
+def test_actor_pool_retries_are_bounded_and_resources_validated(rd, sfm, tmp_path):
+    rd.range(3).map_batches(_AddOne, concurrency=1, num_cpus=-1)  # accepted until it runs
+    with pytest.raises(ValueError, match="num_cpus must be >= 0"):
+        sfm.range(3).map_batches(_AddOne, concurrency=1, num_cpus=-1)
+    with pytest.raises(sfm.WorkerCrashedError):
+        sfm.range(2).map_batches(_CrashingModel, concurrency=1, max_retries=1).take_all()
+    assert [r["id"] for r in sfm.range(3).map_batches(_AddOne, concurrency=1).take_all()] == [1, 2, 3]

@@ -64,7 +64,7 @@ def ragged_folder(tmp_path):
 def test_same_size_images_make_a_fixed_shape_column(backend, same_size_folder):
     ds = sf.read_images(str(same_size_folder), include_paths=True)
     assert ds.count() == 4
-    schema = ds.schema()
+    schema = ds.schema().base_schema
     expected = pa.fixed_shape_tensor(pa.uint8(), [6, 5, 3], permutation=[0, 1, 2])
     assert schema.field("image").type == expected
     assert schema.field("path").type == pa.string()
@@ -110,7 +110,7 @@ def test_size_and_mode_give_the_schema_without_reading(tmp_path):
     ds = sf.read_images(str(tmp_path), size=(4, 2), mode="RGBA")
     expected = pa.fixed_shape_tensor(pa.uint8(), [4, 2, 4], permutation=[0, 1, 2])
     assert ds._plan.source.datasource._output_schema() == pa.schema([("image", expected)])
-    assert ds.schema().field("image").type == expected
+    assert ds.schema().base_schema.field("image").type == expected
     assert ds.take_batch(1)["image"].shape == (1, 4, 2, 4)
 
 

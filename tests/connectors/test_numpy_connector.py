@@ -38,7 +38,7 @@ def test_read_folder_of_npy_files_matches_numpy(backend, tmp_path):
     ds = sf.read_numpy(str(tmp_path))
     assert ds.count() == 12
     expected_type = pa.fixed_shape_tensor(pa.float32(), [3], permutation=[0])
-    assert ds.schema().field("data").type == expected_type
+    assert ds.schema().base_schema.field("data").type == expected_type
     data = ds.take_batch(100)["data"]
     np.testing.assert_array_equal(_by_first_value(data), np.concatenate(parts))
 

@@ -158,13 +158,16 @@ def test_count_from_metadata_does_not_read(backend):
 def test_schema_and_columns(backend):
     ds = sf.from_pandas(pd.DataFrame({"a": [1, 2], "b": ["x", "y"], "c": [0.5, 1.5]}))
     schema = ds.schema()
+    assert isinstance(schema, sf.Schema)
     assert schema.names == ["a", "b", "c"]
-    assert schema.field("a").type == pa.int64()
-    assert schema.field("c").type == pa.float64()
+    assert schema.types[0] == pa.int64() and schema.types[2] == pa.float64()
+    assert schema.base_schema.field("c").type == pa.float64()
     assert ds.columns() == ["a", "b", "c"]
-    assert sf.range(3).schema() == pa.schema([("id", pa.int64())])
+    assert sf.range(3).schema().base_schema == pa.schema([("id", pa.int64())])
     mapped = sf.range(3).map_batches(lambda b: {"f": b["id"].astype(np.float32)})
-    assert mapped.schema() == pa.schema([("f", pa.float32())])
+    assert mapped.schema(fetch_if_missing=False) is None
+    assert mapped.columns(fetch_if_missing=False) is None
+    assert mapped.schema().base_schema == pa.schema([("f", pa.float32())])
     assert sf.from_items([]).schema() is None
     assert sf.from_items([]).columns() is None
 
@@ -181,7 +184,8 @@ def test_materialize_runs_the_plan_once(backend, tmp_path):
     assert materialized.take_all() == [{"id": i} for i in range(40)]
     assert materialized.sum("id") == sum(range(40))
     assert len(os.listdir(tmp_path)) == calls
-    assert "num_rows=40" in repr(materialized)
+    assert "shape: (40, 1)" in repr(materialized)
+    assert "(Showing 10 of 40 rows)" in repr(materialized)
 
 
 def test_to_pandas(backend):
@@ -285,8 +289,8 @@ def test_stats_before_execution():
 def test_repr(backend):
     items = sf.from_items([{"a": 1, "b": "x"}, {"a": 2, "b": "y"}])
     text = repr(items)
-    assert "num_rows=2" in text
-    assert "a: int64" in text and "b: string" in text
+    assert text.startswith("shape: (2, 2)\n")
+    assert "int64" in text and "string" in text and "(Showing 2 of 2 rows)" in text
     chained = sf.range(10).map_batches(add_one).filter(sf.col("id") > 3).limit(2)
     text = repr(chained)
     for name in ("MapBatches(add_one)", "Filter", "Limit[2]", "Dataset("):

@@ -154,7 +154,7 @@ def test_visitor_rejects_kinds_it_does_not_translate():
 class _AliasExpr(Expr):
     """A kind added after the visitors were written, as a later change might add one."""
 
-    kind = "alias"
+    kind = "renamed"
 
     def __init__(self, expr, name):
         self.expr, self.name = expr, name
@@ -169,11 +169,11 @@ class _AliasExpr(Expr):
 def test_new_kind_is_one_method_and_unsupported_elsewhere():
     aliased = _AliasExpr(col("x") + 1, "y")
     assert aliased.referenced_columns() == {"x"}  # generic walks need no new code
-    with pytest.raises(UnsupportedExpressionError, match="alias"):
+    with pytest.raises(UnsupportedExpressionError, match="renamed"):
         aliased.to_pyarrow()
 
     class WithAlias(_ToText):
-        def visit_alias(self, expr):
+        def visit_renamed(self, expr):
             return f"({self.visit(expr.expr)}) AS {expr.name}"
 
     assert WithAlias().visit(aliased) == "(x + 1) AS y"

@@ -150,7 +150,7 @@ def test_read_datasource_by_name():
 
 
 def test_read_args_need_a_name():
-    with pytest.raises(TypeError, match="only when the datasource is given by name"):
+    with pytest.raises(TypeError, match="does not take"):
         sf.read_datasource(CountingDatasource(), n=3)
 
 

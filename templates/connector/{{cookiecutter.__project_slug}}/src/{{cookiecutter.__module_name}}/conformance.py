@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List
 
 import pyarrow as pa
 from shardflow.sdk.testing import ConnectorConformance
@@ -39,7 +38,7 @@ def write_sample(folder: Path) -> Path:
     rows = sample_table().to_pylist()
     step = -(-ROWS // FILES)
     for i in range(FILES):
-        lines = [json.dumps(row) for row in rows[i * step:(i + 1) * step]]
+        lines = [json.dumps(row) for row in rows[i * step : (i + 1) * step]]
         (folder / f"part-{i}.jsonl").write_text("\n".join(lines) + "\n")
     (folder / "_SUCCESS").write_text("")
     return folder
@@ -63,7 +62,7 @@ class Conformance(ConnectorConformance):
         (folder / "part-9-broken.jsonl").write_text('{"id": 1, "name": \n')
         return {{ cookiecutter.__class_prefix }}Datasource(str(folder), schema=sample_table().schema)
 
-    def bad_source_mentions(self, tmp_path: Path) -> List[str]:
+    def bad_source_mentions(self, tmp_path: Path) -> list[str]:
         return ["part-9-broken.jsonl"]
 
     def make_datasink(self, tmp_path: Path) -> {{ cookiecutter.__class_prefix }}Datasink:

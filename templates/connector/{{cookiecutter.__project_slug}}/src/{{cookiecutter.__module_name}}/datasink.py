@@ -8,7 +8,8 @@ import decimal
 import json
 import posixpath
 import uuid
-from typing import Any, Dict, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 import fsspec
 import pyarrow as pa
@@ -50,14 +51,14 @@ class {{ cookiecutter.__class_prefix }}Datasink(Datasink):
         >>> sf.range(10).write_datasink({{ cookiecutter.__class_prefix }}Datasink("out/"))  # doctest: +SKIP
     """
 
-    def __init__(self, path: str, *, storage_options: Optional[Dict[str, Any]] = None):
+    def __init__(self, path: str, *, storage_options: dict[str, Any] | None = None):
         if not isinstance(path, str) or not path:
             raise TypeError(f"path must be a non-empty string, got {path!r}.")
         self.path = path
         self.storage_options = dict(storage_options or {})
         self._fs, self._root = fsspec.core.url_to_fs(path, **self.storage_options)
         self._root = self._root.rstrip("/")
-        self._write_id: Optional[str] = None
+        self._write_id: str | None = None
 
     def get_name(self) -> str:
         return "{{ cookiecutter.__class_prefix }}"
@@ -65,13 +66,13 @@ class {{ cookiecutter.__class_prefix }}Datasink(Datasink):
     def _staging_prefix(self) -> str:
         return posixpath.join(self._root, f".{self._write_id}-")
 
-    def on_write_start(self, schema: Optional[pa.Schema] = None) -> None:
+    def on_write_start(self, schema: pa.Schema | None = None) -> None:
         if self._fs.exists(self._root) and not self._fs.isdir(self._root):
             raise FileExistsError(f"{self.path}: exists and is not a folder.")
         self._fs.makedirs(self._root, exist_ok=True)
         self._write_id = uuid.uuid4().hex[:12]
 
-    def write(self, blocks: Iterable[pa.Table], ctx: TaskContext) -> Optional[str]:
+    def write(self, blocks: Iterable[pa.Table], ctx: TaskContext) -> str | None:
         if self._write_id is None:
             raise RuntimeError(f"{self.path}: write() was called before on_write_start().")
         staged = f"{self._staging_prefix()}{ctx.task_idx:05d}.jsonl"
@@ -92,7 +93,7 @@ class {{ cookiecutter.__class_prefix }}Datasink(Datasink):
         for staged in write_result.write_returns:
             if staged is None:
                 continue
-            task = posixpath.basename(staged)[len(f".{self._write_id}-"):]
+            task = posixpath.basename(staged)[len(f".{self._write_id}-") :]
             self._fs.mv(staged, posixpath.join(self._root, f"part-{self._write_id}-{task}"))
 
     def on_write_failed(self, error: Exception) -> None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import posixpath
-from typing import Any, Dict, List, Optional
+from collections.abc import Callable
+from typing import Any
 
 import fsspec
 import pyarrow as pa
@@ -18,7 +19,7 @@ def is_hidden(path: str) -> bool:
     return posixpath.basename(path).startswith((".", "_"))
 
 
-def list_files(fs: Any, path: str) -> List[str]:
+def list_files(fs: Any, path: str) -> list[str]:
     """The data files at ``path``: the file itself, or the visible JSON Lines files of a folder."""
     if not fs.exists(path):
         raise FileNotFoundError(f"{path}: no such file or folder.")
@@ -33,7 +34,7 @@ def list_files(fs: Any, path: str) -> List[str]:
     return sorted(found)
 
 
-def read_file(fs: Any, path: str, schema: Optional[pa.Schema]) -> pa.Table:
+def read_file(fs: Any, path: str, schema: pa.Schema | None) -> pa.Table:
     """Parse one JSON Lines file into a table with ``schema`` (inferred when None).
 
     Replace this function (and ``write_file`` in datasink.py) to support another format.
@@ -50,8 +51,10 @@ def read_file(fs: Any, path: str, schema: Optional[pa.Schema]) -> pa.Table:
     return table if schema is None else table.select(schema.names)
 
 
-def _read_task_fn(fs: Any, path: str, schema: pa.Schema, projection: Optional[Dict[str, str]]):
-    def read() -> List[pa.Table]:
+def _read_task_fn(
+    fs: Any, path: str, schema: pa.Schema, projection: dict[str, str] | None
+) -> Callable[[], list[pa.Table]]:
+    def read() -> list[pa.Table]:
         table = read_file(fs, path, schema)
         if projection is not None:
             table = table.rename_columns(list(projection.values()))
@@ -78,9 +81,9 @@ class {{ cookiecutter.__class_prefix }}Datasource(Datasource):
         self,
         path: str,
         *,
-        schema: Optional[pa.Schema] = None,
-        storage_options: Optional[Dict[str, Any]] = None,
-        _projection: Optional[Dict[str, str]] = None,
+        schema: pa.Schema | None = None,
+        storage_options: dict[str, Any] | None = None,
+        _projection: dict[str, str] | None = None,
     ):
         if not isinstance(path, str) or not path:
             raise TypeError(f"path must be a non-empty string, got {path!r}.")
@@ -95,10 +98,10 @@ class {{ cookiecutter.__class_prefix }}Datasource(Datasource):
     def get_name(self) -> str:
         return "{{ cookiecutter.__class_prefix }}"
 
-    def _files(self) -> List[str]:
+    def _files(self) -> list[str]:
         return list_files(self._fs, self._root)
 
-    def _schema(self, files: List[str]) -> pa.Schema:
+    def _schema(self, files: list[str]) -> pa.Schema:
         if self.schema is not None:
             return self.schema
         for file in files:  # infer from the first file with rows (reads that one file)
@@ -107,10 +110,10 @@ class {{ cookiecutter.__class_prefix }}Datasource(Datasource):
                 return table.schema
         return pa.schema([])
 
-    def estimate_inmemory_data_size(self) -> Optional[int]:
+    def estimate_inmemory_data_size(self) -> int | None:
         return sum(self._fs.size(f) for f in self._files())
 
-    def get_read_tasks(self, parallelism: int, **kwargs: Any) -> List[ReadTask]:
+    def get_read_tasks(self, parallelism: int, **kwargs: Any) -> list[ReadTask]:
         # One task per file: ``parallelism`` is a hint, and files are the natural unit here.
         files = self._files()
         if not files:
@@ -140,10 +143,10 @@ class {{ cookiecutter.__class_prefix }}Datasource(Datasource):
     def supports_projection_pushdown(self) -> bool:
         return True
 
-    def get_projection_map(self) -> Optional[Dict[str, str]]:
+    def get_projection_map(self) -> dict[str, str] | None:
         return None if self._projection is None else dict(self._projection)
 
-    def apply_projection(self, projection_map: Optional[Dict[str, str]]) -> "{{ cookiecutter.__class_prefix }}Datasource":
+    def apply_projection(self, projection_map: dict[str, str] | None) -> {{ cookiecutter.__class_prefix }}Datasource:
         return type(self)(
             self.path,
             schema=self.schema,

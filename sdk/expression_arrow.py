@@ -1,0 +1,98 @@
+"""Expressions in Arrow terms: the operators' kernels and the translation to
+``pyarrow.compute.Expression``.
+
+The operators compute what Ray Data's do: ``/`` is Arrow's ``divide`` (integer division of
+integers), ``//`` is the floor of it, ``%`` is ``a - floor(a / b) * b``, ``&`` and ``|``
+follow Kleene logic (``null & False`` is False), and ``+`` joins strings when evaluated on
+data (:mod:`shardflow.sdk.expression_eval`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional
+
+from shardflow.sdk.expressions import (
+    AliasExpr,
+    BinaryExpr,
+    CastExpr,
+    ColumnExpr,
+    ExprVisitor,
+    IsInExpr,
+    IsNullExpr,
+    LiteralExpr,
+    NotExpr,
+)
+
+
+def pc() -> Any:
+    import pyarrow.compute as compute  # imported on first use: keeps `import shardflow` fast
+
+    return compute
+
+
+def _floordiv(a: Any, b: Any) -> Any:
+    return pc().floor(pc().divide(a, b))
+
+
+def _modulo(a: Any, b: Any) -> Any:
+    return pc().subtract(a, pc().multiply(_floordiv(a, b), b))
+
+
+# The kernels of the binary operators; each takes arrays, scalars or Expressions.
+BINARY_KERNELS: Dict[str, Callable[[Any, Any], Any]] = {
+    "==": lambda a, b: pc().equal(a, b),
+    "!=": lambda a, b: pc().not_equal(a, b),
+    ">": lambda a, b: pc().greater(a, b),
+    ">=": lambda a, b: pc().greater_equal(a, b),
+    "<": lambda a, b: pc().less(a, b),
+    "<=": lambda a, b: pc().less_equal(a, b),
+    "&": lambda a, b: pc().and_kleene(a, b),
+    "|": lambda a, b: pc().or_kleene(a, b),
+    "+": lambda a, b: pc().add(a, b),
+    "-": lambda a, b: pc().subtract(a, b),
+    "*": lambda a, b: pc().multiply(a, b),
+    "/": lambda a, b: pc().divide(a, b),
+    "//": _floordiv,
+    "%": _modulo,
+}
+
+
+class PyArrowExprVisitor(ExprVisitor["pyarrow.compute.Expression"]):  # noqa: F821
+    """Translates to a :class:`pyarrow.compute.Expression`.
+
+    ``udf`` and ``download`` expressions run Python code and have no translation.
+
+    Args:
+        column_name: Maps a column name of the expression to the name in the data being
+            filtered (a file whose columns are named differently, say); identity by default.
+    """
+
+    def __init__(self, column_name: Optional[Callable[[str], str]] = None):
+        self._column_name = column_name
+
+    def visit_column(self, expr: ColumnExpr) -> Any:
+        name = expr.name if self._column_name is None else self._column_name(expr.name)
+        return pc().field(name)
+
+    def visit_literal(self, expr: LiteralExpr) -> Any:
+        return pc().scalar(expr.value)
+
+    def visit_binary(self, expr: BinaryExpr) -> Any:
+        return BINARY_KERNELS[expr.op](self.visit(expr.left), self.visit(expr.right))
+
+    def visit_not(self, expr: NotExpr) -> Any:
+        return pc().invert(self.visit(expr.operand))
+
+    def visit_is_null(self, expr: IsNullExpr) -> Any:
+        return pc().is_null(self.visit(expr.operand))
+
+    def visit_is_in(self, expr: IsInExpr) -> Any:
+        import pyarrow as pa
+
+        return pc().is_in(self.visit(expr.operand), value_set=pa.array(expr.values))
+
+    def visit_alias(self, expr: AliasExpr) -> Any:
+        return self.visit(expr.operand)
+
+    def visit_cast(self, expr: CastExpr) -> Any:
+        return self.visit(expr.operand).cast(expr.arrow_type(), safe=expr.safe)

@@ -1,0 +1,120 @@
+"""Optional dependencies: absent from ``import shardflow``; a feature used without its extra
+raises an ImportError naming that extra.
+
+The child processes make the optional packages unimportable (``sys.modules[name] = None``), as
+in an install without extras; tests/packaging/test_wheel.py checks the same in a real one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from shardflow.sdk.optional import EXTRAS, install_command, missing_message, require
+
+OPTIONAL_MODULES = ["ray", "torch", "PIL", "s3fs", "gcsfs", "pyiceberg", "daft", "datasets"]
+
+# One call per extra, each the first use of the feature. Shared with test_wheel.py.
+FEATURE_CALLS = """
+import json, sys
+import shardflow as sf
+
+CALLS = {
+    "ray": [lambda: sf.init(backend="ray")],
+    "torch": [lambda: sf.from_torch([1, 2]), lambda: sf.range(3).iter_torch_batches()],
+    "images": [lambda: sf.read_images(sys.argv[1]),
+               lambda: sf.range(1).write_images(sys.argv[1] + "/out", column="id")],
+    "s3": [lambda: sf.read_parquet("s3://bucket/data/")],
+    "gcs": [lambda: sf.read_parquet("gs://bucket/data/")],
+    "iceberg": [lambda: sf.read_iceberg("db.table", catalog_kwargs={"name": "default"}),
+                lambda: sf.range(1).write_iceberg("db.table", catalog_kwargs={"name": "x"})],
+}
+messages = {}
+for extra, calls in CALLS.items():
+    for call in calls:
+        try:
+            call()
+        except ImportError as exc:
+            messages.setdefault(extra, []).append(str(exc))
+        else:
+            messages.setdefault(extra, []).append("no ImportError")
+print(json.dumps(messages))
+"""
+
+IMPORT_ONLY = """
+import sys
+import shardflow, shardflow.sdk, shardflow.connectors, shardflow.engine, shardflow.xshards
+import shardflow.orca.data
+loaded = sorted(m for m in %r if m in sys.modules)
+assert not loaded, f"import shardflow imported {loaded}"
+"""
+
+
+def _blocking(code: str) -> str:
+    """``code`` run as if no optional dependency were installed."""
+    return f"import sys\nfor m in {OPTIONAL_MODULES!r}:\n    sys.modules[m] = None\n" + code
+
+
+def _run(code: str, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, SHARDFLOW_DISABLE_PROGRESS_BARS="1")
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def check_messages(messages: dict) -> None:
+    """Every feature call raised an ImportError naming its extra's pip command."""
+    assert set(messages) == {"ray", "torch", "images", "s3", "gcs", "iceberg"}
+    for extra, texts in messages.items():
+        for text in texts:
+            assert install_command(extra) in text, (extra, text)
+
+
+def test_import_shardflow_imports_no_optional_dependency():
+    proc = _run(IMPORT_ONLY % (OPTIONAL_MODULES,))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_each_feature_names_its_extra(tmp_path):
+    proc = _run(_blocking(FEATURE_CALLS), str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    check_messages(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def test_require_returns_the_module():
+    assert require("json", "none", "Parsing").dumps([1]) == "[1]"
+
+
+def test_require_names_feature_package_and_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "PIL", None)
+    monkeypatch.setitem(sys.modules, "PIL.Image", None)
+    with pytest.raises(ImportError) as info:
+        require("PIL.Image", "images", "read_images")
+    assert str(info.value) == (
+        "read_images needs Pillow, which is not installed. Install it with: "
+        "pip install 'shardflow[images]'"
+    )
+    assert isinstance(info.value.__cause__, ImportError)
+
+
+def test_require_reports_a_broken_install(tmp_path, monkeypatch):
+    (tmp_path / "sf_broken_pkg.py").write_text("import sf_no_such_dependency_here\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ImportError, match=r"failed to import .*sf_no_such_dependency_here"):
+        require("sf_broken_pkg", "extra", "A feature")
+
+
+def test_every_optional_module_has_an_extra_in_pyproject():
+    tomllib = pytest.importorskip("tomllib")
+    from pathlib import Path
+
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    extras = pyproject["project"]["optional-dependencies"]
+    assert set(EXTRAS.values()) <= set(extras)
+    core = " ".join(pyproject["project"]["dependencies"])
+    assert "ray" not in core and "torch" not in core
+    assert missing_message("ray", "ray", "X").endswith(install_command("ray"))
