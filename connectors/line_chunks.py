@@ -21,7 +21,8 @@ are read with the streaming readers instead.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -29,7 +30,7 @@ CHUNK_BYTES = 8 * 1024 * 1024
 _SEARCH_BYTES = 64 * 1024
 
 
-def line_chunks(f: Any, chunk_bytes: Optional[int] = None) -> Iterator[pa.Buffer]:
+def line_chunks(f: Any, chunk_bytes: int | None = None) -> Iterator[pa.Buffer]:
     """Yield ``f``'s bytes in buffers of about ``chunk_bytes`` (default :data:`CHUNK_BYTES`),
     each ending at a line end (the last one at the end of the file, whatever it holds).
 
@@ -46,7 +47,7 @@ def line_chunks(f: Any, chunk_bytes: Optional[int] = None) -> Iterator[pa.Buffer
     size = CHUNK_BYTES if chunk_bytes is None else chunk_bytes
     if size < 1:
         raise ValueError(f"chunk_bytes must be positive, got {size}.")
-    carry: Optional[pa.Buffer] = None  # the bytes after the previous chunk's last line end
+    carry: pa.Buffer | None = None  # the bytes after the previous chunk's last line end
     while True:
         kept = 0 if carry is None else carry.size
         buffer = pa.allocate_buffer(kept + size)

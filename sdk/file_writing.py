@@ -150,7 +150,7 @@ def stream_into_files(
                         if piece.num_rows > room:
                             piece = piece.slice(0, room)
                     fresh = current is None
-                    if fresh:
+                    if current is None:
                         index = opened.get(folder, 0)
                         opened[folder] = index + 1
                         current = open_files[folder] = open_file(folder, piece, index)

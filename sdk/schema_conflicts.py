@@ -14,7 +14,6 @@ Columns that merely differ (missing in some files, null in some, ``int64`` in on
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Tuple
 
 import pyarrow as pa
 
@@ -33,7 +32,7 @@ class ReferenceSchema:
 
     path: str
     schema: pa.Schema
-    _checked: Dict[Tuple[str, pa.DataType], None] = field(default_factory=dict, repr=False)
+    _checked: dict[tuple[str, pa.DataType], None] = field(default_factory=dict, repr=False)
 
     def check(self, schema: pa.Schema, path: str) -> None:
         """Raise :class:`ArrowConversionError` when a column of ``schema`` (the blocks of
@@ -59,7 +58,7 @@ class ReferenceSchema:
                     )
             self._checked[key] = None
 
-    def __getstate__(self) -> Dict[str, object]:
+    def __getstate__(self) -> dict[str, object]:
         return {"path": self.path, "schema": self.schema, "_checked": {}}
 
 
@@ -74,6 +73,6 @@ def _combinable(a: pa.DataType, b: pa.DataType) -> bool:
     return True
 
 
-def reference_from(path: str, schema: Optional[pa.Schema]) -> Optional[ReferenceSchema]:
+def reference_from(path: str, schema: pa.Schema | None) -> ReferenceSchema | None:
     """A :class:`ReferenceSchema` for ``schema`` (None when nothing was inferred)."""
     return None if schema is None else ReferenceSchema(path, schema)

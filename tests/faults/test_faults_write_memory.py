@@ -33,14 +33,16 @@ BASE_MIB = 64
 def csv_file(tmp_path_factory) -> str:
     rng = np.random.default_rng(11)
     ids = pa.array(np.arange(ROWS))
-    table = pa.table({
-        "id": ids,
-        "x": rng.random(ROWS),
-        "k": rng.integers(0, 1000, ROWS),
-        "label": pc.binary_join_element_wise(
-            "item-", pc.cast(pc.bit_wise_and(ids, 8191), pa.string()), ""
-        ),
-    })
+    table = pa.table(
+        {
+            "id": ids,
+            "x": rng.random(ROWS),
+            "k": rng.integers(0, 1000, ROWS),
+            "label": pc.binary_join_element_wise(
+                "item-", pc.cast(pc.bit_wise_and(ids, 8191), pa.string()), ""
+            ),
+        }
+    )
     path = str(tmp_path_factory.mktemp("write_memory") / "input.csv")
     pacsv.write_csv(table, path)
     return path
@@ -51,7 +53,9 @@ def csv_file(tmp_path_factory) -> str:
 def test_csv_to_parquet_holds_memory_at_a_small_budget(csv_file, tmp_path):
     out = subprocess.run(
         [sys.executable, SCRIPT, csv_file, str(tmp_path), str(BUDGET_MIB)],
-        capture_output=True, text=True, timeout=110,
+        capture_output=True,
+        text=True,
+        timeout=110,
         env=dict(os.environ, SHARDFLOW_DISABLE_PROGRESS_BARS="1"),
     )
     assert out.returncode == 0, out.stderr[-3000:]

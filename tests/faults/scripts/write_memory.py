@@ -69,11 +69,15 @@ def main() -> None:
     seconds = time.perf_counter() - start
     stop.set()
     sampler.join()
-    print(json.dumps({
-        "rss_growth": peak[0] - base,
-        "seconds": seconds,
-        "arrow_peak": pa.default_memory_pool().max_memory(),
-    }))
+    print(
+        json.dumps(
+            {
+                "rss_growth": peak[0] - base,
+                "seconds": seconds,
+                "arrow_peak": pa.default_memory_pool().max_memory(),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":
