@@ -40,6 +40,12 @@ BEHAVIOUR_NOTES = (
     "delivered are not delivered again (tests/faults/test_faults_retries.py).",
     "`iter_torch_batches(dtypes={...})` gives the columns the dict does not name their default "
     "dtype (Ray Data raises KeyError) (tests/engine/test_iteration_torch.py).",
+    "`read_csv` / `read_json` over several files: a column whose inferred types conflict "
+    "between files raises `ArrowConversionError` naming both files, however the data is "
+    "consumed (Ray Data raises only when blocks are combined, and turns conflicting JSON "
+    "fields into Python objects) (tests/connectors/test_schema_conflicts.py).",
+    "`write_parquet` dictionary-encodes only string, binary and repetitive columns by default "
+    "(Ray Data, through pyarrow, encodes every column); pass `use_dictionary` to choose.",
     "Writes are all-or-nothing and `mode` defaults to `'error'`; `write_*(resume=True)` "
     "resumes a failed write (a shardflow extension) (tests/faults/).",
 )
