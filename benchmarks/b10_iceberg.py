@@ -21,12 +21,11 @@ or read back with pyiceberg after the write (B10W).
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import time
 from typing import Any
-
-import json
-import shutil
 
 from benchdata import MANIFEST, fresh_output_dir, input_dir, read_manifest, remove
 from registry import RAY_DATA, SHARDFLOW_LOCAL, SHARDFLOW_RAY, Benchmark, Target
@@ -266,7 +265,7 @@ def _write(system: str, folder: str, scale: float) -> float:
 def run(bench: Benchmark, system: str, scale: float) -> dict[str, Any]:
     """Run B10R or B10W on ``system`` (in the child), time it, and check the result."""
     # Imported before the clock on every system, as all other imports are.
-    import pyiceberg.catalog.sql  # noqa: F401
+    import pyiceberg.catalog.sql
     import pyiceberg.io.pyarrow  # noqa: F401
 
     if bench.name == "B10R":

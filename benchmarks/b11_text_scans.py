@@ -59,8 +59,13 @@ def _input_name(fmt: str, scale: float) -> str:
 
 
 def _spec(fmt: str, scale: float) -> dict[str, Any]:
-    return {"format": fmt, "rows": num_rows(scale), "files": NUM_FILES, "seed": SEED,
-            "version": FORMAT_VERSION}
+    return {
+        "format": fmt,
+        "rows": num_rows(scale),
+        "files": NUM_FILES,
+        "seed": SEED,
+        "version": FORMAT_VERSION,
+    }
 
 
 def _tables(scale: float) -> Any:
@@ -80,13 +85,15 @@ def _tables(scale: float) -> Any:
         b_milli = rng.integers(-1_000_000, 1_000_000, n)
         c = rng.integers(0, 1_000_000, n)
         words = rng.integers(0, VOCABULARY_SIZE, n)
-        table = pa.table({
-            "id": np.arange(lo, hi, dtype=np.int64),
-            "a": a_milli / 1000.0,
-            "b": b_milli / 1000.0,
-            "c": c,
-            "label": vocabulary.take(pa.array(words)),
-        })
+        table = pa.table(
+            {
+                "id": np.arange(lo, hi, dtype=np.int64),
+                "a": a_milli / 1000.0,
+                "b": b_milli / 1000.0,
+                "c": c,
+                "label": vocabulary.take(pa.array(words)),
+            }
+        )
         facts = {
             "rows": n,
             "id_sum": (lo + hi - 1) * n // 2,
@@ -117,8 +124,9 @@ def _generate(folder: str, fmt: str, scale: float) -> dict[str, Any]:
 
 
 def prepare_format(fmt: str, scale: float) -> dict[str, Any]:
-    return ensure_input(_input_name(fmt, scale), _spec(fmt, scale),
-                        lambda folder: _generate(folder, fmt, scale))
+    return ensure_input(
+        _input_name(fmt, scale), _spec(fmt, scale), lambda folder: _generate(folder, fmt, scale)
+    )
 
 
 def partial_checksum(batch: Any) -> Any:
@@ -132,14 +140,16 @@ def partial_checksum(batch: Any) -> Any:
     def milli(array: Any) -> Any:
         return pc.round(pc.multiply(array, 1000.0)).cast(pa.int64())
 
-    return pa.table({
-        "rows": [batch.num_rows],
-        "id_sum": [total(batch["id"])],
-        "c_sum": [total(batch["c"])],
-        "a_milli_sum": [total(milli(batch["a"]))],
-        "b_milli_sum": [total(milli(batch["b"]))],
-        "label_chars": [total(pc.utf8_length(batch["label"]))],
-    })
+    return pa.table(
+        {
+            "rows": [batch.num_rows],
+            "id_sum": [total(batch["id"])],
+            "c_sum": [total(batch["c"])],
+            "a_milli_sum": [total(milli(batch["a"]))],
+            "b_milli_sum": [total(milli(batch["b"]))],
+            "label_chars": [total(pc.utf8_length(batch["label"]))],
+        }
+    )
 
 
 def warm_up() -> None:
@@ -161,8 +171,9 @@ def _ray_like(module: Any, fmt: str, source: str) -> dict[str, int]:
         ds = module.read_csv(source)
     else:
         ds = module.read_json(source, lines=True)
-    parts = ds.map_batches(partial_checksum, batch_size=None, batch_format="pyarrow",
-                           zero_copy_batch=True).take_all()
+    parts = ds.map_batches(
+        partial_checksum, batch_size=None, batch_format="pyarrow", zero_copy_batch=True
+    ).take_all()
     return _combine(parts)
 
 
@@ -175,14 +186,18 @@ def _polars(fmt: str, source: str) -> dict[str, int]:
     def milli(name: str) -> Any:
         return (pl.col(name) * 1000).round().cast(pl.Int64).sum()
 
-    row = frame.select(
-        rows=pl.len(),
-        id_sum=pl.col("id").sum(),
-        c_sum=pl.col("c").sum(),
-        a_milli_sum=milli("a"),
-        b_milli_sum=milli("b"),
-        label_chars=pl.col("label").str.len_chars().sum(),
-    ).collect().row(0, named=True)
+    row = (
+        frame.select(
+            rows=pl.len(),
+            id_sum=pl.col("id").sum(),
+            c_sum=pl.col("c").sum(),
+            a_milli_sum=milli("a"),
+            b_milli_sum=milli("b"),
+            label_chars=pl.col("label").str.len_chars().sum(),
+        )
+        .collect()
+        .row(0, named=True)
+    )
     return {key: int(value) for key, value in row.items()}
 
 
@@ -268,10 +283,21 @@ def _benchmark(name: str, fmt: str, title: str) -> Benchmark:
         check=_checker(fmt),
         prepare=lambda scale: prepare_format(fmt, scale),
         targets=(
-            Target(f"{name}: shardflow-local within 1.25x of the fastest of Polars, DuckDB, Daft",
-                   SHARDFLOW_LOCAL, ENGINES, 1.25, kind="within"),
-            Target(f"{name}: shardflow-local peak RSS at most 1.5x Polars'",
-                   SHARDFLOW_LOCAL, POLARS, 1.5, kind="within", metric="rss"),
+            Target(
+                f"{name}: shardflow-local within 1.25x of the fastest of Polars, DuckDB, Daft",
+                SHARDFLOW_LOCAL,
+                ENGINES,
+                1.25,
+                kind="within",
+            ),
+            Target(
+                f"{name}: shardflow-local peak RSS at most 1.5x Polars'",
+                SHARDFLOW_LOCAL,
+                POLARS,
+                1.5,
+                kind="within",
+                metric="rss",
+            ),
         ),
         peers=ENGINES,
     )
@@ -279,8 +305,11 @@ def _benchmark(name: str, fmt: str, title: str) -> Benchmark:
 
 BENCHMARKS = [
     _benchmark("B11-CSV", CSV, "read_csv(2M rows x scale, 8 files), every column -> checksum"),
-    _benchmark("B11-JSONL", JSONL,
-               "read_json(lines=True, 2M rows x scale, 8 files), every column -> checksum"),
+    _benchmark(
+        "B11-JSONL",
+        JSONL,
+        "read_json(lines=True, 2M rows x scale, 8 files), every column -> checksum",
+    ),
 ]
 
 

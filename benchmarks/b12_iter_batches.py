@@ -79,8 +79,9 @@ def _expected(scale: float) -> dict[str, int]:
 
 def _check(results: dict[str, Any], scale: float) -> str | None:
     want = _expected(scale)
-    wrong = {system: got for system, got in results.items()
-             if {k: got.get(k) for k in want} != want}
+    wrong = {
+        system: got for system, got in results.items() if {k: got.get(k) for k in want} != want
+    }
     if wrong:
         return f"B12-ITER: every system must see {want}; got {wrong}"
     return None
@@ -89,16 +90,23 @@ def _check(results: dict[str, Any], scale: float) -> str | None:
 BENCHMARKS = [
     Benchmark(
         name="B12-ITER",
-        title=(f"read_parquet(B4's input).iter_batches(batch_size={BATCH_SIZE}, pyarrow): one "
-               "epoch, rows counted and id summed"),
+        title=(
+            f"read_parquet(B4's input).iter_batches(batch_size={BATCH_SIZE}, pyarrow): one "
+            "epoch, rows counted and id summed"
+        ),
         family=__name__,
         systems=(SHARDFLOW_LOCAL, SHARDFLOW_RAY, RAY_DATA, PYARROW_LOOP, *ENGINES),
         rows=b4.num_rows,
         check=_check,
         prepare=b4.prepare,
         targets=(
-            Target("B12-ITER: shardflow-local within 1.15x of the bare pyarrow loop",
-                   SHARDFLOW_LOCAL, PYARROW_LOOP, 1.15, kind="within"),
+            Target(
+                "B12-ITER: shardflow-local within 1.15x of the bare pyarrow loop",
+                SHARDFLOW_LOCAL,
+                PYARROW_LOOP,
+                1.15,
+                kind="within",
+            ),
         ),
         peers=(PYARROW_LOOP, *ENGINES),
     ),
@@ -147,8 +155,9 @@ def _daft(source: str, tally: Tally) -> None:
 
 def _ray_like(module: Any, source: str, tally: Tally) -> None:
     """shardflow and Ray Data: the same calls on either module."""
-    for batch in module.read_parquet(source).iter_batches(batch_size=BATCH_SIZE,
-                                                          batch_format="pyarrow"):
+    for batch in module.read_parquet(source).iter_batches(
+        batch_size=BATCH_SIZE, batch_format="pyarrow"
+    ):
         tally.add_arrow(batch)
 
 

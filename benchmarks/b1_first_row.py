@@ -44,10 +44,16 @@ BENCHMARKS = [
         from_spawn=True,
         check=_check,
         targets=(
-            Target("B1: shardflow-local >= 20x faster than Ray Data",
-                   SHARDFLOW_LOCAL, RAY_DATA, 20.0),
-            Target("B1: shardflow-local within 2x of the bare pyarrow process",
-                   SHARDFLOW_LOCAL, PYARROW, 2.0, kind="within"),
+            Target(
+                "B1: shardflow-local >= 20x faster than Ray Data", SHARDFLOW_LOCAL, RAY_DATA, 20.0
+            ),
+            Target(
+                "B1: shardflow-local within 2x of the bare pyarrow process",
+                SHARDFLOW_LOCAL,
+                PYARROW,
+                2.0,
+                kind="within",
+            ),
         ),
         peers=(PYARROW, POLARS, DAFT),
     ),
@@ -90,5 +96,9 @@ def run(bench: Benchmark, system: str, scale: float) -> dict[str, Any]:
         sf = start_shardflow(system)
         row = sf.from_items([{"x": i} for i in range(NUM_ROWS)]).take(1)[0]
     done = time.time()
-    return {"seconds": time.perf_counter() - start, "result": row, "t_result": done,
-            "peak_rss_self": own_peak_rss()}
+    return {
+        "seconds": time.perf_counter() - start,
+        "result": row,
+        "t_result": done,
+        "peak_rss_self": own_peak_rss(),
+    }

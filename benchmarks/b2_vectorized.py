@@ -64,10 +64,16 @@ BENCHMARKS = [
         rows=num_rows,
         check=_check,
         targets=(
-            Target("B2: shardflow-local >= 10x Ray Data's throughput",
-                   SHARDFLOW_LOCAL, RAY_DATA, 10.0),
-            Target("B2: shardflow-local within 3x of the bare NumPy loop",
-                   SHARDFLOW_LOCAL, NUMPY_2THREADS, 3.0, kind="within"),
+            Target(
+                "B2: shardflow-local >= 10x Ray Data's throughput", SHARDFLOW_LOCAL, RAY_DATA, 10.0
+            ),
+            Target(
+                "B2: shardflow-local within 3x of the bare NumPy loop",
+                SHARDFLOW_LOCAL,
+                NUMPY_2THREADS,
+                3.0,
+                kind="within",
+            ),
         ),
     ),
 ]
@@ -104,10 +110,15 @@ def run(bench: Benchmark, system: str, scale: float) -> dict[str, Any]:
         start = time.perf_counter()
         total = (
             ray.data.range(n)
-            .map_batches(times_three_plus_one, batch_size=BATCH_SIZE, batch_format="numpy",
-                         zero_copy_batch=True)
-            .map_batches(keep_even, batch_size=BATCH_SIZE, batch_format="numpy",
-                         zero_copy_batch=True)
+            .map_batches(
+                times_three_plus_one,
+                batch_size=BATCH_SIZE,
+                batch_format="numpy",
+                zero_copy_batch=True,
+            )
+            .map_batches(
+                keep_even, batch_size=BATCH_SIZE, batch_format="numpy", zero_copy_batch=True
+            )
             .sum("y")
         )
     else:
@@ -118,10 +129,15 @@ def run(bench: Benchmark, system: str, scale: float) -> dict[str, Any]:
         start = time.perf_counter()
         total = (
             sf.range(n)
-            .map_batches(times_three_plus_one, batch_size=BATCH_SIZE, batch_format="numpy",
-                         zero_copy_batch=True)
-            .map_batches(keep_even, batch_size=BATCH_SIZE, batch_format="numpy",
-                         zero_copy_batch=True)
+            .map_batches(
+                times_three_plus_one,
+                batch_size=BATCH_SIZE,
+                batch_format="numpy",
+                zero_copy_batch=True,
+            )
+            .map_batches(
+                keep_even, batch_size=BATCH_SIZE, batch_format="numpy", zero_copy_batch=True
+            )
             .sum("y")
         )
     return {"seconds": time.perf_counter() - start, "result": int(total)}

@@ -48,8 +48,14 @@ BENCHMARKS = [
         systems=(SHARDFLOW_LOCAL, SHARDFLOW_LOCAL_1CPU, SHARDFLOW_RAY, RAY_DATA),
         rows=num_rows,
         check=_check,
-        targets=(Target("B3: shardflow-local >= 1.6x faster than one worker",
-                        SHARDFLOW_LOCAL, SHARDFLOW_LOCAL_1CPU, 1.6),),
+        targets=(
+            Target(
+                "B3: shardflow-local >= 1.6x faster than one worker",
+                SHARDFLOW_LOCAL,
+                SHARDFLOW_LOCAL_1CPU,
+                1.6,
+            ),
+        ),
     ),
 ]
 

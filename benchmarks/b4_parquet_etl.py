@@ -84,8 +84,11 @@ def warm_up() -> None:
     functions import pandas and parse their signatures on first use)."""
     import pyarrow as pa
 
-    etl(pa.table({"id": [1], "a": [0.5], "b": [0.5], "c": pa.array([1], pa.int32()),
-                  "label": ["x"]}))
+    etl(
+        pa.table(
+            {"id": [1], "a": [0.5], "b": [0.5], "c": pa.array([1], pa.int32()), "label": ["x"]}
+        )
+    )
 
 
 def _generate(folder: str, scale: float) -> dict[str, Any]:
@@ -109,21 +112,25 @@ def _generate(folder: str, scale: float) -> dict[str, Any]:
         b = rng.standard_normal(n)
         c = rng.integers(0, 1000, n, dtype=np.int32)
         words = rng.integers(0, VOCABULARY_SIZE, n)
-        table = pa.table({
-            "id": ids,
-            "a": a,
-            "b": b,
-            "c": c,
-            "label": vocabulary_array.take(pa.array(words)),
-        })
+        table = pa.table(
+            {
+                "id": ids,
+                "a": a,
+                "b": b,
+                "c": c,
+                "label": vocabulary_array.take(pa.array(words)),
+            }
+        )
         pq.write_table(table, os.path.join(folder, f"part-{i:03d}.parquet"), compression="snappy")
         nbytes += table.nbytes
         keep = a >= KEEP_FROM
         rows += int(keep.sum())
         id_sum += int(ids[keep].sum())
         key_sum += int((c[keep].astype(np.int64) * 3 + lengths[words[keep]]).sum())
-    return {"expected": {"rows": rows, "id_sum": id_sum, "key_sum": key_sum},
-            "inmemory_bytes": nbytes}
+    return {
+        "expected": {"rows": rows, "id_sum": id_sum, "key_sum": key_sum},
+        "inmemory_bytes": nbytes,
+    }
 
 
 def prepare(scale: float) -> dict[str, Any]:
@@ -145,22 +152,41 @@ def _check(results: dict[str, Any], scale: float) -> str | None:
 BENCHMARKS = [
     Benchmark(
         name="B4",
-        title=("read_parquet(~1 GB x scale, 32 files) -> map_batches(pyarrow: filter, 2 new "
-               "columns) -> write_parquet"),
+        title=(
+            "read_parquet(~1 GB x scale, 32 files) -> map_batches(pyarrow: filter, 2 new "
+            "columns) -> write_parquet"
+        ),
         family=__name__,
         systems=(SHARDFLOW_LOCAL, SHARDFLOW_RAY, RAY_DATA, PYARROW_2THREADS, *ENGINES),
         rows=num_rows,
         check=_check,
         prepare=prepare,
         targets=(
-            Target("B4: shardflow-local >= 2x Ray Data's throughput",
-                   SHARDFLOW_LOCAL, RAY_DATA, 2.0),
-            Target("B4: shardflow-local within 1.25x of the bare pyarrow loop",
-                   SHARDFLOW_LOCAL, PYARROW_2THREADS, 1.25, kind="within"),
-            Target("B4: shardflow-local within 1.25x of the fastest of Polars, DuckDB, Daft",
-                   SHARDFLOW_LOCAL, ENGINES, 1.25, kind="within"),
-            Target("B4: shardflow-local peak RSS at most 1.5x Polars'",
-                   SHARDFLOW_LOCAL, POLARS, 1.5, kind="within", metric="rss"),
+            Target(
+                "B4: shardflow-local >= 2x Ray Data's throughput", SHARDFLOW_LOCAL, RAY_DATA, 2.0
+            ),
+            Target(
+                "B4: shardflow-local within 1.25x of the bare pyarrow loop",
+                SHARDFLOW_LOCAL,
+                PYARROW_2THREADS,
+                1.25,
+                kind="within",
+            ),
+            Target(
+                "B4: shardflow-local within 1.25x of the fastest of Polars, DuckDB, Daft",
+                SHARDFLOW_LOCAL,
+                ENGINES,
+                1.25,
+                kind="within",
+            ),
+            Target(
+                "B4: shardflow-local peak RSS at most 1.5x Polars'",
+                SHARDFLOW_LOCAL,
+                POLARS,
+                1.5,
+                kind="within",
+                metric="rss",
+            ),
         ),
         peers=ENGINES,
     ),
@@ -237,10 +263,12 @@ def _daft(source: str, out: str) -> None:
     (
         daft.read_parquet(os.path.join(source, "*.parquet"))
         .where(col("a") >= KEEP_FROM)
-        .with_columns({
-            "score": col("a") * 1.5 + col("b"),
-            "key": col("c").cast(int64) * 3 + col("label").length().cast(int64),
-        })
+        .with_columns(
+            {
+                "score": col("a") * 1.5 + col("b"),
+                "key": col("c").cast(int64) * 3 + col("label").length().cast(int64),
+            }
+        )
         .write_parquet(out, compression="snappy")
     )
 
@@ -275,8 +303,9 @@ def run(bench: Benchmark, system: str, scale: float) -> dict[str, Any]:
             start = time.perf_counter()
             (
                 ray.data.read_parquet(source)
-                .map_batches(etl, batch_size=BATCH_SIZE, batch_format="pyarrow",
-                             zero_copy_batch=True)
+                .map_batches(
+                    etl, batch_size=BATCH_SIZE, batch_format="pyarrow", zero_copy_batch=True
+                )
                 .write_parquet(out)
             )
         else:
@@ -287,8 +316,9 @@ def run(bench: Benchmark, system: str, scale: float) -> dict[str, Any]:
             start = time.perf_counter()
             (
                 sf.read_parquet(source)
-                .map_batches(etl, batch_size=BATCH_SIZE, batch_format="pyarrow",
-                             zero_copy_batch=True)
+                .map_batches(
+                    etl, batch_size=BATCH_SIZE, batch_format="pyarrow", zero_copy_batch=True
+                )
                 .write_parquet(out)
             )
         seconds = time.perf_counter() - start

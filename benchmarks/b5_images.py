@@ -46,8 +46,13 @@ def _input_name(scale: float) -> str:
 
 
 def _spec(scale: float) -> dict[str, Any]:
-    return {"images": num_images(scale), "side": SIDE, "quality": JPEG_QUALITY, "seed": SEED,
-            "version": FORMAT_VERSION}
+    return {
+        "images": num_images(scale),
+        "side": SIDE,
+        "quality": JPEG_QUALITY,
+        "seed": SEED,
+        "version": FORMAT_VERSION,
+    }
 
 
 def _make_image(index: int) -> Any:
@@ -104,10 +109,16 @@ BENCHMARKS = [
         check=_check,
         prepare=prepare,
         targets=(
-            Target("B5: shardflow-local >= 2x Ray Data's throughput",
-                   SHARDFLOW_LOCAL, RAY_DATA, 2.0),
-            Target("B5: shardflow-local within 1.25x of the bare Pillow loop",
-                   SHARDFLOW_LOCAL, PILLOW_2THREADS, 1.25, kind="within"),
+            Target(
+                "B5: shardflow-local >= 2x Ray Data's throughput", SHARDFLOW_LOCAL, RAY_DATA, 2.0
+            ),
+            Target(
+                "B5: shardflow-local within 1.25x of the bare Pillow loop",
+                SHARDFLOW_LOCAL,
+                PILLOW_2THREADS,
+                1.25,
+                kind="within",
+            ),
         ),
     ),
 ]
@@ -143,8 +154,11 @@ def _leaf_values(array: Any) -> Any:
     while True:
         if isinstance(array, pa.ExtensionArray):
             array = array.storage
-        elif pa.types.is_list(array.type) or pa.types.is_large_list(array.type) or \
-                pa.types.is_fixed_size_list(array.type):
+        elif (
+            pa.types.is_list(array.type)
+            or pa.types.is_large_list(array.type)
+            or pa.types.is_fixed_size_list(array.type)
+        ):
             array = array.flatten()
         else:
             return array

@@ -64,8 +64,13 @@ def _input_name(scale: float) -> str:
 
 
 def _spec(scale: float) -> dict[str, Any]:
-    return {"rows": num_rows(scale), "files": NUM_FILES, "groups": NUM_GROUPS, "seed": SEED,
-            "version": FORMAT_VERSION}
+    return {
+        "rows": num_rows(scale),
+        "files": NUM_FILES,
+        "groups": NUM_GROUPS,
+        "seed": SEED,
+        "version": FORMAT_VERSION,
+    }
 
 
 def _generate(folder: str, scale: float) -> dict[str, Any]:
@@ -86,8 +91,15 @@ def _generate(folder: str, scale: float) -> dict[str, Any]:
     bounds = np.linspace(0, n, NUM_FILES + 1).astype(np.int64)
     for i in range(NUM_FILES):
         lo, hi = int(bounds[i]), int(bounds[i + 1])
-        table = pa.table({"id": ids[lo:hi], "k": k[lo:hi], "v": v[lo:hi], "w": w[lo:hi],
-                          "s": vocabulary.take(pa.array(words[lo:hi]))})
+        table = pa.table(
+            {
+                "id": ids[lo:hi],
+                "k": k[lo:hi],
+                "v": v[lo:hi],
+                "w": w[lo:hi],
+                "s": vocabulary.take(pa.array(words[lo:hi])),
+            }
+        )
         pq.write_table(table, os.path.join(folder, f"part-{i:03d}.parquet"))
     order = np.argsort(v, kind="stable")
     counts = np.bincount(k, minlength=NUM_GROUPS)
@@ -96,8 +108,11 @@ def _generate(folder: str, scale: float) -> dict[str, Any]:
     return {
         "shuffle": {"rows": n, "id_sum": int(ids.sum()), "w_sum": int(w.sum())},
         "sort": {"rows": n, "checksum": ordered_checksum(ids[order], 0)},
-        "groupby": {"k": present.tolist(), "count": counts[present].tolist(),
-                    "sum": sums[present].tolist()},
+        "groupby": {
+            "k": present.tolist(),
+            "count": counts[present].tolist(),
+            "sum": sums[present].tolist(),
+        },
     }
 
 
@@ -141,11 +156,16 @@ def _check_shuffle(results: dict[str, Any], scale: float) -> str | None:
     want = _expected(scale, "shuffle")
     if want is None:
         return "B6: the input's manifest is missing"
-    wrong = {s: r for s, r in results.items()
-             if {k: r.get(k) for k in want} != want or r.get("increasing", 1.0) >= SHUFFLED_BELOW}
+    wrong = {
+        s: r
+        for s, r in results.items()
+        if {k: r.get(k) for k in want} != want or r.get("increasing", 1.0) >= SHUFFLED_BELOW
+    }
     if wrong:
-        return (f"B6: every system must write {want} with under {SHUFFLED_BELOW:.0%} increasing "
-                f"neighbours; got {wrong}")
+        return (
+            f"B6: every system must write {want} with under {SHUFFLED_BELOW:.0%} increasing "
+            f"neighbours; got {wrong}"
+        )
     return None
 
 
@@ -169,7 +189,8 @@ def _check_groupby(results: dict[str, Any], scale: float) -> str | None:
         means = got.get("mean") or []
         close = len(means) == len(want["k"]) and all(
             abs(m - s / c) <= MEAN_TOLERANCE * max(1.0, abs(s / c))
-            for m, s, c in zip(means, want["sum"], want["count"]))
+            for m, s, c in zip(means, want["sum"], want["count"])
+        )
         if not (exact and close):
             wrong[system] = {key: (value[:3], "...") for key, value in got.items()}
     if wrong:
@@ -179,12 +200,24 @@ def _check_groupby(results: dict[str, Any], scale: float) -> str | None:
 
 def _targets(name: str) -> tuple[Target, ...]:
     return (
-        Target(f"{name}: shardflow-local within 1.5x of Polars' time",
-               SHARDFLOW_LOCAL, POLARS, 1.5, kind="within"),
-        Target(f"{name}: shardflow-local peak RSS at most 2x Polars'",
-               SHARDFLOW_LOCAL, POLARS, 2.0, kind="within", metric="rss"),
-        Target(f"{name}: shardflow-local >= 3x Ray Data's throughput",
-               SHARDFLOW_LOCAL, RAY_DATA, 3.0),
+        Target(
+            f"{name}: shardflow-local within 1.5x of Polars' time",
+            SHARDFLOW_LOCAL,
+            POLARS,
+            1.5,
+            kind="within",
+        ),
+        Target(
+            f"{name}: shardflow-local peak RSS at most 2x Polars'",
+            SHARDFLOW_LOCAL,
+            POLARS,
+            2.0,
+            kind="within",
+            metric="rss",
+        ),
+        Target(
+            f"{name}: shardflow-local >= 3x Ray Data's throughput", SHARDFLOW_LOCAL, RAY_DATA, 3.0
+        ),
     )
 
 
@@ -203,12 +236,19 @@ def _benchmark(name: str, title: str, check: Any) -> Benchmark:
 
 
 BENCHMARKS = [
-    _benchmark("B6", "read_parquet(10M rows x scale) -> random_shuffle(seed) -> write_parquet",
-               _check_shuffle),
-    _benchmark("B7", "read_parquet(10M rows x scale) -> sort('v') -> ordered checksum",
-               _check_sort),
-    _benchmark("B8", ("read_parquet(10M rows x scale) -> groupby('k').aggregate(Mean('v'), "
-                      "Sum('v'), Count())"), _check_groupby),
+    _benchmark(
+        "B6",
+        "read_parquet(10M rows x scale) -> random_shuffle(seed) -> write_parquet",
+        _check_shuffle,
+    ),
+    _benchmark(
+        "B7", "read_parquet(10M rows x scale) -> sort('v') -> ordered checksum", _check_sort
+    ),
+    _benchmark(
+        "B8",
+        ("read_parquet(10M rows x scale) -> groupby('k').aggregate(Mean('v'), Sum('v'), Count())"),
+        _check_groupby,
+    ),
 ]
 
 
@@ -225,8 +265,12 @@ def summarize_shuffled(out: str) -> dict[str, Any]:
     table = pads.dataset(out, format="parquet").to_table(columns=["id", "w"])
     ids = table["id"].to_numpy()
     increasing = float((np.diff(ids) > 0).mean()) if len(ids) > 1 else 0.0
-    return {"rows": table.num_rows, "id_sum": int(ids.sum()),
-            "w_sum": int(table["w"].to_numpy().sum()), "increasing": round(increasing, 3)}
+    return {
+        "rows": table.num_rows,
+        "id_sum": int(ids.sum()),
+        "w_sum": int(table["w"].to_numpy().sum()),
+        "increasing": round(increasing, 3),
+    }
 
 
 def _shuffle(system: str, module: Any, pattern: str, source: str, out: str) -> None:
@@ -238,8 +282,10 @@ def _shuffle(system: str, module: Any, pattern: str, source: str, out: str) -> N
         os.makedirs(out)
         with module.connect() as con:
             con.execute(f"SELECT setseed({SEED / 100})")
-            con.execute(f"COPY (SELECT * FROM read_parquet('{pattern}') ORDER BY random()) "
-                        f"TO '{os.path.join(out, 'part-0.parquet')}' (FORMAT parquet)")
+            con.execute(
+                f"COPY (SELECT * FROM read_parquet('{pattern}') ORDER BY random()) "
+                f"TO '{os.path.join(out, 'part-0.parquet')}' (FORMAT parquet)"
+            )
     elif system == DAFT:
         module.read_parquet(pattern).shuffle(seed=SEED).write_parquet(out)
     else:
@@ -265,8 +311,11 @@ def _sort(system: str, module: Any, pattern: str, source: str) -> dict[str, int]
         for batch in module.read_parquet(pattern).sort("v").to_arrow_iter():
             tally.add(batch.column("id").to_numpy())
     else:
-        for batch in module.read_parquet(source).sort("v").iter_batches(
-                batch_size=None, batch_format="pyarrow"):
+        for batch in (
+            module.read_parquet(source)
+            .sort("v")
+            .iter_batches(batch_size=None, batch_format="pyarrow")
+        ):
             tally.add(batch.column("id").to_numpy())
     return tally.result()
 
@@ -293,25 +342,38 @@ RAY_NAMES = {"k": "k", "count": "count()", "sum": "sum(v)", "mean": "mean(v)"}
 def _groupby(system: str, module: Any, pattern: str, source: str, aggregates: Any) -> dict:
     if system == POLARS:
         pl = module
-        frame = pl.scan_parquet(pattern).group_by("k").agg(
-            mean=pl.col("v").mean(), sum=pl.col("v").sum(), count=pl.len()).collect()
+        frame = (
+            pl.scan_parquet(pattern)
+            .group_by("k")
+            .agg(mean=pl.col("v").mean(), sum=pl.col("v").sum(), count=pl.len())
+            .collect()
+        )
         return _normalize(frame.to_dicts(), PLAIN_NAMES)
     if system == DUCKDB:
         with module.connect() as con:
             rows = con.execute(
-                f"SELECT k, avg(v), sum(v), count(*) FROM read_parquet('{pattern}') "
-                f"GROUP BY k").fetchall()
-        return _normalize([dict(zip(("k", "mean", "sum", "count"), r)) for r in rows],
-                          PLAIN_NAMES)
+                f"SELECT k, avg(v), sum(v), count(*) FROM read_parquet('{pattern}') GROUP BY k"
+            ).fetchall()
+        return _normalize([dict(zip(("k", "mean", "sum", "count"), r)) for r in rows], PLAIN_NAMES)
     if system == DAFT:
         col = module.col
-        frame = module.read_parquet(pattern).groupby("k").agg(
-            col("v").mean().alias("mean"), col("v").sum().alias("sum"),
-            col("v").count().alias("count"))
+        frame = (
+            module.read_parquet(pattern)
+            .groupby("k")
+            .agg(
+                col("v").mean().alias("mean"),
+                col("v").sum().alias("sum"),
+                col("v").count().alias("count"),
+            )
+        )
         return _normalize(frame.to_pylist(), PLAIN_NAMES)
     mean, total, count = aggregates
-    rows = module.read_parquet(source).groupby("k").aggregate(mean("v"), total("v"),
-                                                              count()).take_all()
+    rows = (
+        module.read_parquet(source)
+        .groupby("k")
+        .aggregate(mean("v"), total("v"), count())
+        .take_all()
+    )
     return _normalize(rows, RAY_NAMES)
 
 
@@ -338,8 +400,9 @@ def _start(system: str, operation: str) -> tuple[Any, Any]:
         try:
             from shardflow.aggregate import Count, Mean, Sum
         except ImportError:
-            raise Unavailable("shardflow has no shardflow.aggregate (Mean, Sum, Count) "
-                              "yet") from None
+            raise Unavailable(
+                "shardflow has no shardflow.aggregate (Mean, Sum, Count) yet"
+            ) from None
         aggregates = (Mean, Sum, Count)
     return sf, aggregates
 

@@ -84,17 +84,23 @@ BENCHMARKS = [
     Benchmark(
         name="B9",
         title="batch inference: 5,000 x scale JPEGs -> resize 224x224 -> preprocess -> "
-              "TinyCNN on 2 actors -> Parquet",
+        "TinyCNN on 2 actors -> Parquet",
         family=__name__,
         systems=(SHARDFLOW_LOCAL, SHARDFLOW_RAY, RAY_DATA, BARE),
         rows=num_images,
         check=_check,
         prepare=prepare,
         targets=(
-            Target("B9: shardflow-local >= 1.5x Ray Data's throughput",
-                   SHARDFLOW_LOCAL, RAY_DATA, 1.5),
-            Target("B9: shardflow-local within 1.25x of the bare Pillow+torch loop",
-                   SHARDFLOW_LOCAL, BARE, 1.25, kind="within"),
+            Target(
+                "B9: shardflow-local >= 1.5x Ray Data's throughput", SHARDFLOW_LOCAL, RAY_DATA, 1.5
+            ),
+            Target(
+                "B9: shardflow-local within 1.25x of the bare Pillow+torch loop",
+                SHARDFLOW_LOCAL,
+                BARE,
+                1.25,
+                kind="within",
+            ),
         ),
     ),
 ]
@@ -127,7 +133,7 @@ class PeakMemory:
             self.peak = max(self.peak, self._sample())
             self._stop.wait(self._interval)
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> PeakMemory:
         self._thread.start()
         return self
 

@@ -44,8 +44,13 @@ def _busy_cpu_s() -> float:
     import psutil
 
     t = psutil.cpu_times()
-    return sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0) \
+    return (
+        sum(t)
+        - t.idle
+        - getattr(t, "iowait", 0.0)
+        - getattr(t, "guest", 0.0)
         - getattr(t, "guest_nice", 0.0)
+    )
 
 
 def _own_cpu_s() -> tuple[float, float]:

@@ -35,15 +35,30 @@ from run import CHILD, RESULT_PREFIX, child_env
 from systems import interpreter
 
 # Main-thread frames that are not the measured pipeline: start-up before the clock, checks after.
-OUTSIDE_PIPELINE = ("start_shardflow", "start_ray_data", "import_engine", "summarize_output",
-                    "summarize_shuffled", "prepare (", "ensure_input", "shutdown (", "warm_up (")
+OUTSIDE_PIPELINE = (
+    "start_shardflow",
+    "start_ray_data",
+    "import_engine",
+    "summarize_output",
+    "summarize_shuffled",
+    "prepare (",
+    "ensure_input",
+    "shutdown (",
+    "warm_up (",
+)
 # The family's ``run`` function: main-thread samples count only beneath it.
 FAMILY_RUN = re.compile(r"^run \(.*b\d+_\w+\.py")
 FRAME_LINE = re.compile(r":\d+\)$")
 # A stack whose innermost frame outside libc is one of these is a thread waiting (for a lock,
 # the GIL, a queue or Arrow's executor), not computing; with --native py-spy counts those too.
-WAITING = ("PyThread_acquire_lock_timed", "condition_variable::wait", "Condition.wait (",
-           "sem_wait", "SimpleQueue_get_impl", "take_gil")
+WAITING = (
+    "PyThread_acquire_lock_timed",
+    "condition_variable::wait",
+    "Condition.wait (",
+    "sem_wait",
+    "SimpleQueue_get_impl",
+    "take_gil",
+)
 
 
 def parse_raw(lines: Iterable[str]) -> list[tuple[str, list[str], int]]:
@@ -65,7 +80,7 @@ def parse_raw(lines: Iterable[str]) -> list[tuple[str, list[str], int]]:
         tid = re.match(r"thread \((?:0x[0-9a-f]+ )?(\d+)\)", head)
         if pid and tid and pid.group(1) == tid.group(1):
             name = "MainThread"
-        samples.append((name or head, parts[thread_index + 1:], int(count)))
+        samples.append((name or head, parts[thread_index + 1 :], int(count)))
     return samples
 
 
@@ -108,9 +123,14 @@ def summarize(samples: list[tuple[str, list[str], int]], top: int) -> dict:
     def share(counter: collections.Counter) -> list[tuple[str, float]]:
         return [(name, round(100 * n / total, 1)) for name, n in counter.most_common(top)]
 
-    return {"samples": total, "waiting": waiting,
-            "dropped": sum(c for _, _, c in samples) - total - waiting,
-            "threads": share(threads), "inclusive": share(inclusive), "self": share(self_time)}
+    return {
+        "samples": total,
+        "waiting": waiting,
+        "dropped": sum(c for _, _, c in samples) - total - waiting,
+        "threads": share(threads),
+        "inclusive": share(inclusive),
+        "self": share(self_time),
+    }
 
 
 def record(bench: str, system: str, scale: float, rate: int, native: bool, raw_path: str) -> dict:
@@ -118,13 +138,24 @@ def record(bench: str, system: str, scale: float, rate: int, native: bool, raw_p
     py_spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
     if not os.path.exists(py_spy):
         raise SystemExit("py-spy is not installed: run `make bench` or pip install py-spy")
-    command = [py_spy, "record", "--format", "raw", "--threads", "--rate", str(rate),
-               "--output", raw_path, "--subprocesses"]
+    command = [
+        py_spy,
+        "record",
+        "--format",
+        "raw",
+        "--threads",
+        "--rate",
+        str(rate),
+        "--output",
+        raw_path,
+        "--subprocesses",
+    ]
     # Without --native, py-spy need not pause the child for each sample.
     command.append("--native" if native else "--nonblocking")
     command += ["--", interpreter(system), CHILD, bench, system, repr(scale)]
-    done = subprocess.run(command, capture_output=True, text=True, env=child_env(), cwd=HERE,
-                          check=False)
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=child_env(), cwd=HERE, check=False
+    )
     lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
     if done.returncode != 0 or not lines:
         raise SystemExit(f"the profiled child failed:\n{done.stderr[-3000:]}")
@@ -140,23 +171,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--native", action="store_true", help="include C/C++ frames")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--raw", help="keep py-spy's raw output at this path")
-    parser.add_argument("--summarize", metavar="RAW",
-                        help="only summarize a raw file kept earlier with --raw")
+    parser.add_argument(
+        "--summarize", metavar="RAW", help="only summarize a raw file kept earlier with --raw"
+    )
     args = parser.parse_args(argv)
     name = args.benchmark.upper()
     if name not in all_benchmarks():
         parser.error(f"unknown benchmark {name!r}; choose from {sorted(all_benchmarks())}")
     with tempfile.TemporaryDirectory() as tmp:
         raw_path = args.summarize or args.raw or os.path.join(tmp, "profile.txt")
-        result = {} if args.summarize else record(name, args.system, args.scale, args.rate,
-                                                  args.native, raw_path)
+        result = (
+            {}
+            if args.summarize
+            else record(name, args.system, args.scale, args.rate, args.native, raw_path)
+        )
         with open(raw_path) as f:
             summary = summarize(parse_raw(f), args.top)
     seconds = result.get("seconds") or 0.0
     cores = summary["samples"] / (args.rate * seconds) if seconds else 0.0
-    print(f"{name} {args.system} scale {args.scale:g}: {seconds:.3f} s under py-spy, "
-          f"{summary['samples']} samples computing in the pipeline (~{cores:.2f} cores), "
-          f"{summary['waiting']} waiting, {summary['dropped']} outside it")
+    print(
+        f"{name} {args.system} scale {args.scale:g}: {seconds:.3f} s under py-spy, "
+        f"{summary['samples']} samples computing in the pipeline (~{cores:.2f} cores), "
+        f"{summary['waiting']} waiting, {summary['dropped']} outside it"
+    )
     for title in ("threads", "inclusive", "self"):
         print(f"\n{title} (% of pipeline samples):")
         for entry, pct in summary[title]:

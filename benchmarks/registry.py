@@ -97,10 +97,13 @@ class Target:
         reference = self.pick_reference(values or {}) or " / ".join(self.references())
         what = "the time" if self.metric == "time" else "the peak RSS"
         if self.kind == "faster":
-            return (f"{self.system} is {ratio:.2f}x faster than {reference} "
-                    f"(need >= {self.threshold:g}x)")
-        return (f"{self.system} takes {ratio:.2f}x {what} of {reference} "
-                f"(need <= {self.threshold:g}x)")
+            return (
+                f"{self.system} is {ratio:.2f}x faster than {reference} "
+                f"(need >= {self.threshold:g}x)"
+            )
+        return (
+            f"{self.system} takes {ratio:.2f}x {what} of {reference} (need <= {self.threshold:g}x)"
+        )
 
 
 @dataclass(frozen=True)

@@ -47,24 +47,27 @@ def _median(values: Sequence[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
-def summarize(bench: Benchmark, systems: Sequence[str],
-              measurements: Sequence[Measurement]) -> list[Summary]:
+def summarize(
+    bench: Benchmark, systems: Sequence[str], measurements: Sequence[Measurement]
+) -> list[Summary]:
     out = []
     for system in systems:
         mine = [m for m in measurements if m.benchmark == bench.name and m.system == system]
         ok = [m for m in mine if m.error is None and m.unavailable is None]
         missing = next((m.unavailable for m in mine if m.unavailable), None)
-        out.append(Summary(
-            benchmark=bench.name,
-            system=system,
-            seconds=_median([m.seconds for m in ok]),
-            spawn_to_result_s=_median([m.spawn_to_result_s for m in ok]),
-            runs=len(ok),
-            failures=len([m for m in mine if m.error is not None]),
-            all_seconds=[m.seconds for m in ok],
-            peak_rss=_median([m.peak_rss for m in ok]),
-            unavailable=missing,
-        ))
+        out.append(
+            Summary(
+                benchmark=bench.name,
+                system=system,
+                seconds=_median([m.seconds for m in ok]),
+                spawn_to_result_s=_median([m.spawn_to_result_s for m in ok]),
+                runs=len(ok),
+                failures=len([m for m in mine if m.error is not None]),
+                all_seconds=[m.seconds for m in ok],
+                peak_rss=_median([m.peak_rss for m in ok]),
+                unavailable=missing,
+            )
+        )
     return out
 
 
@@ -87,7 +90,9 @@ def _fastest(summaries: Sequence[Summary], systems: Sequence[str]) -> float | No
     return min(times) if times else None
 
 
-def table_rows(bench: Benchmark, summaries: Sequence[Summary], scale: float) -> list[tuple[str, ...]]:
+def table_rows(
+    bench: Benchmark, summaries: Sequence[Summary], scale: float
+) -> list[tuple[str, ...]]:
     """Cells of the table for one benchmark: one row per system."""
     rows = bench.rows(scale) if bench.rows else None
     ray_time = next((s.seconds for s in summaries if s.system == RAY_DATA), None)
@@ -102,23 +107,35 @@ def table_rows(bench: Benchmark, summaries: Sequence[Summary], scale: float) -> 
         runs = f"{s.runs}" + (f" ({s.failures} failed)" if s.failures else "")
         if s.unavailable and not s.runs:
             runs = "n/a"
-        cells.append((
-            bench.name,
-            s.system,
-            _fmt_s(s.seconds),
-            _fmt_s(min(s.all_seconds) if s.all_seconds else None),
-            "-" if s.peak_rss is None else f"{s.peak_rss / 2**20:.0f}",
-            _fmt_rate(rows, s.seconds),
-            _fmt_s(s.spawn_to_result_s),
-            vs_peer,
-            vs_ray,
-            runs,
-        ))
+        cells.append(
+            (
+                bench.name,
+                s.system,
+                _fmt_s(s.seconds),
+                _fmt_s(min(s.all_seconds) if s.all_seconds else None),
+                "-" if s.peak_rss is None else f"{s.peak_rss / 2**20:.0f}",
+                _fmt_rate(rows, s.seconds),
+                _fmt_s(s.spawn_to_result_s),
+                vs_peer,
+                vs_ray,
+                runs,
+            )
+        )
     return cells
 
 
-HEADER = ("bench", "system", "time s", "best s", "peak RSS MiB", "rows/s", "spawn->result s",
-          "time/best peer", "vs ray-data", "runs")
+HEADER = (
+    "bench",
+    "system",
+    "time s",
+    "best s",
+    "peak RSS MiB",
+    "rows/s",
+    "spawn->result s",
+    "time/best peer",
+    "vs ray-data",
+    "runs",
+)
 
 
 def format_text(rows: Sequence[tuple[str, ...]]) -> str:
@@ -158,8 +175,12 @@ def verdicts(bench: Benchmark, summaries: Sequence[Summary]) -> list[tuple[str, 
                 why = f"{target.system} and {needed} both needed"
             out.append(("SKIP", f"{target.label}: not measured ({why})"))
             continue
-        out.append(("PASS" if target.passed(ratio) else "MISS",
-                    f"{target.label}: {target.describe(ratio, values)}"))
+        out.append(
+            (
+                "PASS" if target.passed(ratio) else "MISS",
+                f"{target.label}: {target.describe(ratio, values)}",
+            )
+        )
     return out
 
 
@@ -171,8 +192,11 @@ def unavailable_lines(measurements: Sequence[Measurement]) -> list[str]:
         if m.unavailable:
             seen.setdefault((m.benchmark, m.system), m.unavailable)
     lines = [f"N/A {bench} {system}: {why}" for (bench, system), why in seen.items()]
-    lines += [f"WARN {m.benchmark} {m.system} run {m.repeat + 1}: {m.warning}"
-              for m in measurements if m.warning]
+    lines += [
+        f"WARN {m.benchmark} {m.system} run {m.repeat + 1}: {m.warning}"
+        for m in measurements
+        if m.warning
+    ]
     return lines
 
 
@@ -181,8 +205,10 @@ def load_line(measurements: Sequence[Measurement]) -> str:
     loads = [m.other_cores for m in measurements if m.other_cores is not None]
     if not loads:
         return "machine: no load measured"
-    return (f"machine: other work kept {statistics.mean(loads):.2f} cores busy on average "
-            f"while the children ran (max {max(loads):.2f} over one run)")
+    return (
+        f"machine: other work kept {statistics.mean(loads):.2f} cores busy on average "
+        f"while the children ran (max {max(loads):.2f} over one run)"
+    )
 
 
 def check_results(bench: Benchmark, measurements: Sequence[Measurement], scale: float) -> list[str]:
@@ -192,9 +218,14 @@ def check_results(bench: Benchmark, measurements: Sequence[Measurement], scale: 
     errors = []
     repeats = sorted({m.repeat for m in measurements if m.benchmark == bench.name})
     for repeat in repeats:
-        results = {m.system: m.result for m in measurements
-                   if m.benchmark == bench.name and m.repeat == repeat and m.error is None
-                   and m.unavailable is None}
+        results = {
+            m.system: m.result
+            for m in measurements
+            if m.benchmark == bench.name
+            and m.repeat == repeat
+            and m.error is None
+            and m.unavailable is None
+        }
         if results:
             message = bench.check(results, scale)
             if message:
@@ -220,8 +251,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows, lines = [], []
     for name in dict.fromkeys(m.benchmark for m in measurements):
         bench = registry[name]
-        systems = [s for s in bench.systems if any(m.system == s and m.benchmark == name
-                                                   for m in measurements)]
+        systems = [
+            s
+            for s in bench.systems
+            if any(m.system == s and m.benchmark == name for m in measurements)
+        ]
         summaries = summarize(bench, systems, measurements)
         rows += table_rows(bench, summaries, args.scale)
         lines += [f"{verdict} {text}" for verdict, text in verdicts(bench, summaries)]

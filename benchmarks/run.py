@@ -74,7 +74,9 @@ def _stop_group(proc: subprocess.Popen) -> None:
             continue
 
 
-def measure(bench: Benchmark, system: str, scale: float, repeat: int, timeout_s: float) -> Measurement:
+def measure(
+    bench: Benchmark, system: str, scale: float, repeat: int, timeout_s: float
+) -> Measurement:
     """Spawn one child for ``(bench, system)``, sample its process tree, and read its JSON line."""
     m = Measurement(bench.name, system, repeat)
     spawned = time.time()
@@ -114,8 +116,10 @@ def measure(bench: Benchmark, system: str, scale: float, repeat: int, timeout_s:
     m.seconds = m.spawn_to_result_s if bench.from_spawn else data["seconds"]
     # Peak memory over the measured span only (not over imports before it nor read-backs after).
     start = spawned if bench.from_spawn else data["t_result"] - data["seconds"]
-    peaks = [usage.peak_rss(start, data["t_result"], slack_s=2 * SAMPLE_INTERVAL_S),
-             data.get("peak_rss_self")]
+    peaks = [
+        usage.peak_rss(start, data["t_result"], slack_s=2 * SAMPLE_INTERVAL_S),
+        data.get("peak_rss_self"),
+    ]
     m.peak_rss = max((p for p in peaks if p), default=None)
     return m
 
@@ -134,12 +138,15 @@ def _versions(systems: set[str]) -> str:
 
 def _daft_version() -> str:
     """Daft's version in the interpreter that runs it (it may live in a venv of its own)."""
-    code = ("from importlib import metadata as m\n"
-            "try: print(m.version('daft'), 'with pyarrow', m.version('pyarrow'))\n"
-            "except m.PackageNotFoundError: print('(not installed)')")
+    code = (
+        "from importlib import metadata as m\n"
+        "try: print(m.version('daft'), 'with pyarrow', m.version('pyarrow'))\n"
+        "except m.PackageNotFoundError: print('(not installed)')"
+    )
     try:
-        done = subprocess.run([interpreter(DAFT), "-c", code], capture_output=True, text=True,
-                              timeout=60, check=False)
+        done = subprocess.run(
+            [interpreter(DAFT), "-c", code], capture_output=True, text=True, timeout=60, check=False
+        )
         return done.stdout.strip() or "(unknown)"
     except (OSError, subprocess.SubprocessError):
         return "(unknown)"
@@ -158,13 +165,26 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         description="shardflow benchmarks against Ray Data and bare NumPy, each run in a fresh process.",
         epilog="benchmarks: " + "; ".join(f"{b.name}: {b.title}" for b in registry.values()),
     )
-    parser.add_argument("--only", default="", help="comma-separated benchmarks, e.g. B1,B2 (default: all)")
-    parser.add_argument("--scale", type=float, default=1.0,
-                        help="multiply the data sizes (0.05 for a smoke run; B1 is fixed)")
-    parser.add_argument("--systems", default="",
-                        help=f"comma-separated systems to run (default: all); from {', '.join(systems)}")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="fresh runs per measurement; the table shows the median")
+    parser.add_argument(
+        "--only", default="", help="comma-separated benchmarks, e.g. B1,B2 (default: all)"
+    )
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="multiply the data sizes (0.05 for a smoke run; B1 is fixed)",
+    )
+    parser.add_argument(
+        "--systems",
+        default="",
+        help=f"comma-separated systems to run (default: all); from {', '.join(systems)}",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="fresh runs per measurement; the table shows the median",
+    )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds allowed per child")
     parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
     parser.add_argument("--json", metavar="PATH", help="write every measurement to PATH as JSON")
@@ -188,13 +208,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    plan = [(b, [s for s in b.systems if not args.system_filter or s in args.system_filter])
-            for b in args.benchmarks]
+    plan = [
+        (b, [s for s in b.systems if not args.system_filter or s in args.system_filter])
+        for b in args.benchmarks
+    ]
     started = datetime.datetime.now().astimezone()
-    print(f"shardflow benchmarks, {started:%Y-%m-%d %H:%M %Z}; machine: {_cores()} cores, "
-          f"load average {os.getloadavg()[0]:.2f}; Python {platform.python_version()}")
-    print(f"{_versions({s for _, systems in plan for s in systems})}; "
-          f"scale {args.scale:g}, repeat {args.repeat}")
+    print(
+        f"shardflow benchmarks, {started:%Y-%m-%d %H:%M %Z}; machine: {_cores()} cores, "
+        f"load average {os.getloadavg()[0]:.2f}; Python {platform.python_version()}"
+    )
+    print(
+        f"{_versions({s for _, systems in plan for s in systems})}; "
+        f"scale {args.scale:g}, repeat {args.repeat}"
+    )
     print()
 
     for bench, systems in plan:
@@ -212,8 +238,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{label} ...", end="", file=sys.stderr, flush=True)
                 m = measure(bench, system, args.scale, repeat, args.timeout)
                 measurements.append(m)
-                shown = ("FAILED" if m.error else "not available" if m.unavailable
-                         else f"{m.seconds:.3f} s")
+                shown = (
+                    "FAILED"
+                    if m.error
+                    else "not available"
+                    if m.unavailable
+                    else f"{m.seconds:.3f} s"
+                )
                 print(f" {shown}", file=sys.stderr, flush=True)
 
     rows, lines, failed = [], [], False

@@ -97,8 +97,11 @@ def import_engine(module: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        how = (f"`make bench` installs it in {DAFT_VENV}" if module == DAFT
-               else "run `make bench` or pip install -e '.[bench]'")
+        how = (
+            f"`make bench` installs it in {DAFT_VENV}"
+            if module == DAFT
+            else "run `make bench` or pip install -e '.[bench]'"
+        )
         raise Unavailable(f"{module} is not installed ({exc}); {how}") from None
 
 

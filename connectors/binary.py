@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -26,7 +27,7 @@ class BinaryDatasource(FileBasedDatasource):
     def get_name(self) -> str:
         return "Binary"
 
-    def _static_schema(self) -> Optional[pa.Schema]:
+    def _static_schema(self) -> pa.Schema | None:
         return pa.schema([("bytes", pa.binary())])
 
     def _read_stream(self, f: Any, path: str) -> Iterator[Block]:

@@ -13,13 +13,14 @@ Writes stream too: each block is appended to the task's open file as it arrives.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Optional
+from collections.abc import Iterator
+from typing import Any
 
+from shardflow.connectors.line_chunks import line_chunks
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
-from shardflow.sdk.file_writing import BlockFileWriter
 from shardflow.sdk.file_datasource import FileBasedDatasource
-from shardflow.connectors.line_chunks import line_chunks
+from shardflow.sdk.file_writing import BlockFileWriter
 from shardflow.sdk.native_filesystems import is_arrow_file
 
 _CSV_ARGS = ("read_options", "parse_options", "convert_options")
@@ -70,7 +71,7 @@ class CSVDatasource(FileBasedDatasource):
     def get_name(self) -> str:
         return "CSV"
 
-    def _schema_of_start(self, head: bytes) -> Optional[Any]:
+    def _schema_of_start(self, head: bytes) -> Any | None:
         import pyarrow as pa
         import pyarrow.csv as pacsv
 
@@ -106,8 +107,8 @@ class CSVDatasource(FileBasedDatasource):
         first_options = _copy(self._read_options or pacsv.ReadOptions())
         if self._parse_options is not None and self._parse_options.invalid_row_handler:
             first_options.use_threads = False  # the handler is called in file order
-        later_read: Optional[Any] = None
-        later_convert: Optional[Any] = None
+        later_read: Any | None = None
+        later_convert: Any | None = None
         for chunk in line_chunks(f):
             try:
                 if later_read is None:
@@ -194,7 +195,7 @@ def _copy(options: Any) -> Any:
     return pickle.loads(pickle.dumps(options))
 
 
-def _file_column_names(chunk: Any, read_options: Any, parse_options: Any) -> List[str]:
+def _file_column_names(chunk: Any, read_options: Any, parse_options: Any) -> list[str]:
     """All column names of the file whose first chunk is ``chunk`` (before include_columns)."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
@@ -209,7 +210,7 @@ def _file_column_names(chunk: Any, read_options: Any, parse_options: Any) -> Lis
 class CSVDatasink(BlockBasedFileDatasink):
     """Writes CSV files. See :meth:`shardflow.Dataset.write_csv` for the arguments."""
 
-    def __init__(self, path: str, *, write_options: Optional[Any] = None, **kwargs: Any):
+    def __init__(self, path: str, *, write_options: Any | None = None, **kwargs: Any):
         kwargs.setdefault("file_format", "csv")
         super().__init__(path, **kwargs)
         if write_options is not None:

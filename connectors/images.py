@@ -10,7 +10,8 @@ imported there, not at ``import shardflow``.
 from __future__ import annotations
 
 import io
-from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +25,19 @@ IMAGE_COLUMN = "image"
 IMAGE_EXTENSIONS = ["png", "jpg", "jpeg", "tif", "tiff", "bmp", "gif", "webp"]
 # Pillow modes whose pixels are one uint8 per band: their arrays' type is known in advance.
 _UINT8_MODES = (
-    "L", "P", "LA", "PA", "La", "RGB", "RGBA", "RGBa", "RGBX", "CMYK", "YCbCr", "LAB", "HSV",
+    "L",
+    "P",
+    "LA",
+    "PA",
+    "La",
+    "RGB",
+    "RGBA",
+    "RGBa",
+    "RGBX",
+    "CMYK",
+    "YCbCr",
+    "LAB",
+    "HSV",
 )
 
 
@@ -32,7 +45,7 @@ def _pillow() -> Any:
     return require("PIL.Image", "images", "Reading and writing images")
 
 
-def _check_size(size: Any) -> Optional[Tuple[int, int]]:
+def _check_size(size: Any) -> tuple[int, int] | None:
     if size is None:
         return None
     if (
@@ -44,7 +57,7 @@ def _check_size(size: Any) -> Optional[Tuple[int, int]]:
     return int(size[0]), int(size[1])
 
 
-def _check_mode(mode: Any) -> Optional[str]:
+def _check_mode(mode: Any) -> str | None:
     if mode is None:
         return None
     known = getattr(_pillow(), "MODES", None)
@@ -65,8 +78,8 @@ class ImageDatasource(FileBasedDatasource):
         self,
         paths: Any,
         *,
-        size: Optional[Tuple[int, int]] = None,
-        mode: Optional[str] = None,
+        size: tuple[int, int] | None = None,
+        mode: str | None = None,
         **kwargs: Any,
     ):
         _pillow()  # a missing Pillow is reported when read_images is called, not when run
@@ -82,7 +95,7 @@ class ImageDatasource(FileBasedDatasource):
     def get_name(self) -> str:
         return "Image"
 
-    def _static_schema(self) -> Optional[pa.Schema]:
+    def _static_schema(self) -> pa.Schema | None:
         if self._size is None or self._mode not in _UINT8_MODES:
             return None
         bands = _pillow().getmodebands(self._mode)
@@ -98,7 +111,7 @@ class ImageDatasource(FileBasedDatasource):
 
 
 def decode_image(
-    data: bytes, *, size: Optional[Tuple[int, int]] = None, mode: Optional[str] = None
+    data: bytes, *, size: tuple[int, int] | None = None, mode: str | None = None
 ) -> np.ndarray:
     """Decode an encoded image (PNG, JPEG, ...) into a NumPy array of pixels.
 
@@ -156,14 +169,14 @@ class ImageDatasink(RowBasedFileDatasink):
     def get_name(self) -> str:
         return "Image"
 
-    def on_write_start(self, schema: Optional[pa.Schema] = None) -> None:
+    def on_write_start(self, schema: pa.Schema | None = None) -> None:
         if schema is not None and self.column not in schema.names:
             raise ValueError(
                 f"Column {self.column!r} is not in the dataset; it has {schema.names}."
             )
         super().on_write_start(schema)
 
-    def write_row_to_file(self, row: Dict[str, Any], f: Any) -> None:
+    def write_row_to_file(self, row: dict[str, Any], f: Any) -> None:
         if self.column not in row:
             raise ValueError(f"Column {self.column!r} is not in the data; it has {sorted(row)}.")
         f.write(encode_image(row[self.column], self.pillow_format))

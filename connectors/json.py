@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pyarrow as pa
 
 from shardflow.connectors.line_chunks import line_chunks
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
-from shardflow.sdk.file_writing import AppendingWriter, BlockFileWriter
 from shardflow.sdk.file_datasource import FileBasedDatasource
 from shardflow.sdk.file_reading import FileUnit
+from shardflow.sdk.file_writing import AppendingWriter, BlockFileWriter
 from shardflow.sdk.native_filesystems import is_arrow_file
 
 _ROWS_PER_BLOCK = 16384
@@ -73,7 +74,7 @@ class JSONDatasource(FileBasedDatasource):
         self,
         paths: Any,
         *,
-        lines: Optional[bool] = None,
+        lines: bool | None = None,
         read_options: Any = None,
         parse_options: Any = None,
         **kwargs: Any,
@@ -109,7 +110,7 @@ class JSONDatasource(FileBasedDatasource):
     def get_name(self) -> str:
         return "JSON"
 
-    def _schema_of_start(self, head: bytes) -> Optional[pa.Schema]:
+    def _schema_of_start(self, head: bytes) -> pa.Schema | None:
         import pyarrow.json as pajson
 
         start = head.lstrip(_WHITESPACE)[:1]
@@ -131,11 +132,11 @@ class JSONDatasource(FileBasedDatasource):
     def _read_stream(self, f: Any, path: str) -> Iterator[Block]:
         return self._read_json(f, None)
 
-    def _read_json(self, f: Any, reopen: Optional[Callable[[], Any]]) -> Iterator[Block]:
+    def _read_json(self, f: Any, reopen: Callable[[], Any] | None) -> Iterator[Block]:
         """Read one file. Detecting the kind of file and falling back to Python's parser read
         it from its start again: by seeking, or, for a forward-only stream (a compressed file
         opened through Arrow), from a fresh handle that ``reopen`` opens."""
-        opened: List[Any] = []
+        opened: list[Any] = []
 
         def rewind(current: Any) -> Any:
             if current.seekable():
@@ -189,7 +190,7 @@ class JSONDatasource(FileBasedDatasource):
         from shardflow.sdk.block import rows_to_block
 
         text = io.TextIOWrapper(f, encoding="utf-8-sig")
-        rows: List[Dict[str, Any]] = []
+        rows: list[dict[str, Any]] = []
         try:
             for number, line in enumerate(text, start=1):
                 if not line.strip():
@@ -274,7 +275,7 @@ class JSONDatasource(FileBasedDatasource):
             raise ValueError(f"invalid JSON: {exc}") from None
         finally:
             text.detach()  # the caller closes the file
-        rows: List[Dict[str, Any]]
+        rows: list[dict[str, Any]]
         if isinstance(document, dict):
             rows = [document]
         elif isinstance(document, list):
@@ -298,8 +299,8 @@ class JSONDatasink(BlockBasedFileDatasink):
         self,
         path: str,
         *,
-        pandas_json_args_fn: Optional[Callable[[], Dict[str, Any]]] = None,
-        pandas_json_args: Optional[Dict[str, Any]] = None,
+        pandas_json_args_fn: Callable[[], dict[str, Any]] | None = None,
+        pandas_json_args: dict[str, Any] | None = None,
         **kwargs: Any,
     ):
         kwargs.setdefault("file_format", "json")

@@ -14,7 +14,8 @@ from __future__ import annotations
 import io
 import math
 import threading
-from typing import Any, Dict, Iterator, Optional, Tuple
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -149,7 +150,7 @@ class NumpyDatasource(FileBasedDatasource):
             yield _table({DATA_COLUMN: values})
 
     def _read_npz(self, f: Any) -> Iterator[Block]:
-        columns: Dict[str, np.ndarray] = {}
+        columns: dict[str, np.ndarray] = {}
         with _HEADER_LOCK, np.load(f, allow_pickle=False, **self._load_args) as archive:
             for name in archive.files:
                 values = archive[name]
@@ -169,7 +170,7 @@ class NumpyDatasource(FileBasedDatasource):
             yield _table(columns)
 
 
-def _table(columns: Dict[str, np.ndarray]) -> pa.Table:
+def _table(columns: dict[str, np.ndarray]) -> pa.Table:
     arrays, names = [], []
     for name, values in columns.items():
         try:
@@ -222,7 +223,7 @@ class NumpyDatasink(BlockBasedFileDatasink):
     def get_name(self) -> str:
         return "Numpy"
 
-    def on_write_start(self, schema: Optional[pa.Schema] = None) -> None:
+    def on_write_start(self, schema: pa.Schema | None = None) -> None:
         if schema is not None and self.column not in schema.names:
             raise ValueError(
                 f"Column {self.column!r} is not in the dataset; it has {schema.names}."
@@ -247,7 +248,7 @@ def _savable(values: np.ndarray, column: str) -> np.ndarray:
     if cells and all(isinstance(v, bytes) for v in cells):
         return np.array(cells, dtype=bytes)
     if cells and all(isinstance(v, np.ndarray) for v in cells):
-        shapes: Tuple[Any, ...] = tuple(sorted({v.shape for v in cells}))
+        shapes: tuple[Any, ...] = tuple(sorted({v.shape for v in cells}))
         raise ValueError(
             f"Column {column!r} holds arrays of different shapes {list(shapes[:4])}; a .npy file "
             "holds one rectangular array. Resize them to one shape first, or use write_parquet."

@@ -19,22 +19,26 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from shardflow.connectors.parquet_writer import ParquetBlockWriter
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
 from shardflow.sdk.file_datasource import PATH_COLUMN, FileBasedDatasource, conform_to_schema
-from shardflow.sdk.filename_provider import TaskFileNamer
-from shardflow.connectors.parquet_writer import ParquetBlockWriter
-from shardflow.sdk.native_filesystems import is_arrow_file
 from shardflow.sdk.file_reading import FileUnit
-from shardflow.sdk.parquet_reading import open_parquet_fragment, read_parquet_fragment, row_groups_in_split
+from shardflow.sdk.filename_provider import TaskFileNamer
+from shardflow.sdk.native_filesystems import is_arrow_file
+from shardflow.sdk.parquet_reading import (
+    open_parquet_fragment,
+    read_parquet_fragment,
+    row_groups_in_split,
+)
 from shardflow.sdk.pushdowns import Pushdowns
 from shardflow.sdk.retry import is_transient_error
-
 
 ROW_HASH_COLUMN = "row_hash"
 
@@ -60,11 +64,11 @@ class ParquetDatasource(FileBasedDatasource):
         self,
         paths: Any,
         *,
-        columns: Optional[List[str]] = None,
+        columns: list[str] | None = None,
         filter: Any = None,
-        batch_size: Optional[int] = None,
+        batch_size: int | None = None,
         include_row_hash: bool = False,
-        dataset_kwargs: Optional[Dict[str, Any]] = None,
+        dataset_kwargs: dict[str, Any] | None = None,
         **kwargs: Any,
     ):
         super().__init__(paths, **kwargs)
@@ -94,15 +98,15 @@ class ParquetDatasource(FileBasedDatasource):
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
         self._filter = filter
         self._batch_size = batch_size
-        self._reference_path: Optional[str] = None
-        self._reference_schema: Optional[pa.Schema] = None
+        self._reference_path: str | None = None
+        self._reference_schema: pa.Schema | None = None
 
     def get_name(self) -> str:
         return "Parquet"
 
     # -- planning ---------------------------------------------------------------------------
 
-    def _units_to_read(self, units: List[FileUnit]) -> List[FileUnit]:
+    def _units_to_read(self, units: list[FileUnit]) -> list[FileUnit]:
         if units and self._reference_path is None:
             self._reference_path = units[0].path
         predicate = self.pushdowns.filter
@@ -125,7 +129,7 @@ class ParquetDatasource(FileBasedDatasource):
                 kept.append(unit)
         return kept
 
-    def _split_file(self, unit: FileUnit, target_bytes: int) -> List[FileUnit]:
+    def _split_file(self, unit: FileUnit, target_bytes: int) -> list[FileUnit]:
         chunk = max(target_bytes, self._MIN_SPLIT_BYTES)
         if unit.size is None or unit.size < 1.5 * chunk:
             return [unit]
@@ -142,7 +146,7 @@ class ParquetDatasource(FileBasedDatasource):
     def _read_stream(self, f: Any, path: str) -> Iterator[Block]:
         return self._read_file(f, FileUnit(path, None))
 
-    def _reference(self, physical: pa.Schema, unit: FileUnit) -> Optional[pa.Schema]:
+    def _reference(self, physical: pa.Schema, unit: FileUnit) -> pa.Schema | None:
         if self._reference_path is None or self._reference_path == unit.path:
             return None
         if self._reference_schema is None:
@@ -230,8 +234,12 @@ class ParquetDatasource(FileBasedDatasource):
         indices = row_groups_in_split(fragment.metadata, unit.split) or [None]
         for index in indices:
             for table in read_parquet_fragment(
-                fragment, columns=columns, schema=schema, batch_size=self._batch_size,
-                row_groups=[] if index is None else [index], use_threads=threads,
+                fragment,
+                columns=columns,
+                schema=schema,
+                batch_size=self._batch_size,
+                row_groups=[] if index is None else [index],
+                use_threads=threads,
             ):
                 table = self._with_row_hash(table, unit, 0 if index is None else starts[index])
                 yield table if filter_expr is None else table.filter(filter_expr)
@@ -252,7 +260,7 @@ class ParquetDatasource(FileBasedDatasource):
         return True
 
 
-def _row_group_offsets(metadata: Any) -> List[int]:
+def _row_group_offsets(metadata: Any) -> list[int]:
     offsets, total = [], 0
     for i in range(metadata.num_row_groups):
         offsets.append(total)
@@ -260,7 +268,7 @@ def _row_group_offsets(metadata: Any) -> List[int]:
     return offsets
 
 
-def row_hashes(path: str, first_row: int, count: int) -> "np.ndarray":
+def row_hashes(path: str, first_row: int, count: int) -> np.ndarray:
     """Deterministic uint64 hashes of rows ``first_row ..`` of the file ``path``.
 
     Mixes a digest of the path with each row's position in the file (splitmix64), so the
@@ -280,7 +288,7 @@ def row_hashes(path: str, first_row: int, count: int) -> "np.ndarray":
         return x ^ (x >> np.uint64(31))
 
 
-def _format_kwargs(dataset_kwargs: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+def _format_kwargs(dataset_kwargs: dict[str, Any] | None) -> dict[str, Any]:
     """``dataset_kwargs`` (Ray Data's deprecated read option) as ParquetFileFormat options."""
     if not dataset_kwargs:
         return {}
@@ -310,13 +318,11 @@ def _format_kwargs(dataset_kwargs: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     try:
         pads.ParquetFileFormat(**kwargs)
     except (TypeError, ValueError) as exc:
-        raise ValueError(
-            f"dataset_kwargs holds options Parquet reads do not take: {exc}"
-        ) from None
+        raise ValueError(f"dataset_kwargs holds options Parquet reads do not take: {exc}") from None
     return kwargs
 
 
-def _tensor_ndim(arrow_type: pa.DataType) -> Optional[int]:
+def _tensor_ndim(arrow_type: pa.DataType) -> int | None:
     if isinstance(arrow_type, pa.FixedShapeTensorType):
         return len(arrow_type.shape)
     if getattr(arrow_type, "extension_name", None) == "arrow.variable_shape_tensor":
@@ -385,10 +391,10 @@ class ParquetDatasink(BlockBasedFileDatasink):
         self,
         path: Any,
         *,
-        compression: Optional[str] = "snappy",
-        arrow_parquet_args_fn: Optional[Any] = None,
-        arrow_parquet_args: Optional[Dict[str, Any]] = None,
-        max_rows_per_file: Optional[int] = None,
+        compression: str | None = "snappy",
+        arrow_parquet_args_fn: Any | None = None,
+        arrow_parquet_args: dict[str, Any] | None = None,
+        max_rows_per_file: int | None = None,
         **kwargs: Any,
     ):
         kwargs.setdefault("file_format", "parquet")
@@ -432,7 +438,7 @@ class ParquetDatasink(BlockBasedFileDatasink):
     def get_name(self) -> str:
         return "Parquet"
 
-    def _write_args(self) -> Dict[str, Any]:
+    def _write_args(self) -> dict[str, Any]:
         args = dict(self.arrow_parquet_args)
         if self.arrow_parquet_args_fn is not None:
             args.update(self.arrow_parquet_args_fn())
@@ -442,7 +448,7 @@ class ParquetDatasink(BlockBasedFileDatasink):
     def _namer(self, write_uuid: str, task_index: int) -> TaskFileNamer:
         return TaskFileNamer(self.filename_provider, write_uuid, task_index, indexed=True)
 
-    def _split_partitions(self, block: Block) -> Iterator[Tuple[str, Block]]:
+    def _split_partitions(self, block: Block) -> Iterator[tuple[str, Block]]:
         flavor = self._write_args().get("partitioning_flavor", "hive")
         for folder, part in super()._split_partitions(block):
             if flavor == "hive" or not folder:
@@ -460,7 +466,7 @@ class ParquetDatasink(BlockBasedFileDatasink):
             block = conform_to_schema(block, schema, where=f"the data written to {self.path}")
         return block
 
-    def _max_rows_per_file(self) -> Optional[int]:
+    def _max_rows_per_file(self) -> int | None:
         return self.max_rows_per_file
 
     def _file_name(self, namer: TaskFileNamer, block: Block, folder: str, index: int) -> str:

@@ -17,7 +17,7 @@ Data's (which uses pyarrow's default).
 from __future__ import annotations
 
 import io
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import pyarrow as pa
 
@@ -51,7 +51,7 @@ def dictionary_columns(block: Block) -> Any:
     names = block.column_names
     if len(set(names)) != len(names):
         return True  # duplicate names cannot be told apart by path: pyarrow's default
-    chosen: List[str] = []
+    chosen: list[str] = []
     nested = []
     for field in block.schema:
         kind = field.type
@@ -80,7 +80,7 @@ def _is_bytes_like(kind: pa.DataType) -> bool:
     )
 
 
-def _byte_array_leaves(block: Block) -> List[str]:
+def _byte_array_leaves(block: Block) -> list[str]:
     """Parquet leaf paths of the string and binary values inside nested columns."""
     import pyarrow.parquet as pq
 
@@ -115,7 +115,7 @@ def _repeats(column: pa.ChunkedArray) -> bool:
     return distinct is not None and distinct <= valid * _MAX_DISTINCT_SHARE
 
 
-def _count_distinct(sample: pa.ChunkedArray) -> Optional[int]:
+def _count_distinct(sample: pa.ChunkedArray) -> int | None:
     import pyarrow.compute as pc
 
     try:
@@ -133,16 +133,16 @@ class ParquetBlockWriter(BlockFileWriter):
         args: ``pyarrow.parquet.write_table`` arguments (``row_group_size`` included).
     """
 
-    def __init__(self, f: Any, block: Block, args: Dict[str, Any]):
+    def __init__(self, f: Any, block: Block, args: dict[str, Any]):
         import pyarrow.parquet as pq
 
         args = dict(args)
-        self._row_group_size: Optional[int] = args.pop("row_group_size", None)
+        self._row_group_size: int | None = args.pop("row_group_size", None)
         if "use_dictionary" not in args:
             args["use_dictionary"] = dictionary_columns(block)
         self.schema = block.schema
         self._writer = pq.ParquetWriter(f, self.schema, **args)
-        self._pending: List[Block] = []
+        self._pending: list[Block] = []
         self._pending_rows = self._pending_bytes = 0
 
     def write(self, block: Block) -> bool:
@@ -174,7 +174,7 @@ class ParquetBlockWriter(BlockFileWriter):
         except Exception:
             self._writer.is_open = False  # nothing more to write; keep __del__ quiet
 
-    def _conform(self, block: Block) -> Optional[Block]:
+    def _conform(self, block: Block) -> Block | None:
         if block.schema.equals(self.schema, check_metadata=False):
             return block
         if sorted(block.column_names) != sorted(self.schema.names):

@@ -3,8 +3,6 @@ them in column ``data``), generated inside the read tasks."""
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
-
 import numpy as np
 import pyarrow as pa
 
@@ -14,12 +12,15 @@ from shardflow.sdk.datasource import Datasource, ReadTask
 _ROWS_PER_BLOCK = 1024 * 1024
 
 
-def _make_range(start: int, stop: int, column: str, rows_per_block: int,
-                shape: Optional[Tuple[int, ...]] = None):
+def _make_range(
+    start: int, stop: int, column: str, rows_per_block: int, shape: tuple[int, ...] | None = None
+):
     for lo in range(start, stop, rows_per_block):
         values = np.arange(lo, min(stop, lo + rows_per_block), dtype=np.int64)
         if shape is not None:  # row i is a tensor of ``shape`` filled with i
-            values = np.broadcast_to(values.reshape((-1,) + (1,) * len(shape)), (len(values),) + shape)
+            values = np.broadcast_to(
+                values.reshape((-1,) + (1,) * len(shape)), (len(values),) + shape
+            )
         yield numpy_batch_to_block({column: values})
 
 
@@ -29,8 +30,13 @@ class RangeDatasource(Datasource):
     With ``tensor_shape``, row i holds a tensor of that shape filled with i (``range_tensor``).
     """
 
-    def __init__(self, n: int, column: str = "id", rows_per_block: int = _ROWS_PER_BLOCK,
-                 tensor_shape: Optional[Tuple[int, ...]] = None):
+    def __init__(
+        self,
+        n: int,
+        column: str = "id",
+        rows_per_block: int = _ROWS_PER_BLOCK,
+        tensor_shape: tuple[int, ...] | None = None,
+    ):
         if isinstance(n, bool) or not isinstance(n, int):
             raise TypeError(f"range needs an int, got {n!r}.")
         if n < 0:
@@ -53,13 +59,15 @@ class RangeDatasource(Datasource):
     def _row_bytes(self) -> int:
         return 8 * (int(np.prod(self.tensor_shape)) if self.tensor_shape else 1)
 
-    def estimate_inmemory_data_size(self) -> Optional[int]:
+    def estimate_inmemory_data_size(self) -> int | None:
         return self._row_bytes() * self.n
 
     def get_name(self) -> str:
         return "Range"
 
-    def get_read_tasks(self, parallelism: int, per_task_row_limit: Optional[int] = None, **kwargs) -> List[ReadTask]:
+    def get_read_tasks(
+        self, parallelism: int, per_task_row_limit: int | None = None, **kwargs
+    ) -> list[ReadTask]:
         if self.n == 0:
             return []
         parallelism = max(1, min(parallelism, self.n))
@@ -77,7 +85,9 @@ class RangeDatasource(Datasource):
             column, rows_per_block, shape = self.column, self.rows_per_block, self.tensor_shape
             tasks.append(
                 ReadTask(
-                    lambda lo=lo, hi=hi: _make_range(lo, hi, column, rows_per_block, shape),
+                    lambda lo=lo, hi=hi, c=column, r=rows_per_block, s=shape: _make_range(
+                        lo, hi, c, r, s
+                    ),
                     BlockMetadata(num_rows=hi - lo, size_bytes=self._row_bytes() * (hi - lo)),
                     schema,
                     per_task_row_limit,

@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 
 from shardflow.connectors.range import RangeDatasource
 from shardflow.sdk.expressions import col
-from shardflow.sdk.registry import get_registry
 from shardflow.sdk.optional import require
+from shardflow.sdk.registry import get_registry
 from shardflow.sdk.testing import ConnectorConformance, DatasourceConformance
 
 
@@ -285,7 +285,7 @@ class IcebergSuite(ConnectorConformance):
     def make_bad_datasource(self, tmp_path):
         table = self._table(tmp_path, "bad", self.appends)
         path = next(iter(table.scan().plan_files())).file.file_path
-        with open(path[len("file://"):], "wb") as f:
+        with open(path[len("file://") :], "wb") as f:
             f.write(b"PAR1 this is not parquet")
         self._bad_file = path.rsplit("/", 1)[-1]
         return _spec(self.name).datasource("db.bad", catalog_kwargs=self._catalog_kwargs(tmp_path))
@@ -304,7 +304,14 @@ class IcebergSuite(ConnectorConformance):
 SUITES = {
     s.name: s
     for s in (
-        RangeSuite, ParquetSuite, CSVSuite, JSONSuite, TextSuite, BinarySuite, NumpySuite, ImagesSuite,
+        RangeSuite,
+        ParquetSuite,
+        CSVSuite,
+        JSONSuite,
+        TextSuite,
+        BinarySuite,
+        NumpySuite,
+        ImagesSuite,
     )
 }
 if importlib.util.find_spec("pyiceberg") is not None:  # an optional dependency

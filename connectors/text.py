@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import codecs
 import io
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -40,7 +41,7 @@ class TextDatasource(FileBasedDatasource):
     def get_name(self) -> str:
         return "Text"
 
-    def _static_schema(self) -> Optional[pa.Schema]:
+    def _static_schema(self) -> pa.Schema | None:
         return pa.schema([("text", pa.string())])
 
     def _read_stream(self, f: Any, path: str) -> Iterator[Block]:

@@ -7,7 +7,8 @@ here: the dataset is duck-typed.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Optional
+from collections.abc import Iterator
+from typing import Any
 
 from shardflow.sdk.block import Block, BlockMetadata, rows_to_block
 from shardflow.sdk.datasource import Datasource, ReadTask
@@ -27,7 +28,7 @@ def _items(dataset: Any) -> Iterator[Any]:
 
 
 def _read(dataset: Any) -> Iterator[Block]:
-    batch: List[Any] = []
+    batch: list[Any] = []
     for item in _items(dataset):
         batch.append({"item": item})
         if len(batch) == ITEMS_PER_BLOCK:
@@ -61,10 +62,10 @@ class TorchDatasource(Datasource):
     def get_name(self) -> str:
         return "Torch"
 
-    def estimate_inmemory_data_size(self) -> Optional[int]:
+    def estimate_inmemory_data_size(self) -> int | None:
         return None
 
-    def get_read_tasks(self, parallelism: int, **kwargs: Any) -> List[ReadTask]:
+    def get_read_tasks(self, parallelism: int, **kwargs: Any) -> list[ReadTask]:
         dataset = self._dataset
         # len() is not asked: an IterableDataset may have to be iterated to answer it.
         return [ReadTask(lambda: _read(dataset), BlockMetadata(num_rows=None, size_bytes=None))]

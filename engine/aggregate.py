@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import abc
 import math
-from typing import Any, Callable, Dict, List, Optional
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -72,9 +73,9 @@ class AggregateFn:
         init: Callable[[Any], Any],
         merge: Callable[[Any, Any], Any],
         name: str,
-        accumulate_row: Optional[Callable[[Any, Dict[str, Any]], Any]] = None,
-        accumulate_block: Optional[Callable[[Any, Block], Any]] = None,
-        finalize: Optional[Callable[[Any], Any]] = None,
+        accumulate_row: Callable[[Any, dict[str, Any]], Any] | None = None,
+        accumulate_block: Callable[[Any, Block], Any] | None = None,
+        finalize: Callable[[Any], Any] | None = None,
     ):
         if (accumulate_row is None) == (accumulate_block is None):
             raise ValueError("Exactly one of accumulate_row or accumulate_block must be provided.")
@@ -108,7 +109,7 @@ class AggregateFn:
     def _engine_finalize(self, accumulator: Any) -> Any:
         return self.finalize(accumulator)
 
-    def target_columns(self) -> List[str]:
+    def target_columns(self) -> list[str]:
         """Columns the aggregation reads (checked against the schema before running)."""
         return []
 
@@ -134,7 +135,9 @@ class AggregateFnV2(AggregateFn, abc.ABC):
         ignore_nulls: Skip nulls (True), or let any null make the result null (False).
     """
 
-    def __init__(self, name: str, zero_factory: Callable[[], Any], *, on: Optional[str], ignore_nulls: bool):
+    def __init__(
+        self, name: str, zero_factory: Callable[[], Any], *, on: str | None, ignore_nulls: bool
+    ):
         if not isinstance(name, str) or not name:
             raise ValueError(f"Non-empty string has to be provided as name (got {name!r}).")
         if on is not None and not isinstance(on, str):
@@ -145,14 +148,14 @@ class AggregateFnV2(AggregateFn, abc.ABC):
         self._agg_name = name.split("(", 1)[0] if "(" in name else name
         self.name = name
 
-    def get_target_column(self) -> Optional[str]:
+    def get_target_column(self) -> str | None:
         return self._target_col_name
 
     def get_agg_name(self) -> str:
         """The aggregation's kind, e.g. ``"sum"`` for ``"sum(x)"``."""
         return self._agg_name
 
-    def target_columns(self) -> List[str]:
+    def target_columns(self) -> list[str]:
         return [] if self._target_col_name is None else [self._target_col_name]
 
     @abc.abstractmethod
@@ -221,8 +224,12 @@ class Count(AggregateFnV2):
         {'count()': 10}
     """
 
-    def __init__(self, on: Optional[str] = None, ignore_nulls: bool = False, alias_name: Optional[str] = None):
-        super().__init__(alias_name or f"count({on or ''})", lambda: 0, on=on, ignore_nulls=ignore_nulls)
+    def __init__(
+        self, on: str | None = None, ignore_nulls: bool = False, alias_name: str | None = None
+    ):
+        super().__init__(
+            alias_name or f"count({on or ''})", lambda: 0, on=on, ignore_nulls=ignore_nulls
+        )
 
     def aggregate_block(self, block: Block) -> int:
         if self._target_col_name is None:
@@ -237,14 +244,20 @@ class Count(AggregateFnV2):
 class Sum(AggregateFnV2):
     """Sum of column ``on``."""
 
-    def __init__(self, on: Optional[str] = None, ignore_nulls: bool = True, alias_name: Optional[str] = None):
+    def __init__(
+        self, on: str | None = None, ignore_nulls: bool = True, alias_name: str | None = None
+    ):
         super().__init__(alias_name or f"sum({on})", lambda: 0, on=on, ignore_nulls=ignore_nulls)
 
     def numeric_only(self) -> bool:
         return True
 
     def aggregate_block(self, block: Block) -> Any:
-        return _scalar(pc.sum(_column(block, self._target_col_name), skip_nulls=self._ignore_nulls, min_count=1))
+        return _scalar(
+            pc.sum(
+                _column(block, self._target_col_name), skip_nulls=self._ignore_nulls, min_count=1
+            )
+        )
 
     def combine(self, current_accumulator: Any, new: Any) -> Any:
         return current_accumulator + new
@@ -255,9 +268,9 @@ class Min(AggregateFnV2):
 
     def __init__(
         self,
-        on: Optional[str] = None,
+        on: str | None = None,
         ignore_nulls: bool = True,
-        alias_name: Optional[str] = None,
+        alias_name: str | None = None,
         zero_factory: Callable[[], Any] = lambda: float("+inf"),
     ):
         super().__init__(alias_name or f"min({on})", zero_factory, on=on, ignore_nulls=ignore_nulls)
@@ -274,9 +287,9 @@ class Max(AggregateFnV2):
 
     def __init__(
         self,
-        on: Optional[str] = None,
+        on: str | None = None,
         ignore_nulls: bool = True,
-        alias_name: Optional[str] = None,
+        alias_name: str | None = None,
         zero_factory: Callable[[], Any] = lambda: float("-inf"),
     ):
         super().__init__(alias_name or f"max({on})", zero_factory, on=on, ignore_nulls=ignore_nulls)
@@ -291,8 +304,12 @@ class Max(AggregateFnV2):
 class Mean(AggregateFnV2):
     """Mean of column ``on``; the accumulator is ``[sum, count]``."""
 
-    def __init__(self, on: Optional[str] = None, ignore_nulls: bool = True, alias_name: Optional[str] = None):
-        super().__init__(alias_name or f"mean({on})", lambda: [0, 0], on=on, ignore_nulls=ignore_nulls)
+    def __init__(
+        self, on: str | None = None, ignore_nulls: bool = True, alias_name: str | None = None
+    ):
+        super().__init__(
+            alias_name or f"mean({on})", lambda: [0, 0], on=on, ignore_nulls=ignore_nulls
+        )
 
     def numeric_only(self) -> bool:
         return True
@@ -317,9 +334,15 @@ class Std(AggregateFnV2):
     ``[M2, mean, count]``, merged with Chan's parallel formula."""
 
     def __init__(
-        self, on: Optional[str] = None, ddof: int = 1, ignore_nulls: bool = True, alias_name: Optional[str] = None
+        self,
+        on: str | None = None,
+        ddof: int = 1,
+        ignore_nulls: bool = True,
+        alias_name: str | None = None,
     ):
-        super().__init__(alias_name or f"std({on})", lambda: [0, 0, 0], on=on, ignore_nulls=ignore_nulls)
+        super().__init__(
+            alias_name or f"std({on})", lambda: [0, 0, 0], on=on, ignore_nulls=ignore_nulls
+        )
         self._ddof = ddof
 
     def numeric_only(self) -> bool:
@@ -355,14 +378,16 @@ class AbsMax(AggregateFnV2):
 
     def __init__(
         self,
-        on: Optional[str] = None,
+        on: str | None = None,
         ignore_nulls: bool = True,
-        alias_name: Optional[str] = None,
+        alias_name: str | None = None,
         zero_factory: Callable[[], Any] = lambda: 0,
     ):
         if on is None or not isinstance(on, str):
             raise ValueError(f"Column to aggregate on has to be provided (got {on})")
-        super().__init__(alias_name or f"abs_max({on})", zero_factory, on=on, ignore_nulls=ignore_nulls)
+        super().__init__(
+            alias_name or f"abs_max({on})", zero_factory, on=on, ignore_nulls=ignore_nulls
+        )
 
     def numeric_only(self) -> bool:
         return True
@@ -383,7 +408,11 @@ class Quantile(AggregateFnV2):
     """The ``q`` quantile of column ``on`` (linear interpolation, as pyarrow.compute.quantile)."""
 
     def __init__(
-        self, on: Optional[str] = None, q: float = 0.5, ignore_nulls: bool = True, alias_name: Optional[str] = None
+        self,
+        on: str | None = None,
+        q: float = 0.5,
+        ignore_nulls: bool = True,
+        alias_name: str | None = None,
     ):
         if not isinstance(q, (int, float)) or isinstance(q, bool) or not 0 <= q <= 1:
             raise ValueError(f"Quantile: q must be between 0 and 1, got {q!r}.")
@@ -411,9 +440,9 @@ class Unique(AggregateFnV2):
 
     def __init__(
         self,
-        on: Optional[str] = None,
+        on: str | None = None,
         ignore_nulls: bool = False,
-        alias_name: Optional[str] = None,
+        alias_name: str | None = None,
         encode_lists: Any = None,
     ):
         super().__init__(alias_name or f"unique({on})", set, on=on, ignore_nulls=ignore_nulls)
@@ -461,7 +490,11 @@ class ApproximateQuantile(AggregateFnV2):
     """
 
     def __init__(
-        self, on: str, quantiles: List[float], quantile_precision: int = 800, alias_name: Optional[str] = None
+        self,
+        on: str,
+        quantiles: list[float],
+        quantile_precision: int = 800,
+        alias_name: str | None = None,
     ):
         try:
             import datasketches  # noqa: F401
@@ -471,7 +504,9 @@ class ApproximateQuantile(AggregateFnV2):
             ) from exc
         self._quantiles = list(quantiles)
         self._k = quantile_precision
-        super().__init__(alias_name or f"approx_quantile({on})", self._sketch, on=on, ignore_nulls=True)
+        super().__init__(
+            alias_name or f"approx_quantile({on})", self._sketch, on=on, ignore_nulls=True
+        )
 
     def numeric_only(self) -> bool:
         return True
@@ -486,7 +521,9 @@ class ApproximateQuantile(AggregateFnV2):
 
         sketch = self._sketch()
         values = _column(block, self._target_col_name).drop_null()
-        sketch.update(np.array(pc.cast(values, pa.float64()).to_numpy(), dtype=np.float64, copy=True))
+        sketch.update(
+            np.array(pc.cast(values, pa.float64()).to_numpy(), dtype=np.float64, copy=True)
+        )
         return sketch.serialize()
 
     def combine(self, current_accumulator: Any, new: Any) -> Any:

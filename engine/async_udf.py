@@ -11,7 +11,8 @@ import asyncio
 import inspect
 import threading
 from collections import deque
-from typing import Any, Awaitable, Callable, Deque, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Any
 
 #: Inputs in flight at once, as Ray Data 2.60's defaults for batch and row functions.
 ASYNC_BATCH_CONCURRENCY = 4
@@ -20,7 +21,7 @@ ASYNC_ROW_CONCURRENCY = 16
 
 def is_async_callable(fn: Any) -> bool:
     """Whether calling ``fn`` gives a coroutine or an async generator."""
-    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else getattr(fn, "__call__", None)
+    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else getattr(fn, "__call__", None)  # noqa: B004
     return inspect.iscoroutinefunction(target) or inspect.isasyncgenfunction(target)
 
 
@@ -39,9 +40,7 @@ class EventLoopThread:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._run, name="shardflow-async-udf", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, name="shardflow-async-udf", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
@@ -55,7 +54,7 @@ class EventLoopThread:
         max_in_flight: int,
     ) -> Iterator[Any]:
         """``await make(item)`` for each item, up to ``max_in_flight`` at once, in order."""
-        pending: Deque[Any] = deque()
+        pending: deque[Any] = deque()
         source = iter(items)
         exhausted = False
         try:

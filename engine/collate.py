@@ -14,7 +14,7 @@ A plain function is also accepted and receives the NumPy format. Nothing here im
 from __future__ import annotations
 
 import abc
-from typing import Any, Dict, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -34,7 +34,7 @@ class CollateFn(Generic[BatchT], abc.ABC):
         a sequence of tensors or a mapping of names to tensors."""
 
 
-class ArrowBatchCollateFn(CollateFn["pyarrow.Table"]):  # noqa: F821
+class ArrowBatchCollateFn(CollateFn["pyarrow.Table"]):
     """A collate function receiving each batch as a ``pyarrow.Table``.
 
     Examples:
@@ -46,11 +46,11 @@ class ArrowBatchCollateFn(CollateFn["pyarrow.Table"]):  # noqa: F821
     """
 
 
-class NumpyBatchCollateFn(CollateFn[Dict[str, np.ndarray]]):
+class NumpyBatchCollateFn(CollateFn[dict[str, np.ndarray]]):
     """A collate function receiving each batch as a dict of NumPy arrays."""
 
 
-class PandasBatchCollateFn(CollateFn["pandas.DataFrame"]):  # noqa: F821
+class PandasBatchCollateFn(CollateFn["pandas.DataFrame"]):
     """A collate function receiving each batch as a ``pandas.DataFrame``."""
 
 

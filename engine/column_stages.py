@@ -6,7 +6,8 @@ the columns involved.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -17,7 +18,7 @@ from shardflow.sdk.block import Block, block_to_batch, to_block
 from shardflow.sdk.datasink import TaskContext
 
 
-def check_rename(mapping: Dict[str, str], names: List[str], op_name: str) -> None:
+def check_rename(mapping: dict[str, str], names: list[str], op_name: str) -> None:
     """Raise for a rename of a missing column, or one that would make two columns one name."""
     missing = [c for c in mapping if c not in names]
     if missing:
@@ -36,8 +37,13 @@ def check_rename(mapping: Dict[str, str], names: List[str], op_name: str) -> Non
 class ProjectStage(Stage):
     """``select_columns``, ``drop_columns`` and ``rename_columns`` as one column mapping."""
 
-    def __init__(self, name: str, select: Optional[List[str]] = None,
-                 drop: Optional[List[str]] = None, rename: Optional[Dict[str, str]] = None):
+    def __init__(
+        self,
+        name: str,
+        select: list[str] | None = None,
+        drop: list[str] | None = None,
+        rename: dict[str, str] | None = None,
+    ):
         self.name, self.select, self.drop, self.rename = name, select, drop, rename
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:

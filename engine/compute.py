@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
+from typing import Any
 
 #: Ray's remote arguments that name a resource or a placement; accepted by name, as Ray Data.
 NAMED_REMOTE_ARGS = (
-    "label_selector", "fallback_strategy", "max_calls", "resources", "accelerator_type",
+    "label_selector",
+    "fallback_strategy",
+    "max_calls",
+    "resources",
+    "accelerator_type",
     "runtime_env",
 )
 
@@ -42,7 +47,7 @@ class TaskPoolStrategy(ComputeStrategy):
         8
     """
 
-    def __init__(self, size: Optional[int] = None):
+    def __init__(self, size: int | None = None):
         if size is not None:
             _check_int("TaskPoolStrategy size", size)
             if size < 1:
@@ -93,18 +98,22 @@ class ActorPoolStrategy(ComputeStrategy):
     def __init__(
         self,
         *,
-        size: Optional[int] = None,
-        min_size: Optional[int] = None,
-        max_size: Optional[int] = None,
-        initial_size: Optional[int] = None,
-        max_tasks_in_flight_per_actor: Optional[int] = None,
-        max_concurrent_calls_per_actor: Optional[int] = None,
-        enable_true_multi_threading: Optional[bool] = None,
+        size: int | None = None,
+        min_size: int | None = None,
+        max_size: int | None = None,
+        initial_size: int | None = None,
+        max_tasks_in_flight_per_actor: int | None = None,
+        max_concurrent_calls_per_actor: int | None = None,
+        enable_true_multi_threading: bool | None = None,
     ):
-        for name, value in (("size", size), ("min_size", min_size), ("max_size", max_size),
-                            ("initial_size", initial_size),
-                            ("max_tasks_in_flight_per_actor", max_tasks_in_flight_per_actor),
-                            ("max_concurrent_calls_per_actor", max_concurrent_calls_per_actor)):
+        for name, value in (
+            ("size", size),
+            ("min_size", min_size),
+            ("max_size", max_size),
+            ("initial_size", initial_size),
+            ("max_tasks_in_flight_per_actor", max_tasks_in_flight_per_actor),
+            ("max_concurrent_calls_per_actor", max_concurrent_calls_per_actor),
+        ):
             if value is not None:
                 _check_int(f"ActorPoolStrategy {name}", value)
         if size is not None:
@@ -125,7 +134,7 @@ class ActorPoolStrategy(ComputeStrategy):
                 f"ActorPoolStrategy min_size ({min_size}) must be <= max_size ({max_size})."
             )
         self.min_size = min_size or 1
-        self.max_size: Union[int, float] = max_size if max_size is not None else math.inf
+        self.max_size: int | float = max_size if max_size is not None else math.inf
         if initial_size is not None:
             if initial_size < self.min_size or initial_size > self.max_size:
                 raise ValueError(
@@ -133,8 +142,10 @@ class ActorPoolStrategy(ComputeStrategy):
                     f"({self.min_size}) and max_size ({self.max_size})."
                 )
         self.initial_size = initial_size or self.min_size
-        for name, value in (("max_tasks_in_flight_per_actor", max_tasks_in_flight_per_actor),
-                            ("max_concurrent_calls_per_actor", max_concurrent_calls_per_actor)):
+        for name, value in (
+            ("max_tasks_in_flight_per_actor", max_tasks_in_flight_per_actor),
+            ("max_concurrent_calls_per_actor", max_concurrent_calls_per_actor),
+        ):
             if value is not None and value < 1:
                 raise ValueError(f"ActorPoolStrategy {name} must be >= 1, got {value}.")
         self.max_tasks_in_flight_per_actor = max_tasks_in_flight_per_actor
@@ -174,18 +185,18 @@ class MapOptions:
     """
 
     compute: ComputeStrategy = field(default_factory=TaskPoolStrategy)
-    num_cpus: Optional[float] = None
-    num_gpus: Optional[float] = None
-    memory: Optional[float] = None
-    ray_remote_args: Dict[str, Any] = field(default_factory=dict)
-    ray_remote_args_fn: Optional[Callable[[], Dict[str, Any]]] = None
+    num_cpus: float | None = None
+    num_gpus: float | None = None
+    memory: float | None = None
+    ray_remote_args: dict[str, Any] = field(default_factory=dict)
+    ray_remote_args_fn: Callable[[], dict[str, Any]] | None = None
 
     @property
     def uses_actors(self) -> bool:
         return isinstance(self.compute, ActorPoolStrategy)
 
     @property
-    def task_limit(self) -> Optional[int]:
+    def task_limit(self) -> int | None:
         """The most concurrent tasks of a task-pool stage, or None."""
         return self.compute.size if isinstance(self.compute, TaskPoolStrategy) else None
 
@@ -197,28 +208,34 @@ class MapOptions:
             return DEFAULT_ACTOR_MAX_RETRIES if self.uses_actors else 0
         return int(value)
 
-    def fuses_with(self, other: "MapOptions") -> bool:
+    def fuses_with(self, other: MapOptions) -> bool:
         """Whether two task-pool stages may share one task (same limit and same resources)."""
         return (
-            not self.uses_actors and not other.uses_actors
+            not self.uses_actors
+            and not other.uses_actors
             and self.task_limit == other.task_limit
             and self.resources() == other.resources()
             and self.ray_remote_args == other.ray_remote_args
-            and self.ray_remote_args_fn is None and other.ray_remote_args_fn is None
+            and self.ray_remote_args_fn is None
+            and other.ray_remote_args_fn is None
         )
 
-    def resources(self) -> Tuple[Optional[float], Optional[float], Optional[float]]:
+    def resources(self) -> tuple[float | None, float | None, float | None]:
         return (self.num_cpus, self.num_gpus, self.memory)
 
-    def remote_args(self) -> Dict[str, Any]:
+    def remote_args(self) -> dict[str, Any]:
         """Ray's remote arguments for one task or actor of this stage."""
         # Retries are the task pool's (it drops blocks a failed attempt already delivered).
         args = {
-            k: v for k, v in self.ray_remote_args.items()
+            k: v
+            for k, v in self.ray_remote_args.items()
             if k not in ("max_retries", "retry_exceptions")
         }
-        for name, value in (("num_cpus", self.num_cpus), ("num_gpus", self.num_gpus),
-                            ("memory", self.memory)):
+        for name, value in (
+            ("num_cpus", self.num_cpus),
+            ("num_gpus", self.num_gpus),
+            ("memory", self.memory),
+        ):
             if value is not None:
                 args[name] = value
         if self.ray_remote_args_fn is not None:
@@ -333,9 +350,9 @@ def resolve_map_options(
     num_cpus: Any = None,
     num_gpus: Any = None,
     memory: Any = None,
-    ray_remote_args_fn: Optional[Callable[[], Dict[str, Any]]] = None,
-    ray_remote_args: Optional[Dict[str, Any]] = None,
-    named_remote_args: Optional[Dict[str, Any]] = None,
+    ray_remote_args_fn: Callable[[], dict[str, Any]] | None = None,
+    ray_remote_args: dict[str, Any] | None = None,
+    named_remote_args: dict[str, Any] | None = None,
 ) -> MapOptions:
     """Validate a map-like method's compute and resource arguments (raises ValueError)."""
     strategy = compute_strategy(fn, fn_constructor_args, compute, concurrency)

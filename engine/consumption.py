@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -36,11 +37,11 @@ class PreparedPlan:
         physical = plan_physical(self.plan, self.backend, self.context, self.read_tasks)
         return StreamingExecutor(physical, self.backend, self.context)
 
-    def known_num_rows(self) -> Optional[int]:
+    def known_num_rows(self) -> int | None:
         """The row count when metadata gives it without running anything, else None."""
         return plan_num_rows(self.plan, self.read_tasks)
 
-    def known_schema(self) -> Optional[pa.Schema]:
+    def known_schema(self) -> pa.Schema | None:
         """The schema when known without running a task, else None."""
         return plan_schema(self.plan, self.read_tasks, self.backend.get)
 
@@ -50,7 +51,7 @@ class ExecutionHandle:
     iterator whose user stopped, or pressed Ctrl-C)."""
 
     def __init__(self) -> None:
-        self._executor: Optional[StreamingExecutor] = None
+        self._executor: StreamingExecutor | None = None
         self._cancelled = False
 
     def attach(self, executor: StreamingExecutor) -> None:
@@ -73,35 +74,34 @@ class ConsumptionMixin:
 
     def _execute(
         self,
-        plan: Optional[LogicalPlan] = None,
-        prepared: Optional[PreparedPlan] = None,
-        handle: Optional["ExecutionHandle"] = None,
-    ) -> Iterator[Tuple[Any, Any]]:
+        plan: LogicalPlan | None = None,
+        prepared: PreparedPlan | None = None,
+        handle: ExecutionHandle | None = None,
+    ) -> Iterator[tuple[Any, Any]]:
         """Stream (reference, metadata) pairs of the output blocks."""
         prepared = prepared or PreparedPlan(plan or self._plan)
         executor = prepared.executor()
         if handle is not None:
             handle.attach(executor)
         self._last_stats = executor.stats
-        for ref, meta in executor:
-            yield ref, meta
+        yield from executor
 
     def _iter_blocks(
         self,
-        plan: Optional[LogicalPlan] = None,
-        prepared: Optional[PreparedPlan] = None,
-        handle: Optional["ExecutionHandle"] = None,
+        plan: LogicalPlan | None = None,
+        prepared: PreparedPlan | None = None,
+        handle: ExecutionHandle | None = None,
     ) -> Iterator[Block]:
         backend = current_backend()
         for ref, _ in self._execute(plan, prepared, handle):
             yield backend.get(ref)
 
-    def _execute_blocks(self, plan: Optional[LogicalPlan] = None) -> List[Block]:
+    def _execute_blocks(self, plan: LogicalPlan | None = None) -> list[Block]:
         return list(self._iter_blocks(plan))
 
     # -- small results ------------------------------------------------------------------
 
-    def take(self, limit: int = 20) -> List[Dict[str, Any]]:
+    def take(self, limit: int = 20) -> list[dict[str, Any]]:
         """The first ``limit`` rows as dicts.
 
         Examples:
@@ -111,15 +111,17 @@ class ConsumptionMixin:
         """
         return list(iter_rows_from_blocks(self._iter_blocks(self.limit(limit)._plan)))
 
-    def take_all(self, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+    def take_all(self, limit: int | None = None) -> list[dict[str, Any]]:
         """All rows as dicts; raises ValueError when there are more than ``limit``."""
         plan = self._plan if limit is None else self.limit(limit + 1)._plan
         rows = list(iter_rows_from_blocks(self._iter_blocks(plan)))
         if limit is not None and len(rows) > limit:
-            raise ValueError(f"The dataset has more than {limit} rows; raise the limit or use take().")
+            raise ValueError(
+                f"The dataset has more than {limit} rows; raise the limit or use take()."
+            )
         return rows
 
-    def take_batch(self, batch_size: int = 20, *, batch_format: Optional[str] = "default") -> Any:
+    def take_batch(self, batch_size: int = 20, *, batch_format: str | None = "default") -> Any:
         """The first ``batch_size`` rows as one batch.
 
         Examples:
@@ -153,13 +155,13 @@ class ConsumptionMixin:
             return known
         return sum(meta.num_rows or 0 for _, meta in self._execute(prepared=prepared))
 
-    def _cheap_num_rows(self) -> Optional[int]:
+    def _cheap_num_rows(self) -> int | None:
         """The row count when blocks in hand give it without asking a datasource, else None."""
         if not isinstance(self._plan.source, BlocksSource):
             return None
         return PreparedPlan(self._plan).known_num_rows()
 
-    def _cheap_schema(self) -> Optional[pa.Schema]:
+    def _cheap_schema(self) -> pa.Schema | None:
         """The schema when known without running anything or asking a datasource, else None."""
         source = self._plan.source
         if not self._plan.ops and isinstance(source, BlocksSource) and source.metadata is None:
@@ -167,7 +169,7 @@ class ConsumptionMixin:
             return nonempty[0].schema if nonempty else None
         return None
 
-    def schema(self, fetch_if_missing: bool = True) -> Optional[Schema]:
+    def schema(self, fetch_if_missing: bool = True) -> Schema | None:
         """The schema of the output: its column names and their Arrow types.
 
         Known without running anything when the source tells it and the operations after
@@ -197,7 +199,7 @@ class ConsumptionMixin:
         base = self._arrow_schema(fetch_if_missing)
         return None if base is None else Schema(base)
 
-    def _arrow_schema(self, fetch_if_missing: bool = True) -> Optional[pa.Schema]:
+    def _arrow_schema(self, fetch_if_missing: bool = True) -> pa.Schema | None:
         """The output's ``pyarrow.Schema`` (what ``schema()`` wraps), for internal callers."""
         prepared = PreparedPlan(self._plan)
         schema = prepared.known_schema()
@@ -208,7 +210,7 @@ class ConsumptionMixin:
                 return block.schema
         return None
 
-    def columns(self, fetch_if_missing: bool = True) -> Optional[List[str]]:
+    def columns(self, fetch_if_missing: bool = True) -> list[str] | None:
         """The column names.
 
         Args:
@@ -229,7 +231,7 @@ class ConsumptionMixin:
 
     # -- whole results ------------------------------------------------------------------
 
-    def materialize(self) -> "Any":
+    def materialize(self) -> Any:
         """Run the plan and keep the blocks in memory (the object store on Ray).
 
         Returns:
@@ -246,7 +248,7 @@ class ConsumptionMixin:
         ds._name = getattr(self, "_name", None)
         return ds
 
-    def to_pandas(self, limit: Optional[int] = None) -> "Any":
+    def to_pandas(self, limit: int | None = None) -> Any:
         """All rows as one pandas DataFrame; ValueError when there are more than ``limit``."""
         plan = self._plan if limit is None else self.limit(limit + 1)._plan
         block = concat_blocks(self._execute_blocks(plan))
@@ -254,7 +256,7 @@ class ConsumptionMixin:
             raise ValueError(f"The dataset has more than {limit} rows; raise the limit.")
         return block_to_batch(block, "pandas")
 
-    def to_arrow_refs(self) -> List[Any]:
+    def to_arrow_refs(self) -> list[Any]:
         """References to the output blocks: ObjectRefs on Ray, the tables themselves locally."""
         backend = current_backend()
         return [backend.export_ref(ref) for ref, _ in self._execute()]
@@ -288,7 +290,7 @@ class ConsumptionMixin:
             "This may be an expensive operation."
         )
 
-    def __iter__(self) -> Iterator[Dict[str, Any]]:
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         """The rows, as ``iter_rows()`` (Ray Data's Dataset is not iterable itself)."""
         return iter(self.iter_rows())
 

@@ -15,8 +15,9 @@ import copy
 import difflib
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, Iterator, Optional
+from typing import Any
 
 import psutil
 
@@ -104,21 +105,23 @@ class DataContext:
     target_min_block_size: int = 1024 * 1024
     preserve_order: bool = True
     enable_progress_bars: bool = field(default_factory=_bars_enabled_by_env)
-    num_cpus: Optional[int] = None
-    num_gpus: Optional[int] = None
+    num_cpus: int | None = None
+    num_gpus: int | None = None
     actor_pool_idle_timeout_s: float = 1.0
     python_udfs_in_processes: bool = True
     backend: str = "local"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_task_retries: int = 3
     max_errored_blocks: int = 0
-    no_progress_timeout_s: Optional[float] = None
-    streaming_split_timeout_s: Optional[float] = 1800.0
-    execution_options: ExecutionOptions = field(default_factory=lambda: ExecutionOptions(preserve_order=True))
+    no_progress_timeout_s: float | None = None
+    streaming_split_timeout_s: float | None = 1800.0
+    execution_options: ExecutionOptions = field(
+        default_factory=lambda: ExecutionOptions(preserve_order=True)
+    )
     enable_operator_progress_bars: bool = True
-    _kv_configs: Dict[str, Any] = field(default_factory=dict, repr=False)
+    _kv_configs: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    _current: "Optional[DataContext]" = None
+    _current: DataContext | None = None
     _lock = threading.Lock()
 
     def __post_init__(self) -> None:
@@ -177,13 +180,13 @@ class DataContext:
         """Remove a key-value setting (nothing happens when it is not set)."""
         self._kv_configs.pop(key, None)
 
-    def copy(self) -> "DataContext":
+    def copy(self) -> DataContext:
         """A deep copy of this context."""
         return copy.deepcopy(self)
 
     @staticmethod
     @contextlib.contextmanager
-    def current(context: "DataContext") -> Iterator[None]:
+    def current(context: DataContext) -> Iterator[None]:
         """Make ``context`` the current one inside a ``with`` block."""
         with DataContext._lock:
             previous = DataContext._current
@@ -195,7 +198,7 @@ class DataContext:
                 DataContext._current = previous
 
     @staticmethod
-    def get_current() -> "DataContext":
+    def get_current() -> DataContext:
         """The process-wide context, created on first use."""
         with DataContext._lock:
             if DataContext._current is None:
@@ -203,7 +206,7 @@ class DataContext:
             return DataContext._current
 
     @staticmethod
-    def _set_current(context: "DataContext") -> None:
+    def _set_current(context: DataContext) -> None:
         with DataContext._lock:
             DataContext._current = context
 
@@ -213,10 +216,19 @@ class DataContext:
             if self.num_cpus < 1:
                 raise ValueError(f"DataContext.num_cpus must be >= 1, got {self.num_cpus}.")
             return self.num_cpus
-        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+        return max(
+            1,
+            len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else os.cpu_count() or 1,
+        )
 
     def progress_bars_enabled(self) -> bool:
-        return self.enable_progress_bars and self.enable_operator_progress_bars and _bars_enabled_by_env()
+        return (
+            self.enable_progress_bars
+            and self.enable_operator_progress_bars
+            and _bars_enabled_by_env()
+        )
 
     def validate(self) -> None:
         if not isinstance(self.memory_budget_bytes, int) or self.memory_budget_bytes <= 0:
@@ -234,10 +246,15 @@ class DataContext:
         # A target_min_block_size above target_max_block_size is allowed, as in Ray Data:
         # blocks are joined up to the minimum, then cut to the maximum, so the maximum wins.
         if self.num_gpus is not None and (
-            isinstance(self.num_gpus, bool) or not isinstance(self.num_gpus, int) or self.num_gpus < 0
+            isinstance(self.num_gpus, bool)
+            or not isinstance(self.num_gpus, int)
+            or self.num_gpus < 0
         ):
             raise ValueError(f"DataContext.num_gpus must be an int >= 0, got {self.num_gpus!r}.")
-        if not isinstance(self.actor_pool_idle_timeout_s, (int, float)) or self.actor_pool_idle_timeout_s < 0:
+        if (
+            not isinstance(self.actor_pool_idle_timeout_s, (int, float))
+            or self.actor_pool_idle_timeout_s < 0
+        ):
             raise ValueError(
                 "DataContext.actor_pool_idle_timeout_s must be a number >= 0, got "
                 f"{self.actor_pool_idle_timeout_s!r}."
@@ -259,7 +276,7 @@ _NEVER = frozenset()
 
 # Ray Data 2.60's other DataContext settings, with the values that describe what shardflow
 # does anyway (set to one of those, a setting is taken silently); any other value warns once.
-RAY_ONLY_SETTINGS: Dict[str, Any] = {
+RAY_ONLY_SETTINGS: dict[str, Any] = {
     "print_on_execution_start": (False,),
     "raise_original_map_exception": (True, False),  # errors are both: see engine/errors.py
     "enable_tensor_extension_casting": (True,),

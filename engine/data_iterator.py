@@ -9,7 +9,8 @@ are shared here.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple, Union
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from shardflow.engine.context import DataContext
 from shardflow.engine.iteration import (
@@ -29,7 +30,7 @@ class Epoch:
     another thread when the consumer stops early, to release a producer it waits for.
     """
 
-    def items(self) -> Iterator[Tuple[Any, Any]]:
+    def items(self) -> Iterator[tuple[Any, Any]]:
         raise NotImplementedError
 
     def interrupt(self) -> None:
@@ -45,7 +46,7 @@ class EpochIterable:
 
     def __init__(self, make: Callable[[], Iterator[Any]]):
         self._make = make
-        self._open: "weakref.WeakSet" = weakref.WeakSet()
+        self._open: weakref.WeakSet = weakref.WeakSet()
 
     def __iter__(self) -> Iterator[Any]:
         iterator = self._make()
@@ -82,11 +83,11 @@ class DataIterator:
         self,
         *,
         prefetch_batches: int = 1,
-        batch_size: Optional[int] = 256,
-        batch_format: Optional[str] = "default",
+        batch_size: int | None = 256,
+        batch_format: str | None = "default",
         drop_last: bool = False,
-        local_shuffle_buffer_size: Optional[int] = None,
-        local_shuffle_seed: Optional[int] = None,
+        local_shuffle_buffer_size: int | None = None,
+        local_shuffle_seed: int | None = None,
     ) -> Iterable[Any]:
         """Return an iterable over batches; each ``iter()`` of it is one epoch.
 
@@ -125,7 +126,7 @@ class DataIterator:
         )
         return EpochIterable(lambda: self._epoch_batches(**options))
 
-    def iter_rows(self) -> Iterable[Dict[str, Any]]:
+    def iter_rows(self) -> Iterable[dict[str, Any]]:
         """Return an iterable over rows as dicts; each ``iter()`` of it is one epoch.
 
         Examples:
@@ -139,13 +140,13 @@ class DataIterator:
         self,
         *,
         prefetch_batches: int = 1,
-        batch_size: Optional[int] = 256,
-        dtypes: Optional[Union[Any, Dict[str, Any]]] = None,
+        batch_size: int | None = 256,
+        dtypes: Any | dict[str, Any] | None = None,
         device: Any = "auto",
-        collate_fn: Optional[Callable[[Any], Any]] = None,
+        collate_fn: Callable[[Any], Any] | None = None,
         drop_last: bool = False,
-        local_shuffle_buffer_size: Optional[int] = None,
-        local_shuffle_seed: Optional[int] = None,
+        local_shuffle_buffer_size: int | None = None,
+        local_shuffle_seed: int | None = None,
         pin_memory: bool = False,
     ) -> Iterable[Any]:
         """Return an iterable over batches of Torch tensors; each ``iter()`` is one epoch.
@@ -211,7 +212,7 @@ class DataIterator:
             blocks.close()
             epoch.interrupt()
 
-    def _epoch_rows(self) -> Iterator[Dict[str, Any]]:
+    def _epoch_rows(self) -> Iterator[dict[str, Any]]:
         blocks = self._epoch_batches(
             batch_size=None, batch_format="pyarrow", drop_last=False, prefetch_batches=1
         )
@@ -266,7 +267,7 @@ class _DatasetEpoch(Epoch):
         self._dataset = dataset
         self._handle = ExecutionHandle()
 
-    def items(self) -> Iterator[Tuple[Any, Any]]:
+    def items(self) -> Iterator[tuple[Any, Any]]:
         yield from self._dataset._execute(handle=self._handle)
 
     def interrupt(self) -> None:
@@ -300,7 +301,7 @@ class DatasetIterator(DataIterator):
         return DataContext.get_current()
 
 
-def _resolved(items: Iterator[Tuple[Any, Any]]) -> Iterator[Any]:
+def _resolved(items: Iterator[tuple[Any, Any]]) -> Iterator[Any]:
     try:
         for ref, _ in items:
             yield resolve(ref)
@@ -315,16 +316,16 @@ def _batch_options(
     drop_last: Any,
     local_shuffle_buffer_size: Any,
     local_shuffle_seed: Any,
-) -> Dict[str, Any]:
+) -> dict[str, Any]:
     batch_size = validate_batch_size(batch_size)
     validate_local_shuffle(local_shuffle_buffer_size, local_shuffle_seed, batch_size)
     if not isinstance(drop_last, bool):
         raise TypeError(f"drop_last must be a bool, got {drop_last!r}.")
-    return dict(
-        prefetch_batches=validate_prefetch_batches(prefetch_batches),
-        batch_size=batch_size,
-        batch_format=validate_batch_format(batch_format),
-        drop_last=drop_last,
-        local_shuffle_buffer_size=local_shuffle_buffer_size,
-        local_shuffle_seed=local_shuffle_seed,
-    )
+    return {
+        "prefetch_batches": validate_prefetch_batches(prefetch_batches),
+        "batch_size": batch_size,
+        "batch_format": validate_batch_format(batch_format),
+        "drop_last": drop_last,
+        "local_shuffle_buffer_size": local_shuffle_buffer_size,
+        "local_shuffle_seed": local_shuffle_seed,
+    }

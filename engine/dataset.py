@@ -7,25 +7,25 @@ Transformations return a new Dataset and run nothing; consumption (iteration, ``
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
-from typing import Any, Callable, Dict, List, Optional, Union
 
-
+from shardflow.engine.column_stages import check_rename
 from shardflow.engine.consumption import ConsumptionMixin
 from shardflow.engine.dataset_aggregate import AggregateMixin
 from shardflow.engine.dataset_exchange import ExchangeMixin
 from shardflow.engine.dataset_expressions import ExpressionsMixin
 from shardflow.engine.dataset_info import DatasetInfoMixin
 from shardflow.engine.dataset_iteration import IterationMixin
-from shardflow.engine.dataset_split import SplitMixin
 from shardflow.engine.dataset_map import MapMixin
+from shardflow.engine.dataset_split import SplitMixin
+from shardflow.engine.errors import ColumnNotFoundError
 from shardflow.engine.file_api import FileWriteMixin
 from shardflow.engine.iceberg_api import IcebergWriteMixin
-from shardflow.engine.xshards.dataset_mixin import XShardsMixin
 from shardflow.engine.logical import AddColumn, Limit, LogicalPlan, Project, Write
-from shardflow.engine.errors import ColumnNotFoundError
-from shardflow.engine.column_stages import check_rename
+from shardflow.engine.xshards.dataset_mixin import XShardsMixin
 from shardflow.sdk.datasink import Datasink
 
 ADD_COLUMN_FORMATS = ("pandas", "pyarrow", "numpy")
@@ -33,12 +33,23 @@ ADD_COLUMN_FORMATS = ("pandas", "pyarrow", "numpy")
 
 def _check_fn(fn: Any, method: str) -> None:
     if not callable(fn):
-        raise TypeError(f"{method} needs a function (or a callable class); got {type(fn).__name__}.")
+        raise TypeError(
+            f"{method} needs a function (or a callable class); got {type(fn).__name__}."
+        )
 
 
 class Dataset(
-    ExpressionsMixin, MapMixin, AggregateMixin, ExchangeMixin, SplitMixin, IterationMixin,
-    ConsumptionMixin, FileWriteMixin, DatasetInfoMixin, XShardsMixin, IcebergWriteMixin,
+    ExpressionsMixin,
+    MapMixin,
+    AggregateMixin,
+    ExchangeMixin,
+    SplitMixin,
+    IterationMixin,
+    ConsumptionMixin,
+    FileWriteMixin,
+    DatasetInfoMixin,
+    XShardsMixin,
+    IcebergWriteMixin,
 ):
     """A distributed-style collection of rows, stored as Arrow blocks and computed lazily.
 
@@ -54,19 +65,19 @@ class Dataset(
     def __init__(self, plan: LogicalPlan):
         self._plan = plan
         self._last_stats = None
-        self._name: Optional[str] = None
+        self._name: str | None = None
 
-    def _with(self, op: Any) -> "Dataset":
+    def _with(self, op: Any) -> Dataset:
         derived = Dataset(self._plan.with_op(op))
         derived._name = self._name
         return derived
 
     @property
-    def name(self) -> Optional[str]:
+    def name(self) -> str | None:
         """The name given with :meth:`set_name` (kept by datasets derived from this one)."""
         return self._name
 
-    def set_name(self, name: Optional[str]) -> None:
+    def set_name(self, name: str | None) -> None:
         """Name the dataset; the name shows in its repr and in datasets derived from it.
 
         Examples:
@@ -82,7 +93,9 @@ class Dataset(
 
     # -- transformations ----------------------------------------------------------------
 
-    def add_column(self, col: str, fn: Callable[[Any], Any], *, batch_format: Optional[str] = "pandas") -> "Dataset":
+    def add_column(
+        self, col: str, fn: Callable[[Any], Any], *, batch_format: str | None = "pandas"
+    ) -> Dataset:
         """Add (or replace) column ``col`` with the values ``fn`` computes from each batch.
 
         Args:
@@ -110,7 +123,7 @@ class Dataset(
             raise ValueError(f"`fn` must be callable, got {fn!r}")
         return self._with(AddColumn(col, fn, batch_format))
 
-    def select_columns(self, cols: Union[str, List[str]]) -> "Dataset":
+    def select_columns(self, cols: str | list[str]) -> Dataset:
         """Keep only ``cols``, in that order.
 
         Args:
@@ -139,7 +152,7 @@ class Dataset(
             )
         return self._with(Project(select=tuple(cols)))
 
-    def drop_columns(self, cols: Union[str, List[str]]) -> "Dataset":
+    def drop_columns(self, cols: str | list[str]) -> Dataset:
         """Remove ``cols``. Dropping every column leaves an empty dataset, as in Ray Data.
 
         Args:
@@ -177,7 +190,7 @@ class Dataset(
                 return self._with(Project(select=tuple(keep)))
         return self._with(Project(drop=tuple(cols)))
 
-    def rename_columns(self, names: Union[Dict[str, str], List[str]]) -> "Dataset":
+    def rename_columns(self, names: dict[str, str] | list[str]) -> Dataset:
         """Rename columns with a mapping ``{old: new}``, or a list of new names for all.
 
         Raises:
@@ -197,7 +210,9 @@ class Dataset(
             if not names:
                 raise ValueError("rename_columns received 'names' with no entries.")
             if len(set(names.values())) != len(names):
-                raise ValueError(f"rename_columns received duplicate values in the 'names': {names}")
+                raise ValueError(
+                    f"rename_columns received duplicate values in the 'names': {names}"
+                )
             if not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
                 raise ValueError(
                     "rename_columns requires both keys and values in the 'names' to be strings."
@@ -207,9 +222,13 @@ class Dataset(
             if not names:
                 raise ValueError("rename_columns requires 'names' with at least one column name.")
             if len(set(names)) != len(names):
-                raise ValueError(f"rename_columns received duplicate values in the 'names': {names}")
+                raise ValueError(
+                    f"rename_columns received duplicate values in the 'names': {names}"
+                )
             if not all(isinstance(c, str) for c in names):
-                raise ValueError("rename_columns requires all elements in the 'names' to be strings.")
+                raise ValueError(
+                    "rename_columns requires all elements in the 'names' to be strings."
+                )
             current = self.columns() or []
             if len(current) != len(names):
                 raise ValueError(
@@ -227,7 +246,7 @@ class Dataset(
             check_rename(mapping, schema.names, "rename_columns")
         return self._with(Project(rename=mapping))
 
-    def _static_schema(self) -> Optional[pa.Schema]:
+    def _static_schema(self) -> pa.Schema | None:
         """The schema when the data in hand tells it (no datasource is asked), else None."""
         from shardflow.engine.logical import BlocksSource
         from shardflow.engine.plan_metadata import plan_schema
@@ -238,7 +257,7 @@ class Dataset(
 
         return plan_schema(self._plan, None, current_backend().get)
 
-    def limit(self, limit: int) -> "Dataset":
+    def limit(self, limit: int) -> Dataset:
         """Keep only the first ``limit`` rows.
 
         Examples:
@@ -255,7 +274,7 @@ class Dataset(
     # -- writes -------------------------------------------------------------------------
 
     def write_datasink(
-        self, datasink: Union[Datasink, str], *, resume: bool = False, **write_args: Any
+        self, datasink: Datasink | str, *, resume: bool = False, **write_args: Any
     ) -> None:
         """Write the dataset through a Datasink (or a registered connector's name).
 
@@ -275,12 +294,18 @@ class Dataset(
 
             spec = get_registry().get(datasink)
             if spec.datasink is None:
-                raise ValueError(f"Connector {datasink!r} (from {spec.package}) has no datasink; it can only read.")
+                raise ValueError(
+                    f"Connector {datasink!r} (from {spec.package}) has no datasink; it can only read."
+                )
             datasink = spec.datasink(**write_args)
         elif write_args:
-            raise TypeError(f"write arguments {sorted(write_args)} apply only when the datasink is given by name.")
+            raise TypeError(
+                f"write arguments {sorted(write_args)} apply only when the datasink is given by name."
+            )
         if not isinstance(datasink, Datasink):
-            raise TypeError(f"write_datasink needs a shardflow.sdk.Datasink, got {type(datasink).__name__}.")
+            raise TypeError(
+                f"write_datasink needs a shardflow.sdk.Datasink, got {type(datasink).__name__}."
+            )
         from shardflow.engine.transforms import decode_write_returns
         from shardflow.sdk.datasink import WriteResult
 
@@ -302,6 +327,8 @@ class Dataset(
             returns.append(done[index]["files"])
             rows += done[index]["rows"]
             size += done[index]["bytes"]
-        datasink.on_write_complete(WriteResult(num_rows=rows, size_bytes=size, write_returns=returns))
+        datasink.on_write_complete(
+            WriteResult(num_rows=rows, size_bytes=size, write_returns=returns)
+        )
 
     write_datasource = write_datasink

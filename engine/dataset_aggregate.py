@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from shardflow.engine.aggregate import AggregateFn, Count, Max, Mean, Min, Std, Sum, Unique
 from shardflow.engine.dataset_exchange import _positive_int, check_columns_exist, key_columns
@@ -11,7 +12,7 @@ from shardflow.engine.logical import Aggregate, LogicalPlan, MapGroups, UDFCall
 from shardflow.sdk.block import validate_batch_format
 
 
-def _check_aggs(aggs: Sequence[Any], method: str) -> Tuple[Any, ...]:
+def _check_aggs(aggs: Sequence[Any], method: str) -> tuple[Any, ...]:
     if not aggs:
         raise ValueError(f"{method}: give at least one aggregation, e.g. Count() or Sum('x').")
     for agg in aggs:
@@ -56,7 +57,7 @@ class GroupedData:
         [{'k': 'a', 'sum(v)': 4}, {'k': 'b', 'sum(v)': 2}]
     """
 
-    def __init__(self, dataset: Any, keys: Tuple[str, ...], num_partitions: Optional[int]):
+    def __init__(self, dataset: Any, keys: tuple[str, ...], num_partitions: int | None):
         self._dataset = dataset
         self._keys = keys
         self._num_partitions = num_partitions
@@ -78,7 +79,7 @@ class GroupedData:
         _check_agg_columns(self._dataset, checked)
         return self._dataset._with(Aggregate(self._keys, checked, self._num_partitions))
 
-    def _on(self, agg_cls: type, on: Optional[Union[str, List[str]]], **kwargs: Any) -> Any:
+    def _on(self, agg_cls: type, on: str | list[str] | None, **kwargs: Any) -> Any:
         if on is None:
             schema = self._dataset.schema()
             on = [] if schema is None else [c for c in schema.names if c not in self._keys]
@@ -91,23 +92,25 @@ class GroupedData:
         """Rows per group, in column ``count()``."""
         return self.aggregate(Count())
 
-    def sum(self, on: Optional[Union[str, List[str]]] = None, ignore_nulls: bool = True) -> Any:
+    def sum(self, on: str | list[str] | None = None, ignore_nulls: bool = True) -> Any:
         """Per-group sum of ``on`` (a column, a list, or every non-key column)."""
         return self._on(Sum, on, ignore_nulls=ignore_nulls)
 
-    def min(self, on: Optional[Union[str, List[str]]] = None, ignore_nulls: bool = True) -> Any:
+    def min(self, on: str | list[str] | None = None, ignore_nulls: bool = True) -> Any:
         """Per-group minimum of ``on``."""
         return self._on(Min, on, ignore_nulls=ignore_nulls)
 
-    def max(self, on: Optional[Union[str, List[str]]] = None, ignore_nulls: bool = True) -> Any:
+    def max(self, on: str | list[str] | None = None, ignore_nulls: bool = True) -> Any:
         """Per-group maximum of ``on``."""
         return self._on(Max, on, ignore_nulls=ignore_nulls)
 
-    def mean(self, on: Optional[Union[str, List[str]]] = None, ignore_nulls: bool = True) -> Any:
+    def mean(self, on: str | list[str] | None = None, ignore_nulls: bool = True) -> Any:
         """Per-group mean of ``on``."""
         return self._on(Mean, on, ignore_nulls=ignore_nulls)
 
-    def std(self, on: Optional[Union[str, List[str]]] = None, ddof: int = 1, ignore_nulls: bool = True) -> Any:
+    def std(
+        self, on: str | list[str] | None = None, ddof: int = 1, ignore_nulls: bool = True
+    ) -> Any:
         """Per-group standard deviation of ``on``."""
         return self._on(Std, on, ddof=ddof, ignore_nulls=ignore_nulls)
 
@@ -117,16 +120,16 @@ class GroupedData:
         *,
         zero_copy_batch: bool = True,
         compute: Any = None,
-        batch_format: Optional[str] = "default",
-        fn_args: Optional[Sequence[Any]] = None,
-        fn_kwargs: Optional[Dict[str, Any]] = None,
-        fn_constructor_args: Optional[Sequence[Any]] = None,
-        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
-        num_cpus: Optional[float] = None,
-        num_gpus: Optional[float] = None,
-        memory: Optional[float] = None,
+        batch_format: str | None = "default",
+        fn_args: Sequence[Any] | None = None,
+        fn_kwargs: dict[str, Any] | None = None,
+        fn_constructor_args: Sequence[Any] | None = None,
+        fn_constructor_kwargs: dict[str, Any] | None = None,
+        num_cpus: float | None = None,
+        num_gpus: float | None = None,
+        memory: float | None = None,
         concurrency: Any = None,
-        ray_remote_args_fn: Optional[Callable[[], Dict[str, Any]]] = None,
+        ray_remote_args_fn: Callable[[], dict[str, Any]] | None = None,
         **ray_remote_args: Any,
     ) -> Any:
         """Apply ``fn`` to each group: it receives all rows of one group as one batch and
@@ -151,10 +154,17 @@ class GroupedData:
             [{'k': 0, 'n': 3}, {'k': 1, 'n': 3}]
         """
         if not callable(fn):
-            raise TypeError(f"map_groups needs a function (or a callable class); got {type(fn).__name__}.")
+            raise TypeError(
+                f"map_groups needs a function (or a callable class); got {type(fn).__name__}."
+            )
         unsupported = {
-            "compute": compute, "num_cpus": num_cpus, "num_gpus": num_gpus, "memory": memory,
-            "concurrency": concurrency, "ray_remote_args_fn": ray_remote_args_fn, **ray_remote_args,
+            "compute": compute,
+            "num_cpus": num_cpus,
+            "num_gpus": num_gpus,
+            "memory": memory,
+            "concurrency": concurrency,
+            "ray_remote_args_fn": ray_remote_args_fn,
+            **ray_remote_args,
         }
         given = sorted(k for k, v in unsupported.items() if v is not None)
         if given:
@@ -163,8 +173,13 @@ class GroupedData:
             raise TypeError(f"fn_args must be a list or tuple, got {type(fn_args).__name__}.")
         if fn_kwargs is not None and not isinstance(fn_kwargs, dict):
             raise TypeError(f"fn_kwargs must be a dict, got {type(fn_kwargs).__name__}.")
-        udf = UDFCall(fn, tuple(fn_args or ()), dict(fn_kwargs or {}),
-                      tuple(fn_constructor_args or ()), dict(fn_constructor_kwargs or {}))
+        udf = UDFCall(
+            fn,
+            tuple(fn_args or ()),
+            dict(fn_kwargs or {}),
+            tuple(fn_constructor_args or ()),
+            dict(fn_constructor_kwargs or {}),
+        )
         fmt = validate_batch_format(batch_format)
         return self._dataset._with(MapGroups(self._keys, udf, fmt, self._num_partitions))
 
@@ -174,7 +189,9 @@ class AggregateMixin:
 
     _plan: LogicalPlan
 
-    def groupby(self, key: Optional[Union[str, List[str]]], num_partitions: Optional[int] = None) -> GroupedData:
+    def groupby(
+        self, key: str | list[str] | None, num_partitions: int | None = None
+    ) -> GroupedData:
         """Group rows by the values of ``key`` (one column or several; None for one group).
 
         Args:
@@ -195,7 +212,7 @@ class AggregateMixin:
         check_columns_exist(self, keys, "groupby")
         return GroupedData(self, keys, num_partitions)
 
-    def aggregate(self, *aggs: AggregateFn) -> Dict[str, Any]:
+    def aggregate(self, *aggs: AggregateFn) -> dict[str, Any]:
         """Aggregate the whole dataset; returns ``{aggregation name: value}``.
 
         Examples:
@@ -211,7 +228,7 @@ class AggregateMixin:
         self._last_stats = derived._last_stats  # stats() tells how the answer was computed
         return rows[0] if rows else {}
 
-    def _aggregate_on(self, agg_cls: type, on: Optional[Union[str, List[str]]], **kwargs: Any) -> Any:
+    def _aggregate_on(self, agg_cls: type, on: str | list[str] | None, **kwargs: Any) -> Any:
         if on is None:
             schema = self.schema()  # type: ignore[attr-defined]
             on = [] if schema is None else list(schema.names)
@@ -221,7 +238,7 @@ class AggregateMixin:
         result = self.aggregate(*[agg_cls(c, **kwargs) for c in columns])
         return next(iter(result.values())) if len(result) == 1 else result
 
-    def sum(self, on: Optional[Union[str, List[str]]] = None, ignore_nulls: bool = True) -> Any:
+    def sum(self, on: str | list[str] | None = None, ignore_nulls: bool = True) -> Any:
         """Sum of a column (a value), of several (a dict), or of every column (``on=None``).
 
         Null when the dataset is empty, or when ``ignore_nulls=False`` and a value is null.
@@ -233,19 +250,21 @@ class AggregateMixin:
         """
         return self._aggregate_on(Sum, on, ignore_nulls=ignore_nulls)
 
-    def min(self, on: Optional[Union[str, List[str]]] = None, ignore_nulls: bool = True) -> Any:
+    def min(self, on: str | list[str] | None = None, ignore_nulls: bool = True) -> Any:
         """Minimum of one or more columns (see ``sum`` for ``on``)."""
         return self._aggregate_on(Min, on, ignore_nulls=ignore_nulls)
 
-    def max(self, on: Optional[Union[str, List[str]]] = None, ignore_nulls: bool = True) -> Any:
+    def max(self, on: str | list[str] | None = None, ignore_nulls: bool = True) -> Any:
         """Maximum of one or more columns (see ``sum`` for ``on``)."""
         return self._aggregate_on(Max, on, ignore_nulls=ignore_nulls)
 
-    def mean(self, on: Optional[Union[str, List[str]]] = None, ignore_nulls: bool = True) -> Any:
+    def mean(self, on: str | list[str] | None = None, ignore_nulls: bool = True) -> Any:
         """Mean of one or more columns (see ``sum`` for ``on``)."""
         return self._aggregate_on(Mean, on, ignore_nulls=ignore_nulls)
 
-    def std(self, on: Optional[Union[str, List[str]]] = None, ddof: int = 1, ignore_nulls: bool = True) -> Any:
+    def std(
+        self, on: str | list[str] | None = None, ddof: int = 1, ignore_nulls: bool = True
+    ) -> Any:
         """Standard deviation of one or more columns (``ddof`` as in NumPy).
 
         Examples:
@@ -255,7 +274,7 @@ class AggregateMixin:
         """
         return self._aggregate_on(Std, on, ddof=ddof, ignore_nulls=ignore_nulls)
 
-    def unique(self, column: str, ignore_nulls: bool = False) -> List[Any]:
+    def unique(self, column: str, ignore_nulls: bool = False) -> list[Any]:
         """The distinct values of ``column``.
 
         Examples:

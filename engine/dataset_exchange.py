@@ -3,7 +3,7 @@ zips and joins (groupby and aggregations are in engine/dataset_aggregate.py)."""
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple, Union as TypingUnion
+from typing import Any
 
 from shardflow.engine.logical import (
     Join,
@@ -18,18 +18,29 @@ from shardflow.engine.logical import (
     Zip,
 )
 
-JOIN_TYPES = ("inner", "left_outer", "right_outer", "full_outer", "left_semi", "right_semi", "left_anti", "right_anti")
+JOIN_TYPES = (
+    "inner",
+    "left_outer",
+    "right_outer",
+    "full_outer",
+    "left_semi",
+    "right_semi",
+    "left_anti",
+    "right_anti",
+)
 
 
-def _positive_int(value: Any, name: str, allow_none: bool = True) -> Optional[int]:
+def _positive_int(value: Any, name: str, allow_none: bool = True) -> int | None:
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int{' or None' if allow_none else ''}, got {value!r}.")
+        raise ValueError(
+            f"{name} must be a positive int{' or None' if allow_none else ''}, got {value!r}."
+        )
     return value
 
 
-def _seed(seed: Any) -> Optional[int]:
+def _seed(seed: Any) -> int | None:
     if seed is None:
         return None
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -37,13 +48,19 @@ def _seed(seed: Any) -> Optional[int]:
     return seed
 
 
-def key_columns(key: Any, method: str, allow_empty: bool = False) -> Tuple[str, ...]:
+def key_columns(key: Any, method: str, allow_empty: bool = False) -> tuple[str, ...]:
     """A key given as a column name or a list of them, as a tuple."""
     if isinstance(key, str):
         return (key,)
-    if isinstance(key, (list, tuple)) and all(isinstance(k, str) for k in key) and (key or allow_empty):
+    if (
+        isinstance(key, (list, tuple))
+        and all(isinstance(k, str) for k in key)
+        and (key or allow_empty)
+    ):
         return tuple(key)
-    raise ValueError(f"{method}: the key must be a column name or a list of column names, got {key!r}.")
+    raise ValueError(
+        f"{method}: the key must be a column name or a list of column names, got {key!r}."
+    )
 
 
 def check_columns_exist(ds: Any, columns: Any, method: str) -> None:
@@ -67,7 +84,7 @@ class ExchangeMixin:
     def _with(self, op: Any) -> Any:  # provided by Dataset
         raise NotImplementedError
 
-    def random_shuffle(self, *, seed: Optional[int] = None, num_blocks: Optional[int] = None) -> Any:
+    def random_shuffle(self, *, seed: int | None = None, num_blocks: int | None = None) -> Any:
         """Randomly shuffle the rows of this dataset.
 
         Every output block mixes rows of every input block. With a seed, the result depends
@@ -88,7 +105,7 @@ class ExchangeMixin:
         """
         return self._with(RandomShuffle(_seed(seed), _positive_int(num_blocks, "num_blocks")))
 
-    def randomize_block_order(self, *, seed: Optional[int] = None) -> Any:
+    def randomize_block_order(self, *, seed: int | None = None) -> Any:
         """Shuffle the order of the blocks (rows within a block keep their order).
 
         Examples:
@@ -98,7 +115,7 @@ class ExchangeMixin:
         """
         return self._with(RandomizeBlockOrder(_seed(seed)))
 
-    def random_sample(self, fraction: float, *, seed: Optional[int] = None) -> Any:
+    def random_sample(self, fraction: float, *, seed: int | None = None) -> Any:
         """Keep each row with probability ``fraction``.
 
         Examples:
@@ -106,18 +123,22 @@ class ExchangeMixin:
             >>> 0 < sf.range(1000).random_sample(0.5, seed=3).count() < 1000
             True
         """
-        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+        if (
+            isinstance(fraction, bool)
+            or not isinstance(fraction, (int, float))
+            or not 0 <= fraction <= 1
+        ):
             raise ValueError(f"random_sample: fraction must be between 0 and 1, got {fraction!r}.")
         return self._with(RandomSample(float(fraction), _seed(seed)))
 
     def repartition(
         self,
-        num_blocks: Optional[int] = None,
-        target_num_rows_per_block: Optional[int] = None,
+        num_blocks: int | None = None,
+        target_num_rows_per_block: int | None = None,
         *,
         strict: bool = False,
         shuffle: bool = False,
-        keys: Optional[List[str]] = None,
+        keys: list[str] | None = None,
         sort: bool = False,
     ) -> Any:
         """Repartition the dataset into ``num_blocks`` blocks, or blocks of a given row count.
@@ -141,24 +162,30 @@ class ExchangeMixin:
             3
         """
         if (num_blocks is None) == (target_num_rows_per_block is None):
-            raise ValueError("repartition: either `num_blocks` or `target_num_rows_per_block` must be set, not both.")
+            raise ValueError(
+                "repartition: either `num_blocks` or `target_num_rows_per_block` must be set, not both."
+            )
         _positive_int(num_blocks, "num_blocks")
         _positive_int(target_num_rows_per_block, "target_num_rows_per_block")
         if target_num_rows_per_block is not None and (shuffle or keys):
-            raise ValueError("repartition: target_num_rows_per_block cannot be combined with shuffle or keys.")
+            raise ValueError(
+                "repartition: target_num_rows_per_block cannot be combined with shuffle or keys."
+            )
         key_tuple = None
         if keys is not None:
             key_tuple = key_columns(keys, "repartition")
             check_columns_exist(self, key_tuple, "repartition")
         if sort and not key_tuple:
             raise ValueError("repartition: sort=True needs keys.")
-        return self._with(Repartition(num_blocks, target_num_rows_per_block, strict, shuffle, key_tuple, sort))
+        return self._with(
+            Repartition(num_blocks, target_num_rows_per_block, strict, shuffle, key_tuple, sort)
+        )
 
     def sort(
         self,
-        key: TypingUnion[str, List[str]],
-        descending: TypingUnion[bool, List[bool]] = False,
-        boundaries: Optional[List[TypingUnion[int, float]]] = None,
+        key: str | list[str],
+        descending: bool | list[bool] = False,
+        boundaries: list[int | float] | None = None,
     ) -> Any:
         """Sort by one or more columns, each ascending or descending; nulls come last.
 
@@ -186,7 +213,9 @@ class ExchangeMixin:
                 raise ValueError("Length of `descending` does not match the length of the key.")
             flags = tuple(descending)
         else:
-            raise ValueError(f"sort: descending must be a bool or a list of bools, got {descending!r}.")
+            raise ValueError(
+                f"sort: descending must be a bool or a list of bools, got {descending!r}."
+            )
         bounds = None
         if boundaries:
             if not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in boundaries):
@@ -229,13 +258,13 @@ class ExchangeMixin:
         ds: Any,
         join_type: str,
         num_partitions: int,
-        on: Tuple[str, ...] = ("id",),
-        right_on: Optional[Tuple[str, ...]] = None,
-        left_suffix: Optional[str] = None,
-        right_suffix: Optional[str] = None,
+        on: tuple[str, ...] = ("id",),
+        right_on: tuple[str, ...] | None = None,
+        left_suffix: str | None = None,
+        right_suffix: str | None = None,
         *,
-        partition_size_hint: Optional[int] = None,
-        aggregator_ray_remote_args: Optional[dict] = None,
+        partition_size_hint: int | None = None,
+        aggregator_ray_remote_args: dict | None = None,
         validate_schemas: bool = False,
     ) -> Any:
         """Join with another dataset on key columns.
@@ -265,17 +294,29 @@ class ExchangeMixin:
         """
         _check_datasets((ds,), "join")
         if join_type not in JOIN_TYPES:
-            raise ValueError(f"join: join_type must be one of {list(JOIN_TYPES)}, got {join_type!r}.")
+            raise ValueError(
+                f"join: join_type must be one of {list(JOIN_TYPES)}, got {join_type!r}."
+            )
         _positive_int(num_partitions, "num_partitions", allow_none=False)
         left_keys = key_columns(on, "join")
         right_keys = left_keys if right_on is None else key_columns(right_on, "join")
         if len(left_keys) != len(right_keys):
-            raise ValueError(f"join: `on` {left_keys} and `right_on` {right_keys} must have the same length.")
+            raise ValueError(
+                f"join: `on` {left_keys} and `right_on` {right_keys} must have the same length."
+            )
         check_columns_exist(self, left_keys, "join")
         check_columns_exist(ds, right_keys, "join")
-        return self._with(Join(
-            ds._plan, join_type, left_keys, right_keys, left_suffix, right_suffix, num_partitions
-        ))
+        return self._with(
+            Join(
+                ds._plan,
+                join_type,
+                left_keys,
+                right_keys,
+                left_suffix,
+                right_suffix,
+                num_partitions,
+            )
+        )
 
 
 def _check_datasets(others: Any, method: str) -> None:

@@ -9,9 +9,9 @@ running anything: evaluating on an empty table of the input schema gives the typ
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any
 
 import pyarrow as pa
 
@@ -23,7 +23,7 @@ from shardflow.sdk.expression_eval import evaluate
 from shardflow.sdk.expressions import DownloadExpr, Expr
 
 
-def add_columns(block: pa.Table, columns: List[Tuple[str, Any]]) -> pa.Table:
+def add_columns(block: pa.Table, columns: list[tuple[str, Any]]) -> pa.Table:
     """``block`` with each ``(name, values)``: replacing a column of that name in place,
     else appended."""
     for name, values in columns:
@@ -39,22 +39,22 @@ def add_columns(block: pa.Table, columns: List[Tuple[str, Any]]) -> pa.Table:
 class WithColumns(MapLike):
     """Logical operation of ``with_column(s)``: ``(name, expression)`` pairs, in order."""
 
-    columns: Tuple[Tuple[str, Expr], ...]
+    columns: tuple[tuple[str, Expr], ...]
     row_preserving = True
 
     @property
     def name(self) -> str:
         return f"WithColumns({[name for name, _ in self.columns]})"
 
-    def make_stage(self) -> "WithColumnsStage":
+    def make_stage(self) -> WithColumnsStage:
         return WithColumnsStage(self.columns, self.name)
 
-    def output_schema(self, schema: pa.Schema) -> Optional[pa.Schema]:
+    def output_schema(self, schema: pa.Schema) -> pa.Schema | None:
         """The schema after this operation, from the types the expressions give on no rows."""
         empty = schema.empty_table()
         try:
             typed = [(name, evaluate(expr, empty, dry_run=True)) for name, expr in self.columns]
-        except Exception:  # noqa: BLE001 - an expression that fails fails when the data runs
+        except Exception:
             return None
         return add_columns(empty, typed).schema
 
@@ -62,7 +62,7 @@ class WithColumns(MapLike):
 class WithColumnsStage(Stage):
     """Evaluates the expressions on each block and sets their columns."""
 
-    def __init__(self, columns: Tuple[Tuple[str, Expr], ...], name: str):
+    def __init__(self, columns: tuple[tuple[str, Expr], ...], name: str):
         self.columns, self.name = columns, name
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
@@ -100,7 +100,7 @@ class ExpressionsMixin:
             )
         return self._with(WithColumns(((column_name, expr),)))  # type: ignore[attr-defined]
 
-    def with_columns(self, exprs: Optional[Mapping] = None, *more_exprs: Mapping) -> Any:
+    def with_columns(self, exprs: Mapping | None = None, *more_exprs: Mapping) -> Any:
         """Add (or replace) several columns, each ``{name: expression}``, in one step.
 
         Every expression sees the columns as they were before this call.
@@ -116,7 +116,7 @@ class ExpressionsMixin:
             >>> sf.range(2).with_columns({"a": sf.col("id") + 1, "b": sf.lit("x")}).take_all()
             [{'id': 0, 'a': 1, 'b': 'x'}, {'id': 1, 'a': 2, 'b': 'x'}]
         """
-        columns: List[Tuple[str, Expr]] = []
+        columns: list[tuple[str, Expr]] = []
         for mapping in ([] if exprs is None else [exprs]) + list(more_exprs):
             if not isinstance(mapping, Mapping):
                 raise TypeError(

@@ -6,7 +6,7 @@ read what the plan already knows (listings, block metadata) before running anyth
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any
 
 from shardflow.engine.logical import BlocksSource, LogicalPlan, ReadSource
 
@@ -16,7 +16,7 @@ class DatasetInfoMixin:
 
     _plan: LogicalPlan
 
-    def input_files(self) -> List[str]:
+    def input_files(self) -> list[str]:
         """The files this dataset reads, or an empty list when it reads none.
 
         As in Ray Data the list comes from the plan's read: a dataset built in memory (or
@@ -36,7 +36,7 @@ class DatasetInfoMixin:
         units = getattr(datasource, "_file_units", None)
         if units is None:
             return []
-        files: List[str] = []
+        files: list[str] = []
         seen = set()
         for unit in units():
             shown = datasource._display(unit.path)
@@ -61,7 +61,7 @@ class DatasetInfoMixin:
             return known
         return sum(block.nbytes for block in self._iter_blocks())  # type: ignore[attr-defined]
 
-    def _known_size_bytes(self) -> Optional[int]:
+    def _known_size_bytes(self) -> int | None:
         if self._plan.ops:
             return None
         source = self._plan.source

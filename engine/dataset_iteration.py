@@ -6,7 +6,8 @@ its iterators batch, shuffle and convert the same way.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Optional, Union
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from shardflow.engine.data_iterator import DataIterator, DatasetIterator
 
@@ -25,7 +26,7 @@ class IterationMixin:
         """
         return DatasetIterator(self)
 
-    def iter_rows(self) -> Iterable[Dict[str, Any]]:
+    def iter_rows(self) -> Iterable[dict[str, Any]]:
         """Return an iterable over rows as dicts; each ``iter()`` of it runs the dataset.
 
         Examples:
@@ -39,11 +40,11 @@ class IterationMixin:
         self,
         *,
         prefetch_batches: int = 1,
-        batch_size: Optional[int] = 256,
-        batch_format: Optional[str] = "default",
+        batch_size: int | None = 256,
+        batch_format: str | None = "default",
         drop_last: bool = False,
-        local_shuffle_buffer_size: Optional[int] = None,
-        local_shuffle_seed: Optional[int] = None,
+        local_shuffle_buffer_size: int | None = None,
+        local_shuffle_seed: int | None = None,
     ) -> Iterable[Any]:
         """Return an iterable over batches of ``batch_size`` rows; each ``iter()`` runs the dataset.
 
@@ -82,13 +83,13 @@ class IterationMixin:
         self,
         *,
         prefetch_batches: int = 1,
-        batch_size: Optional[int] = 256,
-        dtypes: Optional[Union[Any, Dict[str, Any]]] = None,
+        batch_size: int | None = 256,
+        dtypes: Any | dict[str, Any] | None = None,
         device: Any = "auto",
-        collate_fn: Optional[Callable[[Any], Any]] = None,
+        collate_fn: Callable[[Any], Any] | None = None,
         drop_last: bool = False,
-        local_shuffle_buffer_size: Optional[int] = None,
-        local_shuffle_seed: Optional[int] = None,
+        local_shuffle_buffer_size: int | None = None,
+        local_shuffle_seed: int | None = None,
         pin_memory: bool = False,
     ) -> Iterable[Any]:
         """Return an iterable over batches of Torch tensors (a dict of one tensor per column).
@@ -116,8 +117,8 @@ class IterationMixin:
         )
 
     def streaming_split(
-        self, n: int, *, equal: bool = False, locality_hints: Optional[List[Any]] = None
-    ) -> List[DataIterator]:
+        self, n: int, *, equal: bool = False, locality_hints: list[Any] | None = None
+    ) -> list[DataIterator]:
         """Return ``n`` iterators that read disjoint parts of ONE execution, concurrently.
 
         The dataset runs once per epoch and its blocks go to the ``n`` iterators as their

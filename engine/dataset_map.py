@@ -9,7 +9,8 @@ here, when the method is called (engine/compute.py).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from collections.abc import Callable
+from typing import Any
 
 from shardflow.engine.compute import ComputeStrategy, MapOptions, resolve_map_options
 from shardflow.engine.iteration import validate_batch_size
@@ -19,7 +20,7 @@ from shardflow.sdk.expressions import Expr
 
 DEFAULT_BATCH_SIZE = 1024
 
-Concurrency = Union[int, Tuple[int, int], Tuple[int, int, int], None]
+Concurrency = int | tuple[int, int] | tuple[int, int, int] | None
 
 
 def _udf(fn: Any, fn_args: Any, fn_kwargs: Any, ctor_args: Any, ctor_kwargs: Any) -> UDFCall:
@@ -32,8 +33,13 @@ def _udf(fn: Any, fn_args: Any, fn_kwargs: Any, ctor_args: Any, ctor_kwargs: Any
         if value is not None and not isinstance(value, kinds):
             wanted = "a dict" if dict in kinds else "a list or tuple"
             raise TypeError(f"{name} must be {wanted}, got {type(value).__name__}: {value!r}.")
-    return UDFCall(fn, tuple(fn_args or ()), dict(fn_kwargs or {}), tuple(ctor_args or ()),
-                   dict(ctor_kwargs or {}))
+    return UDFCall(
+        fn,
+        tuple(fn_args or ()),
+        dict(fn_kwargs or {}),
+        tuple(ctor_args or ()),
+        dict(ctor_kwargs or {}),
+    )
 
 
 def _check_fn(fn: Any, method: str) -> None:
@@ -43,13 +49,19 @@ def _check_fn(fn: Any, method: str) -> None:
         )
 
 
-def _options(fn: Any, method: str, args: Dict[str, Any]) -> MapOptions:
+def _options(fn: Any, method: str, args: dict[str, Any]) -> MapOptions:
     named = {k: args.pop(k) for k in list(args) if k in _NAMED}
     return resolve_map_options(fn, method=method, named_remote_args=named, **args)
 
 
-_NAMED = ("label_selector", "fallback_strategy", "max_calls", "resources", "accelerator_type",
-          "runtime_env")
+_NAMED = (
+    "label_selector",
+    "fallback_strategy",
+    "max_calls",
+    "resources",
+    "accelerator_type",
+    "runtime_env",
+)
 
 
 class MapMixin:
@@ -57,24 +69,24 @@ class MapMixin:
 
     def map(
         self,
-        fn: Callable[[Dict[str, Any]], Dict[str, Any]],
+        fn: Callable[[dict[str, Any]], dict[str, Any]],
         *,
-        compute: Optional[ComputeStrategy] = None,
-        fn_args: Optional[Tuple[Any, ...]] = None,
-        fn_kwargs: Optional[Dict[str, Any]] = None,
-        fn_constructor_args: Optional[Tuple[Any, ...]] = None,
-        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
-        num_cpus: Optional[float] = None,
-        num_gpus: Optional[float] = None,
-        memory: Optional[float] = None,
+        compute: ComputeStrategy | None = None,
+        fn_args: tuple[Any, ...] | None = None,
+        fn_kwargs: dict[str, Any] | None = None,
+        fn_constructor_args: tuple[Any, ...] | None = None,
+        fn_constructor_kwargs: dict[str, Any] | None = None,
+        num_cpus: float | None = None,
+        num_gpus: float | None = None,
+        memory: float | None = None,
         concurrency: Concurrency = None,
-        label_selector: Optional[Dict[str, str]] = None,
-        fallback_strategy: Optional[List[Dict[str, Any]]] = None,
-        max_calls: Optional[int] = None,
-        resources: Optional[Dict[str, float]] = None,
-        accelerator_type: Optional[str] = None,
-        runtime_env: Optional[Dict[str, Any]] = None,
-        ray_remote_args_fn: Optional[Callable[[], Dict[str, Any]]] = None,
+        label_selector: dict[str, str] | None = None,
+        fallback_strategy: list[dict[str, Any]] | None = None,
+        max_calls: int | None = None,
+        resources: dict[str, float] | None = None,
+        accelerator_type: str | None = None,
+        runtime_env: dict[str, Any] | None = None,
+        ray_remote_args_fn: Callable[[], dict[str, Any]] | None = None,
         **ray_remote_args: Any,
     ) -> Any:
         """Apply ``fn`` to each row (a dict), producing one row (a dict) per input row.
@@ -122,26 +134,26 @@ class MapMixin:
         self,
         fn: Callable[[Any], Any],
         *,
-        batch_size: Union[int, None, str] = None,
-        compute: Optional[ComputeStrategy] = None,
-        batch_format: Optional[str] = "default",
+        batch_size: int | None | str = None,
+        compute: ComputeStrategy | None = None,
+        batch_format: str | None = "default",
         zero_copy_batch: bool = True,
-        fn_args: Optional[Tuple[Any, ...]] = None,
-        fn_kwargs: Optional[Dict[str, Any]] = None,
-        fn_constructor_args: Optional[Tuple[Any, ...]] = None,
-        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
-        num_cpus: Optional[float] = None,
-        num_gpus: Optional[float] = None,
-        memory: Optional[float] = None,
+        fn_args: tuple[Any, ...] | None = None,
+        fn_kwargs: dict[str, Any] | None = None,
+        fn_constructor_args: tuple[Any, ...] | None = None,
+        fn_constructor_kwargs: dict[str, Any] | None = None,
+        num_cpus: float | None = None,
+        num_gpus: float | None = None,
+        memory: float | None = None,
         concurrency: Concurrency = None,
         udf_modifying_row_count: bool = True,
-        label_selector: Optional[Dict[str, str]] = None,
-        fallback_strategy: Optional[List[Dict[str, Any]]] = None,
-        max_calls: Optional[int] = None,
-        resources: Optional[Dict[str, float]] = None,
-        accelerator_type: Optional[str] = None,
-        runtime_env: Optional[Dict[str, Any]] = None,
-        ray_remote_args_fn: Optional[Callable[[], Dict[str, Any]]] = None,
+        label_selector: dict[str, str] | None = None,
+        fallback_strategy: list[dict[str, Any]] | None = None,
+        max_calls: int | None = None,
+        resources: dict[str, float] | None = None,
+        accelerator_type: str | None = None,
+        runtime_env: dict[str, Any] | None = None,
+        ray_remote_args_fn: Callable[[], dict[str, Any]] | None = None,
         **ray_remote_args: Any,
     ) -> Any:
         """Apply ``fn`` to batches of rows.
@@ -226,24 +238,24 @@ class MapMixin:
 
     def flat_map(
         self,
-        fn: Callable[[Dict[str, Any]], List[Dict[str, Any]]],
+        fn: Callable[[dict[str, Any]], list[dict[str, Any]]],
         *,
-        compute: Optional[ComputeStrategy] = None,
-        fn_args: Optional[Tuple[Any, ...]] = None,
-        fn_kwargs: Optional[Dict[str, Any]] = None,
-        fn_constructor_args: Optional[Tuple[Any, ...]] = None,
-        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
-        num_cpus: Optional[float] = None,
-        num_gpus: Optional[float] = None,
-        memory: Optional[float] = None,
+        compute: ComputeStrategy | None = None,
+        fn_args: tuple[Any, ...] | None = None,
+        fn_kwargs: dict[str, Any] | None = None,
+        fn_constructor_args: tuple[Any, ...] | None = None,
+        fn_constructor_kwargs: dict[str, Any] | None = None,
+        num_cpus: float | None = None,
+        num_gpus: float | None = None,
+        memory: float | None = None,
         concurrency: Concurrency = None,
-        label_selector: Optional[Dict[str, str]] = None,
-        fallback_strategy: Optional[List[Dict[str, Any]]] = None,
-        max_calls: Optional[int] = None,
-        resources: Optional[Dict[str, float]] = None,
-        accelerator_type: Optional[str] = None,
-        runtime_env: Optional[Dict[str, Any]] = None,
-        ray_remote_args_fn: Optional[Callable[[], Dict[str, Any]]] = None,
+        label_selector: dict[str, str] | None = None,
+        fallback_strategy: list[dict[str, Any]] | None = None,
+        max_calls: int | None = None,
+        resources: dict[str, float] | None = None,
+        accelerator_type: str | None = None,
+        runtime_env: dict[str, Any] | None = None,
+        ray_remote_args_fn: Callable[[], dict[str, Any]] | None = None,
         **ray_remote_args: Any,
     ) -> Any:
         """Apply ``fn`` to each row, producing any number of rows (a list of dicts).
@@ -265,25 +277,25 @@ class MapMixin:
 
     def filter(
         self,
-        fn: Union[Callable[[Dict[str, Any]], bool], Expr, None] = None,
-        expr: Union[Expr, str, None] = None,
+        fn: Callable[[dict[str, Any]], bool] | Expr | None = None,
+        expr: Expr | str | None = None,
         *,
-        compute: Optional[ComputeStrategy] = None,
-        fn_args: Optional[Tuple[Any, ...]] = None,
-        fn_kwargs: Optional[Dict[str, Any]] = None,
-        fn_constructor_args: Optional[Tuple[Any, ...]] = None,
-        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
-        num_cpus: Optional[float] = None,
-        num_gpus: Optional[float] = None,
-        memory: Optional[float] = None,
+        compute: ComputeStrategy | None = None,
+        fn_args: tuple[Any, ...] | None = None,
+        fn_kwargs: dict[str, Any] | None = None,
+        fn_constructor_args: tuple[Any, ...] | None = None,
+        fn_constructor_kwargs: dict[str, Any] | None = None,
+        num_cpus: float | None = None,
+        num_gpus: float | None = None,
+        memory: float | None = None,
         concurrency: Concurrency = None,
-        label_selector: Optional[Dict[str, str]] = None,
-        fallback_strategy: Optional[List[Dict[str, Any]]] = None,
-        max_calls: Optional[int] = None,
-        resources: Optional[Dict[str, float]] = None,
-        accelerator_type: Optional[str] = None,
-        runtime_env: Optional[Dict[str, Any]] = None,
-        ray_remote_args_fn: Optional[Callable[[], Dict[str, Any]]] = None,
+        label_selector: dict[str, str] | None = None,
+        fallback_strategy: list[dict[str, Any]] | None = None,
+        max_calls: int | None = None,
+        resources: dict[str, float] | None = None,
+        accelerator_type: str | None = None,
+        runtime_env: dict[str, Any] | None = None,
+        ray_remote_args_fn: Callable[[], dict[str, Any]] | None = None,
         **ray_remote_args: Any,
     ) -> Any:
         """Keep the rows for which ``fn`` returns True, or where ``expr`` holds.
@@ -321,8 +333,7 @@ class MapMixin:
         if expr is not None:
             if not isinstance(expr, Expr):
                 raise TypeError(
-                    "expr must be an expression built with sf.col(...); got "
-                    f"{type(expr).__name__}."
+                    f"expr must be an expression built with sf.col(...); got {type(expr).__name__}."
                 )
             return self._with(FilterExpr(expr))
         _check_fn(fn, "filter")
@@ -331,10 +342,18 @@ class MapMixin:
         return self._with(FilterRows(udf, _options(fn, "filter", _option_args(args))))
 
 
-_OPTION_ARGS = ("compute", "concurrency", "fn_constructor_args", "num_cpus", "num_gpus", "memory",
-                "ray_remote_args_fn", "ray_remote_args") + _NAMED
+_OPTION_ARGS = (
+    "compute",
+    "concurrency",
+    "fn_constructor_args",
+    "num_cpus",
+    "num_gpus",
+    "memory",
+    "ray_remote_args_fn",
+    "ray_remote_args",
+) + _NAMED
 
 
-def _option_args(local_vars: Dict[str, Any]) -> Dict[str, Any]:
+def _option_args(local_vars: dict[str, Any]) -> dict[str, Any]:
     """The compute and resource arguments among a method's local variables."""
     return {name: local_vars[name] for name in _OPTION_ARGS}

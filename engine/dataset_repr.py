@@ -8,7 +8,7 @@ in memory) also shows its first and last rows. Otherwise it lists the plan's ope
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -29,13 +29,13 @@ def dataset_repr(ds: Any) -> str:
         prepared = PreparedPlan(ds._plan)
         schema = prepared.known_schema()
         num_rows = prepared.known_num_rows()
-    except Exception:  # noqa: BLE001 - a repr must not fail because a source cannot plan
+    except Exception:
         prepared, schema, num_rows = None, None, None
     if schema is None or not schema.names:
         return _summary(ds, prepared)
     materialized = is_materialized(ds)
-    head: List[Dict[str, Any]] = []
-    tail: List[Dict[str, Any]] = []
+    head: list[dict[str, Any]] = []
+    tail: list[dict[str, Any]] = []
     if materialized and prepared is not None:
         head, tail = _preview_rows(ds, prepared, num_rows)
     return render_table(schema, num_rows, ds._name, materialized, head, tail)
@@ -53,11 +53,11 @@ def is_materialized(ds: Any) -> bool:
 
 def render_table(
     schema: pa.Schema,
-    num_rows: Optional[int],
-    name: Optional[str],
+    num_rows: int | None,
+    name: str | None,
     materialized: bool,
-    head: List[Dict[str, Any]],
-    tail: List[Dict[str, Any]],
+    head: list[dict[str, Any]],
+    tail: list[dict[str, Any]],
 ) -> str:
     """The tabular repr: shape, a box of headers, types and preview rows, and a summary."""
     columns = list(schema.names)
@@ -67,8 +67,10 @@ def render_table(
     if head and tail:
         rows.append([ELLIPSIS] * len(columns))
     rows += [[_cell(_format_value(row.get(c))) for c in columns] for row in tail]
-    widths = [max([len(headers[i]), len(types[i]), 3] + [len(r[i]) for r in rows])
-              for i in range(len(columns))]
+    widths = [
+        max([len(headers[i]), len(types[i]), 3] + [len(r[i]) for r in rows])
+        for i in range(len(columns))
+    ]
     lines = [
         _border("╭", "┬", "╮", "─", widths),
         _row(headers, widths),
@@ -101,15 +103,15 @@ def _cell(text: str) -> str:
     return text[: MAX_CELL_WIDTH - 1] + ELLIPSIS
 
 
-def _border(left: str, middle: str, right: str, fill: str, widths: List[int]) -> str:
+def _border(left: str, middle: str, right: str, fill: str, widths: list[int]) -> str:
     return left + middle.join(fill * (w + 2) for w in widths) + right
 
 
-def _row(cells: List[str], widths: List[int]) -> str:
+def _row(cells: list[str], widths: list[int]) -> str:
     return "│" + "┆".join(f" {c.ljust(w)} " for c, w in zip(cells, widths)) + "│"
 
 
-def _preview_rows(ds: Any, prepared: Any, num_rows: Optional[int]) -> Tuple[List[dict], List[dict]]:
+def _preview_rows(ds: Any, prepared: Any, num_rows: int | None) -> tuple[list[dict], list[dict]]:
     """The first and last rows of a materialized dataset, reading only the blocks needed."""
     from shardflow.engine.iteration import iter_rows_from_blocks
 
@@ -124,13 +126,13 @@ def _preview_rows(ds: Any, prepared: Any, num_rows: Optional[int]) -> Tuple[List
     def load(i: int) -> pa.Table:
         return blocks[i] if source.metadata is None else prepared.backend.get(blocks[i])
 
-    head: List[dict] = []
+    head: list[dict] = []
     for i in range(len(blocks)):
         if len(head) >= want_head:
             break
         block = load(i)
         head += list(iter_rows_from_blocks(iter([block.slice(0, want_head - len(head))])))
-    tail_blocks: List[pa.Table] = []
+    tail_blocks: list[pa.Table] = []
     missing = want_tail
     for i in reversed(range(len(blocks))):
         if missing <= 0:
@@ -163,14 +165,18 @@ def _summary(ds: Any, prepared: Any) -> str:
             count = source_num_rows(source, prepared.read_tasks)
             if materialized:
                 count = prepared.known_num_rows()
-        except Exception:  # noqa: BLE001 - the summary shows "?" for what cannot be known
+        except Exception:
             schema = count = None
     fields = None if schema is None else [f"{f.name}: {f.type}" for f in schema]
     num_blocks = _num_blocks(ds) if materialized else None
     depth = len(ops)
     described = _describe(
         "MaterializedDataset" if materialized else "Dataset",
-        ds._name, num_blocks, "?" if count is None else count, fields, depth,
+        ds._name,
+        num_blocks,
+        "?" if count is None else count,
+        fields,
+        depth,
     )
     lines = []
     for level, name in enumerate(ops):
@@ -180,15 +186,21 @@ def _summary(ds: Any, prepared: Any) -> str:
     return "\n".join(lines + [described])
 
 
-def _num_blocks(ds: Any) -> Optional[int]:
+def _num_blocks(ds: Any) -> int | None:
     source = ds._plan.source
     if source.metadata is not None:
         return sum(1 for m in source.metadata if m.num_rows)
     return sum(1 for b in source.blocks if b.num_rows or b.num_columns)
 
 
-def _describe(kind: str, name: Optional[str], num_blocks: Optional[int], count: Any,
-              fields: Optional[List[str]], depth: int) -> str:
+def _describe(
+    kind: str,
+    name: str | None,
+    num_blocks: int | None,
+    count: Any,
+    fields: list[str] | None,
+    depth: int,
+) -> str:
     schema_text = "Unknown schema" if fields is None else "{" + ", ".join(fields) + "}"
     args = [] if name is None else [f"name={name}"]
     if num_blocks:

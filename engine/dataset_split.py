@@ -3,20 +3,21 @@ train_test_split. Each runs the dataset once and cuts its blocks with zero-copy 
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Any
 
 from shardflow.engine.logical import BlocksSource, LogicalPlan
 from shardflow.engine.refs import slice_metadata, slice_ref
 
 
-def _materialized_parts(ds: Any) -> Tuple[List[Any], List[Any]]:
+def _materialized_parts(ds: Any) -> tuple[list[Any], list[Any]]:
     """(references, metadata) of the dataset's blocks, running it once."""
     materialized = ds.materialize()
     source = materialized._plan.source
     return list(source.blocks), list(source.metadata)
 
 
-def _cut(refs: List[Any], metas: List[Any], bounds: Sequence[int], name: str) -> List[Any]:
+def _cut(refs: list[Any], metas: list[Any], bounds: Sequence[int], name: str) -> list[Any]:
     """Datasets holding global rows ``bounds[i] .. bounds[i+1]`` for each i."""
     from shardflow.engine.dataset import Dataset
 
@@ -46,7 +47,7 @@ class SplitMixin:
 
     _plan: LogicalPlan
 
-    def split_at_indices(self, indices: List[int]) -> List[Any]:
+    def split_at_indices(self, indices: list[int]) -> list[Any]:
         """Split at the given row indices: ``[0, i0), [i0, i1), ..., [in, end)``.
 
         Args:
@@ -74,7 +75,9 @@ class SplitMixin:
         bounds = [0] + [min(i, total) for i in indices] + [total]
         return _cut(refs, metas, bounds, "Split")
 
-    def split(self, n: int, *, equal: bool = False, locality_hints: Optional[List[Any]] = None) -> List[Any]:
+    def split(
+        self, n: int, *, equal: bool = False, locality_hints: list[Any] | None = None
+    ) -> list[Any]:
         """Split into ``n`` materialized datasets.
 
         Args:
@@ -111,7 +114,7 @@ class SplitMixin:
             bounds = [total * j // n for j in range(n + 1)]
         return _cut(refs, metas, bounds, "Split")
 
-    def split_proportionately(self, proportions: List[float]) -> List[Any]:
+    def split_proportionately(self, proportions: list[float]) -> list[Any]:
         """Split by fractions of the row count; the last split takes what remains.
 
         Args:
@@ -127,7 +130,9 @@ class SplitMixin:
         """
         if not isinstance(proportions, (list, tuple)) or not proportions:
             raise ValueError("proportions must be a non-empty list of fractions.")
-        if any(isinstance(p, bool) or not isinstance(p, (int, float)) or p <= 0 for p in proportions):
+        if any(
+            isinstance(p, bool) or not isinstance(p, (int, float)) or p <= 0 for p in proportions
+        ):
             raise ValueError("proportions must be greater than 0.")
         if sum(proportions) >= 1:
             raise ValueError("proportions must sum to less than 1.")
@@ -149,12 +154,12 @@ class SplitMixin:
 
     def train_test_split(
         self,
-        test_size: Union[int, float],
+        test_size: int | float,
         *,
         shuffle: bool = False,
-        seed: Optional[int] = None,
-        stratify: Optional[str] = None,
-    ) -> Tuple[Any, Any]:
+        seed: int | None = None,
+        stratify: str | None = None,
+    ) -> tuple[Any, Any]:
         """Split into a train and a test dataset; the test set is the last rows.
 
         Args:
@@ -177,11 +182,15 @@ class SplitMixin:
         ds = self.random_shuffle(seed=seed) if shuffle else self  # type: ignore[attr-defined]
         if isinstance(test_size, float):
             if not 0 < test_size < 1:
-                raise ValueError(f"If `test_size` is a float, it must be between 0 and 1. Got {test_size}.")
+                raise ValueError(
+                    f"If `test_size` is a float, it must be between 0 and 1. Got {test_size}."
+                )
             train, test = ds.split_proportionately([1 - test_size])
             return train, test
         if isinstance(test_size, bool) or not isinstance(test_size, int) or test_size <= 0:
-            raise ValueError(f"test_size must be a positive int or a float in (0, 1), got {test_size!r}.")
+            raise ValueError(
+                f"test_size must be a positive int or a float in (0, 1), got {test_size!r}."
+            )
         refs, metas = _materialized_parts(ds)
         total = sum(m.num_rows or 0 for m in metas)
         if test_size >= total:

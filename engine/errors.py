@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pickle
 import traceback
-from typing import Optional
 
 from shardflow.sdk.expressions import ColumnNotFoundError
 from shardflow.sdk.filesystems import redact_text
@@ -47,7 +46,7 @@ class UserCodeError(UserCodeException):
         message: str,
         operator: str = "",
         user_traceback: str = "",
-        cause_pickle: Optional[bytes] = None,
+        cause_pickle: bytes | None = None,
     ):
         super().__init__(message)
         self.operator = operator
@@ -95,7 +94,7 @@ class TaskFailure:
             except Exception:
                 self.pickled = None
 
-    def original(self) -> Optional[BaseException]:
+    def original(self) -> BaseException | None:
         if self.pickled is None:
             return None
         try:
@@ -112,7 +111,9 @@ class TaskFailure:
         original = self.original()
         if original is not None:
             try:  # the user's exception is chained as the cause: no secrets there either
-                original.args = tuple(redact_text(a) if isinstance(a, str) else a for a in original.args)
+                original.args = tuple(
+                    redact_text(a) if isinstance(a, str) else a for a in original.args
+                )
             except Exception:
                 pass
         if isinstance(original, (SystemExit, KeyboardInterrupt)):
@@ -125,8 +126,7 @@ def wrap_user_exception(operator: str, exc: BaseException) -> UserCodeError:
     """Wrap an exception raised by a user function inside a worker."""
     tb = redact_text("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
     message = redact_text(
-        f"{operator} failed: {type(exc).__name__}: {exc}\n\n"
-        f"Traceback from the user function:\n{tb}"
+        f"{operator} failed: {type(exc).__name__}: {exc}\n\nTraceback from the user function:\n{tb}"
     )
     try:
         cause_pickle = pickle.dumps(exc)
@@ -141,7 +141,7 @@ def wrap_user_exception(operator: str, exc: BaseException) -> UserCodeError:
 _DUAL_CLASSES: dict = {}
 
 
-def _as_instance_of(error: UserCodeError, original: Optional[BaseException]) -> BaseException:
+def _as_instance_of(error: UserCodeError, original: BaseException | None) -> BaseException:
     """Make ``error`` also an instance of ``type(original)`` so users can catch the original type."""
     if original is None or isinstance(original, UserCodeError):
         return error

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Dict, Optional
+from typing import Any
 
 _warned: set = set()
 
@@ -28,7 +28,7 @@ def warn_once(key: str, message: str) -> None:
     warnings.warn(message, UserWarning, stacklevel=3)
 
 
-def _check_amount(name: str, value: Any, digits: int) -> Optional[float]:
+def _check_amount(name: str, value: Any, digits: int) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
@@ -72,10 +72,10 @@ class ExecutionResources:
 
     def __init__(
         self,
-        cpu: Optional[float] = None,
-        gpu: Optional[float] = None,
-        object_store_memory: Optional[float] = None,
-        memory: Optional[float] = None,
+        cpu: float | None = None,
+        gpu: float | None = None,
+        object_store_memory: float | None = None,
+        memory: float | None = None,
     ):
         self._cpu = _check_amount("cpu", cpu, 5)
         self._gpu = _check_amount("gpu", gpu, 5)
@@ -85,11 +85,11 @@ class ExecutionResources:
     @classmethod
     def for_limits(
         cls,
-        cpu: Optional[float] = None,
-        gpu: Optional[float] = None,
-        object_store_memory: Optional[float] = None,
-        memory: Optional[float] = None,
-    ) -> "ExecutionResources":
+        cpu: float | None = None,
+        gpu: float | None = None,
+        object_store_memory: float | None = None,
+        memory: float | None = None,
+    ) -> ExecutionResources:
         """Limits: every amount not given is infinite (no limit)."""
         inf = math.inf
         return cls(
@@ -115,12 +115,14 @@ class ExecutionResources:
     def memory(self) -> float:
         return self._memory or 0
 
-    def copy(self, **changes: Optional[float]) -> "ExecutionResources":
+    def copy(self, **changes: float | None) -> ExecutionResources:
         """A copy with some amounts changed, e.g. ``copy(cpu=4)``."""
         unknown = set(changes) - {"cpu", "gpu", "object_store_memory", "memory"}
         if unknown:
             raise TypeError(f"ExecutionResources.copy got unknown amounts {sorted(unknown)}.")
-        values = {n: getattr(self, f"_{n}") for n in ("cpu", "gpu", "object_store_memory", "memory")}
+        values = {
+            n: getattr(self, f"_{n}") for n in ("cpu", "gpu", "object_store_memory", "memory")
+        }
         values.update(changes)
         return ExecutionResources(**values)
 
@@ -170,17 +172,19 @@ class ExecutionOptions:
 
     def __init__(
         self,
-        resource_limits: Optional[ExecutionResources] = None,
-        exclude_resources: Optional[ExecutionResources] = None,
+        resource_limits: ExecutionResources | None = None,
+        exclude_resources: ExecutionResources | None = None,
         preserve_order: bool = False,
         actor_locality_enabled: bool = True,
-        verbose_progress: Optional[bool] = None,
-        label_selector: Optional[Dict[str, str]] = None,
+        verbose_progress: bool | None = None,
+        label_selector: dict[str, str] | None = None,
     ):
         self._owner: Any = None
         self._preserve_order = False
         self._resource_limits = ExecutionResources.for_limits()
-        self.resource_limits = resource_limits if resource_limits is not None else ExecutionResources.for_limits()
+        self.resource_limits = (
+            resource_limits if resource_limits is not None else ExecutionResources.for_limits()
+        )
         self._exclude_resources = ExecutionResources(0, 0, 0, 0)
         if exclude_resources is not None:
             self.exclude_resources = exclude_resources
@@ -189,7 +193,7 @@ class ExecutionOptions:
         self.actor_locality_enabled = actor_locality_enabled
         self._verbose_progress = True
         self.verbose_progress = True if verbose_progress is None else verbose_progress
-        self._label_selector: Optional[Dict[str, str]] = None
+        self._label_selector: dict[str, str] | None = None
         self.label_selector = label_selector
 
     # -- binding to a context -------------------------------------------------------------
@@ -256,14 +260,17 @@ class ExecutionOptions:
         return self._exclude_resources
 
     @exclude_resources.setter
-    def exclude_resources(self, value: Optional[ExecutionResources]) -> None:
+    def exclude_resources(self, value: ExecutionResources | None) -> None:
         value = value if value is not None else ExecutionResources(0, 0, 0, 0)
         if not isinstance(value, ExecutionResources):
             raise TypeError(
                 f"exclude_resources must be an ExecutionResources, got {type(value).__name__}."
             )
         if any(value._amounts()):
-            warn_once("exclude_resources", "ExecutionOptions.exclude_resources has no effect in shardflow.")
+            warn_once(
+                "exclude_resources",
+                "ExecutionOptions.exclude_resources has no effect in shardflow.",
+            )
         self._exclude_resources = value
 
     @property
@@ -310,13 +317,15 @@ class ExecutionOptions:
         self._verbose_progress = value
 
     @property
-    def label_selector(self) -> Optional[Dict[str, str]]:
+    def label_selector(self) -> dict[str, str] | None:
         return self._label_selector
 
     @label_selector.setter
-    def label_selector(self, value: Optional[Dict[str, str]]) -> None:
+    def label_selector(self, value: dict[str, str] | None) -> None:
         if value:
-            warn_once("label_selector", "ExecutionOptions.label_selector has no effect in shardflow.")
+            warn_once(
+                "label_selector", "ExecutionOptions.label_selector has no effect in shardflow."
+            )
         self._label_selector = value
 
     def is_resource_limits_default(self) -> bool:

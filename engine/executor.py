@@ -16,7 +16,8 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from collections.abc import Iterator
+from typing import Any
 
 from shardflow.engine.backends.base import Backend
 from shardflow.engine.backends.task_runner import DONE, ERROR
@@ -51,10 +52,10 @@ class StreamingExecutor:
         self.context = context
         self.budget = MemoryBudget(context.memory_budget_bytes)
         self.cancelled = threading.Event()
-        self._events: "queue.Queue" = queue.Queue()
-        self._out: "queue.Queue" = queue.Queue()
-        self._ops: List[PhysicalOperator] = plan.operators
-        self._consumer: Dict[int, Tuple[PhysicalOperator, int]] = {}
+        self._events: queue.Queue = queue.Queue()
+        self._out: queue.Queue = queue.Queue()
+        self._ops: list[PhysicalOperator] = plan.operators
+        self._consumer: dict[int, tuple[PhysicalOperator, int]] = {}
         for op in self._ops:
             for index, upstream in enumerate(op.input_ops):
                 self._consumer[id(upstream)] = (op, index)
@@ -64,17 +65,19 @@ class StreamingExecutor:
             backend, self.budget, context, self._events, self._starved, self.cancelled
         )
         shown = [op for op in self._ops if op.shown_in_stats]
-        self.stats = ExecutionStats(backend.name, context.memory_budget_bytes, [op.stats for op in shown])
-        self._thread: Optional[threading.Thread] = None
+        self.stats = ExecutionStats(
+            backend.name, context.memory_budget_bytes, [op.stats for op in shown]
+        )
+        self._thread: threading.Thread | None = None
         self._started_at = 0.0
-        self._bars: Optional[ProgressBars] = None
+        self._bars: ProgressBars | None = None
         self._shown = shown
 
     # -- consumer side ------------------------------------------------------------------
 
-    def __iter__(self) -> Iterator[Tuple[Any, BlockMetadata]]:
+    def __iter__(self) -> Iterator[tuple[Any, BlockMetadata]]:
         self._start()
-        held: Optional[RefBundle] = None
+        held: RefBundle | None = None
         try:
             while True:
                 item = self._out.get()
@@ -194,7 +197,9 @@ class StreamingExecutor:
         for op in self._ops:
             running = self.runtime.num_running(op=op)
             if running:
-                waiting.append(f"{op.name} waits for {running} running task(s) that produced nothing")
+                waiting.append(
+                    f"{op.name} waits for {running} running task(s) that produced nothing"
+                )
             elif id(op) not in self._done and op.input_ops and not op.inputs_complete:
                 waiting.append(f"{op.name} waits for input")
         detail = "; ".join(waiting) or "no operator has work it can start"
@@ -269,7 +274,10 @@ class StreamingExecutor:
                     slots = self.backend.num_slots(kind)
                 others = sum(1 for o in active if o is not op and o.has_pending_work(kind))
                 cap = max(1, slots - others)
-                if self.runtime.num_running(kind) >= slots or self.runtime.num_running(kind, op) >= cap:
+                if (
+                    self.runtime.num_running(kind) >= slots
+                    or self.runtime.num_running(kind, op) >= cap
+                ):
                     break
                 op.launch_next()
 
@@ -309,7 +317,7 @@ class StreamingExecutor:
                 pass
 
 
-def _ancestors(op: PhysicalOperator) -> List[PhysicalOperator]:
+def _ancestors(op: PhysicalOperator) -> list[PhysicalOperator]:
     """``op`` and every operator upstream of it."""
     found = [op]
     for upstream in op.input_ops:

@@ -10,7 +10,8 @@ re-exported here. The built-in connectors are also known by name (``"parquet"``,
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Union
+from collections.abc import Callable
+from typing import Any
 
 from shardflow.connectors.csv import CSVDatasink
 from shardflow.connectors.images import ImageDatasink
@@ -37,12 +38,16 @@ def _retry_policy() -> Any:
 
 
 _SINK_ARGS = (
-    "partition_cols", "filesystem", "try_create_dir", "filename_provider", "min_rows_per_file",
+    "partition_cols",
+    "filesystem",
+    "try_create_dir",
+    "filename_provider",
+    "min_rows_per_file",
     "storage_options",
 )
 
 
-def _sink_args(args: Dict[str, Any]) -> Dict[str, Any]:
+def _sink_args(args: dict[str, Any]) -> dict[str, Any]:
     """The file-layer arguments every ``write_<format>`` shares, taken from its ``locals()``."""
     common = {name: args[name] for name in _SINK_ARGS if name in args}
     common["open_stream_args"] = args["arrow_open_stream_args"]
@@ -62,19 +67,19 @@ class FileWriteMixin:
         self,
         path: Any,
         *,
-        partition_cols: Optional[List[str]] = None,
+        partition_cols: list[str] | None = None,
         filesystem: Any = None,
         try_create_dir: bool = True,
-        arrow_open_stream_args: Optional[Dict[str, Any]] = None,
-        filename_provider: Optional[FilenameProvider] = None,
-        arrow_parquet_args_fn: Optional[Callable[[], Dict[str, Any]]] = None,
-        min_rows_per_file: Optional[int] = None,
-        max_rows_per_file: Optional[int] = None,
-        num_rows_per_file: Optional[int] = None,
-        mode: Union[SaveMode, str] = SaveMode.ERROR,
+        arrow_open_stream_args: dict[str, Any] | None = None,
+        filename_provider: FilenameProvider | None = None,
+        arrow_parquet_args_fn: Callable[[], dict[str, Any]] | None = None,
+        min_rows_per_file: int | None = None,
+        max_rows_per_file: int | None = None,
+        num_rows_per_file: int | None = None,
+        mode: SaveMode | str = SaveMode.ERROR,
         resume: bool = False,
-        compression: Optional[str] = "snappy",
-        storage_options: Optional[Dict[str, Any]] = None,
+        compression: str | None = "snappy",
+        storage_options: dict[str, Any] | None = None,
         **arrow_parquet_args: Any,
     ) -> None:
         """Write the dataset as Parquet files under the folder ``path``.
@@ -134,16 +139,16 @@ class FileWriteMixin:
         self,
         path: str,
         *,
-        partition_cols: Optional[List[str]] = None,
+        partition_cols: list[str] | None = None,
         filesystem: Any = None,
         try_create_dir: bool = True,
-        arrow_open_stream_args: Optional[Dict[str, Any]] = None,
-        filename_provider: Optional[FilenameProvider] = None,
-        min_rows_per_file: Optional[int] = None,
-        num_rows_per_file: Optional[int] = None,
-        mode: Union[SaveMode, str] = SaveMode.ERROR,
+        arrow_open_stream_args: dict[str, Any] | None = None,
+        filename_provider: FilenameProvider | None = None,
+        min_rows_per_file: int | None = None,
+        num_rows_per_file: int | None = None,
+        mode: SaveMode | str = SaveMode.ERROR,
         resume: bool = False,
-        storage_options: Optional[Dict[str, Any]] = None,
+        storage_options: dict[str, Any] | None = None,
         write_options: Any = None,
     ) -> None:
         """Write the dataset as CSV files (with a header line) under the folder ``path``.
@@ -170,17 +175,17 @@ class FileWriteMixin:
         self,
         path: str,
         *,
-        partition_cols: Optional[List[str]] = None,
+        partition_cols: list[str] | None = None,
         filesystem: Any = None,
         try_create_dir: bool = True,
-        arrow_open_stream_args: Optional[Dict[str, Any]] = None,
-        filename_provider: Optional[FilenameProvider] = None,
-        pandas_json_args_fn: Optional[Callable[[], Dict[str, Any]]] = None,
-        min_rows_per_file: Optional[int] = None,
-        num_rows_per_file: Optional[int] = None,
-        mode: Union[SaveMode, str] = SaveMode.ERROR,
+        arrow_open_stream_args: dict[str, Any] | None = None,
+        filename_provider: FilenameProvider | None = None,
+        pandas_json_args_fn: Callable[[], dict[str, Any]] | None = None,
+        min_rows_per_file: int | None = None,
+        num_rows_per_file: int | None = None,
+        mode: SaveMode | str = SaveMode.ERROR,
         resume: bool = False,
-        storage_options: Optional[Dict[str, Any]] = None,
+        storage_options: dict[str, Any] | None = None,
         **pandas_json_args: Any,
     ) -> None:
         """Write the dataset as JSON Lines files under the folder ``path``.
@@ -212,13 +217,13 @@ class FileWriteMixin:
         column: str,
         filesystem: Any = None,
         try_create_dir: bool = True,
-        arrow_open_stream_args: Optional[Dict[str, Any]] = None,
-        filename_provider: Optional[FilenameProvider] = None,
-        min_rows_per_file: Optional[int] = None,
-        num_rows_per_file: Optional[int] = None,
-        mode: Union[SaveMode, str] = SaveMode.ERROR,
+        arrow_open_stream_args: dict[str, Any] | None = None,
+        filename_provider: FilenameProvider | None = None,
+        min_rows_per_file: int | None = None,
+        num_rows_per_file: int | None = None,
+        mode: SaveMode | str = SaveMode.ERROR,
         resume: bool = False,
-        storage_options: Optional[Dict[str, Any]] = None,
+        storage_options: dict[str, Any] | None = None,
     ) -> None:
         """Write one column as ``.npy`` files (one per write task) under the folder ``path``.
 
@@ -248,11 +253,11 @@ class FileWriteMixin:
         *,
         filesystem: Any = None,
         try_create_dir: bool = True,
-        arrow_open_stream_args: Optional[Dict[str, Any]] = None,
-        filename_provider: Optional[FilenameProvider] = None,
-        mode: Union[SaveMode, str] = SaveMode.ERROR,
+        arrow_open_stream_args: dict[str, Any] | None = None,
+        filename_provider: FilenameProvider | None = None,
+        mode: SaveMode | str = SaveMode.ERROR,
         resume: bool = False,
-        storage_options: Optional[Dict[str, Any]] = None,
+        storage_options: dict[str, Any] | None = None,
     ) -> None:
         """Write one image file per row, from the arrays in ``column``, under the folder ``path``.
 

@@ -7,7 +7,7 @@ re-exports them next to the ``write_<format>`` methods.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any
 
 from shardflow.connectors.binary import BinaryDatasource
 from shardflow.connectors.csv import CSVDatasource
@@ -19,12 +19,12 @@ from shardflow.connectors.text import TextDatasource
 from shardflow.sdk.file_datasource import FileShuffleConfig
 from shardflow.sdk.partitioning import Partitioning, PathPartitionFilter
 
-PathsArg = Union[str, List[str]]
-ShuffleArg = Union[str, FileShuffleConfig, None]
+PathsArg = str | list[str]
+ShuffleArg = str | FileShuffleConfig | None
 _HIVE = Partitioning("hive")
 
 
-def _read(datasource: Any, parallelism: int, override_num_blocks: Optional[int]) -> Any:
+def _read(datasource: Any, parallelism: int, override_num_blocks: int | None) -> Any:
     from shardflow.engine.read_api import read_datasource
 
     datasource._file_units()  # list now, so a missing path fails here and not at execution
@@ -34,12 +34,19 @@ def _read(datasource: Any, parallelism: int, override_num_blocks: Optional[int])
 
 
 _COMMON_ARGS = (
-    "filesystem", "partition_filter", "partitioning", "include_paths", "ignore_missing_paths",
-    "shuffle", "file_extensions", "storage_options", "on_bad_file",
+    "filesystem",
+    "partition_filter",
+    "partitioning",
+    "include_paths",
+    "ignore_missing_paths",
+    "shuffle",
+    "file_extensions",
+    "storage_options",
+    "on_bad_file",
 )
 
 
-def _common(args: Dict[str, Any]) -> Dict[str, Any]:
+def _common(args: dict[str, Any]) -> dict[str, Any]:
     """The file-layer arguments every ``read_<format>`` shares, taken from its ``locals()``."""
     common = {name: args[name] for name in _COMMON_ARGS}
     common["open_stream_args"] = args["arrow_open_stream_args"]
@@ -50,20 +57,20 @@ def read_parquet(
     paths: PathsArg,
     *,
     filesystem: Any = None,
-    columns: Optional[List[str]] = None,
+    columns: list[str] | None = None,
     parallelism: int = -1,
-    arrow_open_stream_args: Optional[Dict[str, Any]] = None,
-    partition_filter: Optional[PathPartitionFilter] = None,
-    partitioning: Optional[Partitioning] = _HIVE,
+    arrow_open_stream_args: dict[str, Any] | None = None,
+    partition_filter: PathPartitionFilter | None = None,
+    partitioning: Partitioning | None = _HIVE,
     shuffle: ShuffleArg = None,
     include_paths: bool = False,
     include_row_hash: bool = False,
-    file_extensions: Optional[List[str]] = ParquetDatasource._FILE_EXTENSIONS,
+    file_extensions: list[str] | None = ParquetDatasource._FILE_EXTENSIONS,
     ignore_missing_paths: bool = False,
-    override_num_blocks: Optional[int] = None,
+    override_num_blocks: int | None = None,
     schema: Any = None,
     filter: Any = None,
-    storage_options: Optional[Dict[str, Any]] = None,
+    storage_options: dict[str, Any] | None = None,
     on_bad_file: str = "raise",
     **arrow_parquet_args: Any,
 ) -> Any:
@@ -122,16 +129,16 @@ def read_csv(
     *,
     filesystem: Any = None,
     parallelism: int = -1,
-    arrow_open_stream_args: Optional[Dict[str, Any]] = None,
-    partition_filter: Optional[PathPartitionFilter] = None,
-    partitioning: Optional[Partitioning] = _HIVE,
+    arrow_open_stream_args: dict[str, Any] | None = None,
+    partition_filter: PathPartitionFilter | None = None,
+    partitioning: Partitioning | None = _HIVE,
     include_paths: bool = False,
     ignore_missing_paths: bool = False,
     shuffle: ShuffleArg = None,
-    file_extensions: Optional[List[str]] = CSVDatasource._FILE_EXTENSIONS,
-    override_num_blocks: Optional[int] = None,
+    file_extensions: list[str] | None = CSVDatasource._FILE_EXTENSIONS,
+    override_num_blocks: int | None = None,
     schema: Any = None,
-    storage_options: Optional[Dict[str, Any]] = None,
+    storage_options: dict[str, Any] | None = None,
     on_bad_file: str = "raise",
     **arrow_csv_args: Any,
 ) -> Any:
@@ -174,19 +181,19 @@ def read_csv(
 def read_json(
     paths: PathsArg,
     *,
-    lines: Optional[bool] = None,
+    lines: bool | None = None,
     filesystem: Any = None,
     parallelism: int = -1,
-    arrow_open_stream_args: Optional[Dict[str, Any]] = None,
-    partition_filter: Optional[PathPartitionFilter] = None,
-    partitioning: Optional[Partitioning] = _HIVE,
+    arrow_open_stream_args: dict[str, Any] | None = None,
+    partition_filter: PathPartitionFilter | None = None,
+    partitioning: Partitioning | None = _HIVE,
     include_paths: bool = False,
     ignore_missing_paths: bool = False,
     shuffle: ShuffleArg = None,
-    file_extensions: Optional[List[str]] = JSONDatasource._FILE_EXTENSIONS,
-    override_num_blocks: Optional[int] = None,
+    file_extensions: list[str] | None = JSONDatasource._FILE_EXTENSIONS,
+    override_num_blocks: int | None = None,
     schema: Any = None,
-    storage_options: Optional[Dict[str, Any]] = None,
+    storage_options: dict[str, Any] | None = None,
     on_bad_file: str = "raise",
     **arrow_json_args: Any,
 ) -> Any:
@@ -233,15 +240,15 @@ def read_text(
     drop_empty_lines: bool = True,
     filesystem: Any = None,
     parallelism: int = -1,
-    arrow_open_stream_args: Optional[Dict[str, Any]] = None,
-    partition_filter: Optional[PathPartitionFilter] = None,
-    partitioning: Optional[Partitioning] = None,
+    arrow_open_stream_args: dict[str, Any] | None = None,
+    partition_filter: PathPartitionFilter | None = None,
+    partitioning: Partitioning | None = None,
     include_paths: bool = False,
     ignore_missing_paths: bool = False,
     shuffle: ShuffleArg = None,
-    file_extensions: Optional[List[str]] = None,
-    override_num_blocks: Optional[int] = None,
-    storage_options: Optional[Dict[str, Any]] = None,
+    file_extensions: list[str] | None = None,
+    override_num_blocks: int | None = None,
+    storage_options: dict[str, Any] | None = None,
     on_bad_file: str = "raise",
 ) -> Any:
     """Read text files into a Dataset with one row per line, in column ``text``.
@@ -277,14 +284,14 @@ def read_binary_files(
     include_paths: bool = False,
     filesystem: Any = None,
     parallelism: int = -1,
-    arrow_open_stream_args: Optional[Dict[str, Any]] = None,
-    partition_filter: Optional[PathPartitionFilter] = None,
-    partitioning: Optional[Partitioning] = None,
+    arrow_open_stream_args: dict[str, Any] | None = None,
+    partition_filter: PathPartitionFilter | None = None,
+    partitioning: Partitioning | None = None,
     ignore_missing_paths: bool = False,
     shuffle: ShuffleArg = None,
-    file_extensions: Optional[List[str]] = None,
-    override_num_blocks: Optional[int] = None,
-    storage_options: Optional[Dict[str, Any]] = None,
+    file_extensions: list[str] | None = None,
+    override_num_blocks: int | None = None,
+    storage_options: dict[str, Any] | None = None,
     on_bad_file: str = "raise",
 ) -> Any:
     """Read whole files into a Dataset with one row per file: its content in ``bytes``.
@@ -316,15 +323,15 @@ def read_numpy(
     *,
     filesystem: Any = None,
     parallelism: int = -1,
-    arrow_open_stream_args: Optional[Dict[str, Any]] = None,
-    partition_filter: Optional[PathPartitionFilter] = None,
-    partitioning: Optional[Partitioning] = None,
+    arrow_open_stream_args: dict[str, Any] | None = None,
+    partition_filter: PathPartitionFilter | None = None,
+    partitioning: Partitioning | None = None,
     include_paths: bool = False,
     ignore_missing_paths: bool = False,
     shuffle: ShuffleArg = None,
-    file_extensions: Optional[List[str]] = NumpyDatasource._FILE_EXTENSIONS,
-    override_num_blocks: Optional[int] = None,
-    storage_options: Optional[Dict[str, Any]] = None,
+    file_extensions: list[str] | None = NumpyDatasource._FILE_EXTENSIONS,
+    override_num_blocks: int | None = None,
+    storage_options: dict[str, Any] | None = None,
     on_bad_file: str = "raise",
     **numpy_load_args: Any,
 ) -> Any:
@@ -362,17 +369,17 @@ def read_images(
     *,
     filesystem: Any = None,
     parallelism: int = -1,
-    arrow_open_file_args: Optional[Dict[str, Any]] = None,
-    partition_filter: Optional[PathPartitionFilter] = None,
-    partitioning: Optional[Partitioning] = None,
-    size: Optional[Tuple[int, int]] = None,
-    mode: Optional[str] = None,
+    arrow_open_file_args: dict[str, Any] | None = None,
+    partition_filter: PathPartitionFilter | None = None,
+    partitioning: Partitioning | None = None,
+    size: tuple[int, int] | None = None,
+    mode: str | None = None,
     include_paths: bool = False,
     ignore_missing_paths: bool = False,
     shuffle: ShuffleArg = None,
-    file_extensions: Optional[List[str]] = ImageDatasource._FILE_EXTENSIONS,
-    override_num_blocks: Optional[int] = None,
-    storage_options: Optional[Dict[str, Any]] = None,
+    file_extensions: list[str] | None = ImageDatasource._FILE_EXTENSIONS,
+    override_num_blocks: int | None = None,
+    storage_options: dict[str, Any] | None = None,
     on_bad_file: str = "raise",
 ) -> Any:
     """Read image files into a Dataset, one row per image in column ``image``.

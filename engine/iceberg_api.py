@@ -7,7 +7,7 @@ The connector lives in :mod:`shardflow.connectors.iceberg` and needs pyiceberg
 from __future__ import annotations
 
 import datetime
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # engine.dataset mixes in IcebergWriteMixin, so it is imported lazily here
     from shardflow.engine.dataset import Dataset
@@ -18,14 +18,14 @@ def read_iceberg(
     *,
     row_filter: Any = None,
     parallelism: int = -1,
-    selected_fields: Tuple[str, ...] = ("*",),
-    snapshot_id: Optional[int] = None,
-    scan_kwargs: Optional[Dict[str, Any]] = None,
-    catalog_kwargs: Optional[Dict[str, Any]] = None,
+    selected_fields: tuple[str, ...] = ("*",),
+    snapshot_id: int | None = None,
+    scan_kwargs: dict[str, Any] | None = None,
+    catalog_kwargs: dict[str, Any] | None = None,
     catalog: Any = None,
-    override_num_blocks: Optional[int] = None,
-    as_of_timestamp: Union[datetime.datetime, int, None] = None,
-) -> "Dataset":
+    override_num_blocks: int | None = None,
+    as_of_timestamp: datetime.datetime | int | None = None,
+) -> Dataset:
     """Create a Dataset from an Iceberg table.
 
     The scan is planned on the driver through pyiceberg: manifests and data files that
@@ -115,13 +115,13 @@ class IcebergWriteMixin:
     def write_iceberg(
         self,
         table_identifier: str,
-        catalog_kwargs: Optional[Dict[str, Any]] = None,
+        catalog_kwargs: dict[str, Any] | None = None,
         catalog: Any = None,
-        snapshot_properties: Optional[Dict[str, str]] = None,
+        snapshot_properties: dict[str, str] | None = None,
         mode: Any = "append",
         overwrite_filter: Any = None,
-        upsert_kwargs: Optional[Dict[str, Any]] = None,
-        overwrite_kwargs: Optional[Dict[str, Any]] = None,
+        upsert_kwargs: dict[str, Any] | None = None,
+        overwrite_kwargs: dict[str, Any] | None = None,
     ) -> None:
         """Write the dataset into an existing Iceberg table, in one commit.
 

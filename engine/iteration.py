@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any, Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from shardflow.engine.local_shuffle import shuffled_batches
 from shardflow.engine.transforms import rebatch_blocks
@@ -19,7 +20,7 @@ from shardflow.sdk.block import Block, block_to_batch, block_to_rows
 _DONE = object()
 
 
-def validate_batch_size(batch_size: Any, *, allow_none: bool = True) -> Optional[int]:
+def validate_batch_size(batch_size: Any, *, allow_none: bool = True) -> int | None:
     if batch_size is None and allow_none:
         return None
     if isinstance(batch_size, bool) or not isinstance(batch_size, int):
@@ -42,7 +43,7 @@ def validate_prefetch_batches(prefetch_batches: Any) -> int:
     return prefetch_batches
 
 
-def validate_local_shuffle(buffer_size: Any, seed: Any, batch_size: Optional[int]) -> None:
+def validate_local_shuffle(buffer_size: Any, seed: Any, batch_size: int | None) -> None:
     """Check ``local_shuffle_buffer_size`` and ``local_shuffle_seed`` (with Ray's error types)."""
     if buffer_size is not None:
         if isinstance(buffer_size, bool) or not isinstance(buffer_size, int):
@@ -67,15 +68,15 @@ def validate_local_shuffle(buffer_size: Any, seed: Any, batch_size: Optional[int
 def iter_batches_from_blocks(
     blocks: Iterator[Block],
     *,
-    batch_size: Optional[int],
+    batch_size: int | None,
     batch_format: str,
     drop_last: bool,
     prefetch_batches: int,
-    local_shuffle_buffer_size: Optional[int] = None,
-    local_shuffle_seed: Optional[int] = None,
-    collate_fn: Optional[Callable[[Any], Any]] = None,
-    finalize_fn: Optional[Callable[[Any], Any]] = None,
-    on_stop: Optional[Callable[[], None]] = None,
+    local_shuffle_buffer_size: int | None = None,
+    local_shuffle_seed: int | None = None,
+    collate_fn: Callable[[Any], Any] | None = None,
+    finalize_fn: Callable[[Any], Any] | None = None,
+    on_stop: Callable[[], None] | None = None,
 ) -> Iterator[Any]:
     """Rebatch a block stream to ``batch_size`` rows in ``batch_format``.
 
@@ -114,9 +115,9 @@ def iter_batches_from_blocks(
 
 
 def _prefetched(
-    make: Callable[[], Iterator[Any]], depth: int, on_stop: Optional[Callable[[], None]] = None
+    make: Callable[[], Iterator[Any]], depth: int, on_stop: Callable[[], None] | None = None
 ) -> Iterator[Any]:
-    buffer: "queue.Queue" = queue.Queue(maxsize=depth)
+    buffer: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
     finished = threading.Event()
 

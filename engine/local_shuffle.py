@@ -14,7 +14,7 @@ into O(1) generations on average.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, List, Optional
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -31,14 +31,14 @@ class LocalShuffleBuffer:
         seed: Seed of the random generator; equal seeds over equal inputs give equal batches.
     """
 
-    def __init__(self, batch_size: int, min_rows: int, seed: Optional[int] = None):
+    def __init__(self, batch_size: int, min_rows: int, seed: int | None = None):
         self._batch_size = batch_size
         # A batch is drawn from at least one batch of rows; a smaller buffer would not mix.
         self._min_rows = max(min_rows, batch_size)
         self._rng = np.random.default_rng(seed)
-        self._pending: List[Block] = []
+        self._pending: list[Block] = []
         self._pending_rows = 0
-        self._table: Optional[Block] = None
+        self._table: Block | None = None
         self._order: np.ndarray = np.empty(0, dtype=np.int64)
         self._pos = 0
         self._done = False
@@ -88,7 +88,7 @@ class LocalShuffleBuffer:
 
 
 def shuffled_batches(
-    blocks: Iterable[Block], batch_size: int, min_rows: int, seed: Optional[int] = None
+    blocks: Iterable[Block], batch_size: int, min_rows: int, seed: int | None = None
 ) -> Iterator[Block]:
     """Batches of ``batch_size`` rows drawn through a :class:`LocalShuffleBuffer`."""
     buffer = LocalShuffleBuffer(batch_size, min_rows, seed)

@@ -8,7 +8,7 @@ and the planner turns them into physical operators (engine/planner.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from shardflow.engine.compute import DEFAULT_MAP_OPTIONS, MapOptions
 from shardflow.sdk.datasource import Datasource
@@ -35,8 +35,8 @@ class ReadSource:
 
     datasource: Datasource
     parallelism: int = -1
-    per_task_row_limit: Optional[int] = None
-    concurrency: Optional[int] = None
+    per_task_row_limit: int | None = None
+    concurrency: int | None = None
 
     @property
     def name(self) -> str:
@@ -51,9 +51,9 @@ class BlocksSource:
     BlockMetadata per block when known.
     """
 
-    blocks: Tuple[Any, ...]
+    blocks: tuple[Any, ...]
     name: str = "FromBlocks"
-    metadata: Optional[Tuple[Any, ...]] = None
+    metadata: tuple[Any, ...] | None = None
 
 
 # -- one-to-one operations (fused into tasks) --------------------------------------------
@@ -64,10 +64,10 @@ class UDFCall:
     """A user function and the arguments it is called or constructed with."""
 
     fn: Any
-    fn_args: Tuple[Any, ...] = ()
-    fn_kwargs: Dict[str, Any] = field(default_factory=dict)
-    fn_constructor_args: Tuple[Any, ...] = ()
-    fn_constructor_kwargs: Dict[str, Any] = field(default_factory=dict)
+    fn_args: tuple[Any, ...] = ()
+    fn_kwargs: dict[str, Any] = field(default_factory=dict)
+    fn_constructor_args: tuple[Any, ...] = ()
+    fn_constructor_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 class MapLike:
@@ -138,9 +138,9 @@ class MapBatches(MapLike):
 class Project(MapLike):
     """select_columns, drop_columns or rename_columns (exactly one of the three is set)."""
 
-    select: Optional[Tuple[str, ...]] = None
-    drop: Optional[Tuple[str, ...]] = None
-    rename: Optional[Dict[str, str]] = None
+    select: tuple[str, ...] | None = None
+    drop: tuple[str, ...] | None = None
+    rename: dict[str, str] | None = None
     row_preserving = True
 
     @property
@@ -169,7 +169,7 @@ class RandomSample(MapLike):
     """Keep each row with probability ``fraction``."""
 
     fraction: float
-    seed: Optional[int] = None
+    seed: int | None = None
 
     @property
     def name(self) -> str:
@@ -207,10 +207,10 @@ class Limit:
 class SortKey:
     """Columns to order by, each ascending or descending; nulls always last."""
 
-    columns: Tuple[str, ...]
-    descending: Tuple[bool, ...]
+    columns: tuple[str, ...]
+    descending: tuple[bool, ...]
 
-    def arrow_sort_keys(self) -> List[Tuple[str, str, str]]:
+    def arrow_sort_keys(self) -> list[tuple[str, str, str]]:
         return [
             (c, "descending" if d else "ascending", "at_end")
             for c, d in zip(self.columns, self.descending)
@@ -219,14 +219,14 @@ class SortKey:
 
 @dataclass(frozen=True, eq=False)
 class RandomShuffle:
-    seed: Optional[int] = None
-    num_blocks: Optional[int] = None
+    seed: int | None = None
+    num_blocks: int | None = None
     name: str = "RandomShuffle"
 
 
 @dataclass(frozen=True, eq=False)
 class RandomizeBlockOrder:
-    seed: Optional[int] = None
+    seed: int | None = None
     name: str = "RandomizeBlockOrder"
 
 
@@ -234,11 +234,11 @@ class RandomizeBlockOrder:
 class Repartition:
     """Ray's repartition: split/merge in order, shuffle, hash by keys, or rows per block."""
 
-    num_blocks: Optional[int] = None
-    target_num_rows_per_block: Optional[int] = None
+    num_blocks: int | None = None
+    target_num_rows_per_block: int | None = None
     strict: bool = False
     shuffle: bool = False
-    keys: Optional[Tuple[str, ...]] = None
+    keys: tuple[str, ...] | None = None
     sort: bool = False
 
     @property
@@ -249,7 +249,7 @@ class Repartition:
 @dataclass(frozen=True, eq=False)
 class Sort:
     key: SortKey
-    boundaries: Optional[Tuple[Any, ...]] = None
+    boundaries: tuple[Any, ...] | None = None
     name: str = "Sort"
 
 
@@ -257,18 +257,18 @@ class Sort:
 class Aggregate:
     """Group by ``keys`` (empty for one group over everything) and compute ``aggs``."""
 
-    keys: Tuple[str, ...]
-    aggs: Tuple[Any, ...]
-    num_partitions: Optional[int] = None
+    keys: tuple[str, ...]
+    aggs: tuple[Any, ...]
+    num_partitions: int | None = None
     name: str = "Aggregate"
 
 
 @dataclass(frozen=True, eq=False)
 class MapGroups:
-    keys: Tuple[str, ...]
+    keys: tuple[str, ...]
     udf: UDFCall
     batch_format: str = "numpy"
-    num_partitions: Optional[int] = None
+    num_partitions: int | None = None
 
     @property
     def name(self) -> str:
@@ -277,25 +277,25 @@ class MapGroups:
 
 @dataclass(frozen=True, eq=False)
 class Union:
-    others: Tuple["LogicalPlan", ...]
+    others: tuple[LogicalPlan, ...]
     name: str = "Union"
 
 
 @dataclass(frozen=True, eq=False)
 class Zip:
-    others: Tuple["LogicalPlan", ...]
+    others: tuple[LogicalPlan, ...]
     name: str = "Zip"
 
 
 @dataclass(frozen=True, eq=False)
 class Join:
-    right: "LogicalPlan"
+    right: LogicalPlan
     join_type: str
-    on: Tuple[str, ...]
-    right_on: Tuple[str, ...]
-    left_suffix: Optional[str] = None
-    right_suffix: Optional[str] = None
-    num_partitions: Optional[int] = None
+    on: tuple[str, ...]
+    right_on: tuple[str, ...]
+    left_suffix: str | None = None
+    right_suffix: str | None = None
+    num_partitions: int | None = None
     name: str = "Join"
 
 
@@ -310,12 +310,12 @@ class LogicalPlan:
     """
 
     source: Any
-    ops: Tuple[Any, ...] = field(default_factory=tuple)
+    ops: tuple[Any, ...] = field(default_factory=tuple)
 
-    def with_op(self, op: Any) -> "LogicalPlan":
+    def with_op(self, op: Any) -> LogicalPlan:
         return replace(self, ops=self.ops + (op,))
 
-    def describe(self) -> List[str]:
+    def describe(self) -> list[str]:
         return [self.source.name] + [op.name for op in self.ops]
 
 
@@ -323,7 +323,7 @@ def is_row_preserving(op: Any) -> bool:
     return isinstance(op, MapLike) and op.row_preserving
 
 
-def projection_map_of(op: Project, current: Optional[Dict[str, str]]) -> Optional[Dict[str, str]]:
+def projection_map_of(op: Project, current: dict[str, str] | None) -> dict[str, str] | None:
     """Compose a select or rename with the current {source column: output name} map.
 
     Returns None when the operation cannot be expressed as a projection map (a drop without a

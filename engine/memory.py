@@ -9,7 +9,7 @@ far, so concurrent producers cannot overshoot the budget together.
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 
 class MemoryBudget:
@@ -24,7 +24,10 @@ class MemoryBudget:
         self._cond = threading.Condition()
 
     def reserve(
-        self, nbytes: int, exempt: Callable[[], bool], cancelled: Callable[[], bool],
+        self,
+        nbytes: int,
+        exempt: Callable[[], bool],
+        cancelled: Callable[[], bool],
         headroom: int = 0,
     ) -> bool:
         """Wait until ``nbytes`` fit with ``headroom`` bytes to spare, or ``exempt()`` holds;

@@ -7,7 +7,7 @@ builds one FusedTransform per run of map-like operations.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, List
+from typing import Any
 
 from shardflow.engine.logical import (
     Aggregate,
@@ -17,9 +17,9 @@ from shardflow.engine.logical import (
     LogicalPlan,
     Project,
     ReadSource,
-    is_row_preserving,
     Union,
     Zip,
+    is_row_preserving,
     projection_map_of,
 )
 from shardflow.sdk.expressions import and_all
@@ -83,7 +83,7 @@ def _reads_no_column(agg: Any) -> bool:
 
 
 def _merge_limits(plan: LogicalPlan) -> LogicalPlan:
-    ops: List[Any] = []
+    ops: list[Any] = []
     for op in plan.ops:
         if isinstance(op, Limit) and ops and isinstance(ops[-1], Limit):
             ops[-1] = Limit(min(ops[-1].limit, op.limit))
@@ -105,7 +105,7 @@ def _push_filters(plan: LogicalPlan) -> LogicalPlan:
     if not leading:
         return plan
     datasource = source.datasource.apply_predicate(and_all(op.expr for op in leading))
-    rest = plan.ops[len(leading):]
+    rest = plan.ops[len(leading) :]
     if not datasource.is_predicate_pushdown_exact():
         rest = tuple(leading) + rest
     return LogicalPlan(replace(source, datasource=datasource), tuple(rest))

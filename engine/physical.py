@@ -7,7 +7,6 @@ builds the plan from a logical plan.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List
 
 from shardflow.engine.operators.base import PhysicalOperator
 
@@ -16,12 +15,12 @@ from shardflow.engine.operators.base import PhysicalOperator
 class PhysicalPlan:
     """Operators in topological order; each has one consumer, and the last feeds the user."""
 
-    operators: List[PhysicalOperator] = field(default_factory=list)
+    operators: list[PhysicalOperator] = field(default_factory=list)
 
     @property
     def output(self) -> PhysicalOperator:
         return self.operators[-1]
 
-    def shown(self) -> List[PhysicalOperator]:
+    def shown(self) -> list[PhysicalOperator]:
         """The operators that appear in stats (the input operators do not)."""
         return [op for op in self.operators if op.shown_in_stats]

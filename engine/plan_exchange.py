@@ -41,8 +41,12 @@ def plan_special(planner: Any, op: Any, last: PhysicalOperator) -> PhysicalOpera
         return planner.add(ZipOperator(op.name, [last] + others))
     if isinstance(op, Join):
         right = planner.chain(op.right)
-        spec = JoinSpec(op.join_type, op.on, op.right_on, op.left_suffix, op.right_suffix, op.num_partitions)
-        return planner.add(ExchangeOperator(op.name, [last, right], spec, _run_bytes(planner.context)))
+        spec = JoinSpec(
+            op.join_type, op.on, op.right_on, op.left_suffix, op.right_suffix, op.num_partitions
+        )
+        return planner.add(
+            ExchangeOperator(op.name, [last, right], spec, _run_bytes(planner.context))
+        )
     if isinstance(op, Repartition) and op.num_blocks is None:
         return planner.add(RebatchOperator(op.name, last, op.target_num_rows_per_block))
     spec = _exchange_spec(op)
@@ -69,6 +73,8 @@ def _exchange_spec(op: Any) -> Any:
         return MapGroupsSpec(op.keys, op.udf, op.batch_format, op.name, op.num_partitions)
     if isinstance(op, Repartition):
         if op.keys:
-            return KeyedRepartitionSpec(SortKey(op.keys, (False,) * len(op.keys)), op.num_blocks, op.sort)
+            return KeyedRepartitionSpec(
+                SortKey(op.keys, (False,) * len(op.keys)), op.num_blocks, op.sort
+            )
         return RepartitionSpec(op.num_blocks, op.shuffle)
     raise TypeError(f"Unknown operation {op!r}.")

@@ -9,7 +9,8 @@ that only moves rows keeps the count, a limit caps it. ``schema(fetch_if_missing
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 
@@ -31,13 +32,24 @@ from shardflow.engine.logical import (
 )
 
 # Operations that move or drop rows but never change the columns.
-_SCHEMA_KEEPING = (Limit, FilterExpr, FilterRows, RandomSample, Sort, RandomShuffle,
-                   RandomizeBlockOrder, Repartition, Union)
+_SCHEMA_KEEPING = (
+    Limit,
+    FilterExpr,
+    FilterRows,
+    RandomSample,
+    Sort,
+    RandomShuffle,
+    RandomizeBlockOrder,
+    Repartition,
+    Union,
+)
 # Operations that move rows between blocks but keep every row.
 _COUNT_KEEPING = (Sort, RandomShuffle, RandomizeBlockOrder, Repartition)
 
 
-def source_schema(source: Any, read_tasks: Any, resolve: Callable[[Any], pa.Table]) -> Optional[pa.Schema]:
+def source_schema(
+    source: Any, read_tasks: Any, resolve: Callable[[Any], pa.Table]
+) -> pa.Schema | None:
     """The schema of a plan's source, when known without running a task.
 
     Args:
@@ -59,7 +71,7 @@ def source_schema(source: Any, read_tasks: Any, resolve: Callable[[Any], pa.Tabl
     return None
 
 
-def _unified(schemas: List[pa.Schema]) -> Optional[pa.Schema]:
+def _unified(schemas: list[pa.Schema]) -> pa.Schema | None:
     """One schema for blocks built apart (a column all null in one block and typed in
     another has the type), or the first block's when they do not unify."""
     if not schemas:
@@ -70,7 +82,7 @@ def _unified(schemas: List[pa.Schema]) -> Optional[pa.Schema]:
         return schemas[0]
 
 
-def schema_after(op: Any, schema: pa.Schema) -> Optional[pa.Schema]:
+def schema_after(op: Any, schema: pa.Schema) -> pa.Schema | None:
     """The output schema of ``op`` given its input schema, or None when not known."""
     if isinstance(op, _SCHEMA_KEEPING):
         return schema
@@ -82,7 +94,7 @@ def schema_after(op: Any, schema: pa.Schema) -> Optional[pa.Schema]:
     return None
 
 
-def _project(op: Project, schema: pa.Schema) -> Optional[pa.Schema]:
+def _project(op: Project, schema: pa.Schema) -> pa.Schema | None:
     names = schema.names
     if op.select is not None:
         if any(c not in names for c in op.select):
@@ -100,7 +112,9 @@ def _project(op: Project, schema: pa.Schema) -> Optional[pa.Schema]:
     return pa.schema([f.with_name(n) for f, n in zip(schema, new_names)])
 
 
-def plan_schema(plan: LogicalPlan, read_tasks: Any, resolve: Callable[[Any], pa.Table]) -> Optional[pa.Schema]:
+def plan_schema(
+    plan: LogicalPlan, read_tasks: Any, resolve: Callable[[Any], pa.Table]
+) -> pa.Schema | None:
     """The output schema of ``plan`` when known without running it, else None."""
     schema = source_schema(plan.source, read_tasks, resolve)
     for op in plan.ops:
@@ -110,12 +124,12 @@ def plan_schema(plan: LogicalPlan, read_tasks: Any, resolve: Callable[[Any], pa.
     return schema
 
 
-def source_num_rows(source: Any, read_tasks: Any) -> Optional[int]:
+def source_num_rows(source: Any, read_tasks: Any) -> int | None:
     """The row count of a plan's source when its metadata gives it, else None."""
     if isinstance(source, BlocksSource):
         if source.metadata is None:
             return sum(b.num_rows for b in source.blocks)
-        rows: List[Optional[int]] = [m.num_rows for m in source.metadata]
+        rows: list[int | None] = [m.num_rows for m in source.metadata]
     elif isinstance(source, ReadSource):
         rows = [t.metadata.num_rows for t in read_tasks.get(source)]
     else:
@@ -123,7 +137,7 @@ def source_num_rows(source: Any, read_tasks: Any) -> Optional[int]:
     return None if any(r is None for r in rows) else sum(rows)  # type: ignore[misc]
 
 
-def plan_num_rows(plan: LogicalPlan, read_tasks: Any) -> Optional[int]:
+def plan_num_rows(plan: LogicalPlan, read_tasks: Any) -> int | None:
     """The row count of ``plan`` when metadata gives it without running anything, else None."""
     for op in plan.ops:
         if isinstance(op, Project) and op.drop is not None:

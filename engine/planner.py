@@ -12,11 +12,12 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import cloudpickle
 
 from shardflow.engine.backends.base import DRIVER, PROCESS, THREAD, Backend
+from shardflow.engine.compute import DEFAULT_MAP_OPTIONS, ActorPoolStrategy, MapOptions
 from shardflow.engine.context import DataContext
 from shardflow.engine.logical import (
     BlocksSource,
@@ -26,7 +27,6 @@ from shardflow.engine.logical import (
     ReadSource,
     Write,
 )
-from shardflow.engine.compute import DEFAULT_MAP_OPTIONS, ActorPoolStrategy, MapOptions
 from shardflow.engine.operators.actor_map import ActorMapOperator
 from shardflow.engine.operators.base import PhysicalOperator
 from shardflow.engine.operators.input import InputOperator
@@ -61,10 +61,10 @@ class ReadTaskCache:
 
     def __init__(self, context: DataContext):
         self.context = context
-        self._tasks: Dict[int, List[ReadTask]] = {}
-        self._keep: List[ReadSource] = []  # keeps ids stable while cached
+        self._tasks: dict[int, list[ReadTask]] = {}
+        self._keep: list[ReadSource] = []  # keeps ids stable while cached
 
-    def get(self, source: ReadSource) -> List[ReadTask]:
+    def get(self, source: ReadSource) -> list[ReadTask]:
         tasks = self._tasks.get(id(source))
         if tasks is None:
             tasks = plan_read_tasks(source, self.context)
@@ -73,11 +73,15 @@ class ReadTaskCache:
         return tasks
 
 
-def plan_read_tasks(source: ReadSource, context: DataContext) -> List[ReadTask]:
+def plan_read_tasks(source: ReadSource, context: DataContext) -> list[ReadTask]:
     """Ask the datasource for its read tasks, passing only arguments its signature accepts."""
     datasource = source.datasource
-    parallelism = source.parallelism if source.parallelism and source.parallelism > 0 else auto_parallelism(datasource, context)
-    kwargs: Dict[str, Any] = {}
+    parallelism = (
+        source.parallelism
+        if source.parallelism and source.parallelism > 0
+        else auto_parallelism(datasource, context)
+    )
+    kwargs: dict[str, Any] = {}
     params = inspect.signature(datasource.get_read_tasks).parameters
     accepts_any = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
     if source.per_task_row_limit is not None and ("per_task_row_limit" in params or accepts_any):
@@ -86,7 +90,9 @@ def plan_read_tasks(source: ReadSource, context: DataContext) -> List[ReadTask]:
         kwargs["data_context"] = context
     tasks = datasource.get_read_tasks(parallelism, **kwargs)
     if tasks is None:
-        raise TypeError(f"{type(datasource).__name__}.get_read_tasks returned None; return a list of ReadTask.")
+        raise TypeError(
+            f"{type(datasource).__name__}.get_read_tasks returned None; return a list of ReadTask."
+        )
     tasks = list(tasks)
     for task in tasks:
         if not isinstance(task, ReadTask):
@@ -95,11 +101,13 @@ def plan_read_tasks(source: ReadSource, context: DataContext) -> List[ReadTask]:
                 f"{type(task).__name__}."
             )
     if source.per_task_row_limit is not None:
-        tasks = _tasks_for_limit([t.with_row_limit(source.per_task_row_limit) for t in tasks], source.per_task_row_limit)
+        tasks = _tasks_for_limit(
+            [t.with_row_limit(source.per_task_row_limit) for t in tasks], source.per_task_row_limit
+        )
     return tasks
 
 
-def _tasks_for_limit(tasks: List[ReadTask], limit: int) -> List[ReadTask]:
+def _tasks_for_limit(tasks: list[ReadTask], limit: int) -> list[ReadTask]:
     """The shortest prefix of tasks known to hold ``limit`` rows (order is preserved)."""
     total = 0
     for i, task in enumerate(tasks):
@@ -112,10 +120,12 @@ def _tasks_for_limit(tasks: List[ReadTask], limit: int) -> List[ReadTask]:
     return tasks
 
 
-def source_bundles(source: Any, backend: Backend, read_tasks: ReadTaskCache) -> List[RefBundle]:
+def source_bundles(source: Any, backend: Backend, read_tasks: ReadTaskCache) -> list[RefBundle]:
     """The input items of a plan's source: read tasks, or references to blocks in hand."""
     if isinstance(source, ReadSource):
-        return [RefBundle(task, task.metadata, 0, i) for i, task in enumerate(read_tasks.get(source))]
+        return [
+            RefBundle(task, task.metadata, 0, i) for i, task in enumerate(read_tasks.get(source))
+        ]
     if isinstance(source, BlocksSource):
         metas = source.metadata or [_meta_of_block(b) for b in source.blocks]
         return [
@@ -136,7 +146,7 @@ class Planner:
         self.backend = backend
         self.context = context
         self.read_tasks = read_tasks
-        self.operators: List[PhysicalOperator] = []
+        self.operators: list[PhysicalOperator] = []
 
     def plan(self, plan: LogicalPlan) -> PhysicalPlan:
         self.operators = []
@@ -200,17 +210,15 @@ class _Fusion:
         self.context = context
         self.reads = isinstance(source, ReadSource)
         self.source_name = source.name
-        self.stages: List[Any] = []
-        self.names: List[str] = [source.name] if self.reads else []
+        self.stages: list[Any] = []
+        self.names: list[str] = [source.name] if self.reads else []
         self.options: MapOptions = DEFAULT_MAP_OPTIONS
-        self.read_limit: Optional[int] = (
-            getattr(source, "concurrency", None) if self.reads else None
-        )
+        self.read_limit: int | None = getattr(source, "concurrency", None) if self.reads else None
 
     def accepts(self, options: MapOptions) -> bool:
         return not (self.stages or self.reads) or self.options.fuses_with(options)
 
-    def add(self, stage: Any, name: str, options: Optional[MapOptions] = None) -> None:
+    def add(self, stage: Any, name: str, options: MapOptions | None = None) -> None:
         if options is not None and options is not DEFAULT_MAP_OPTIONS:
             self.options = options
         self.stages.append(stage)
@@ -240,7 +248,9 @@ class _Fusion:
         if not self.stages and not self.reads:
             return upstream
         transform = FusedTransform(
-            self.stages, self.source_name, self.context.target_min_block_size,
+            self.stages,
+            self.source_name,
+            self.context.target_min_block_size,
             self.context.target_max_block_size,
         )
         name = "->".join(self.names) if self.names else "Map"
@@ -248,8 +258,11 @@ class _Fusion:
         limit = _task_limit(self.options, planner.backend.name, self.context)
         if self.read_limit is not None:
             limit = self.read_limit if limit is None else min(limit, self.read_limit)
-        op = planner.add(MapOperator(name, upstream, transform, kind, max_concurrency=limit,
-                                     options=self.options))
+        op = planner.add(
+            MapOperator(
+                name, upstream, transform, kind, max_concurrency=limit, options=self.options
+            )
+        )
         op.abandon_tasks = not any(isinstance(s, WriteStage) for s in self.stages)
         self.restart(name)
         return op
@@ -263,7 +276,8 @@ def _resumed_tasks(plan: LogicalPlan) -> frozenset:
     for position, op in enumerate(plan.ops):
         if isinstance(op, Write) and op.resumable:
             fused = all(
-                isinstance(o, MapLike) and not getattr(o, "options", DEFAULT_MAP_OPTIONS).uses_actors
+                isinstance(o, MapLike)
+                and not getattr(o, "options", DEFAULT_MAP_OPTIONS).uses_actors
                 for o in plan.ops[:position]
             )
             if not fused or _needs_own_operator(op.datasink):
@@ -276,7 +290,7 @@ def _resumed_tasks(plan: LogicalPlan) -> frozenset:
     return frozenset()
 
 
-def _task_limit(options: MapOptions, backend_name: str, context: DataContext) -> Optional[int]:
+def _task_limit(options: MapOptions, backend_name: str, context: DataContext) -> int | None:
     """The most concurrent tasks of a fused run: ``concurrency=n``, and locally the tasks
     whose ``num_cpus`` fit the machine's CPUs."""
     limit = options.task_limit
@@ -294,7 +308,7 @@ def _runs_in_actors(options: MapOptions, backend: Backend) -> bool:
 
 
 def _actor_operator(
-    op: Any, upstream: PhysicalOperator, context: DataContext, fused: Optional[_Fusion] = None
+    op: Any, upstream: PhysicalOperator, context: DataContext, fused: _Fusion | None = None
 ) -> PhysicalOperator:
     """The actor-pool operator of ``op``, running first the stages of ``fused`` if given."""
     options = op.options
@@ -320,8 +334,12 @@ def _needs_own_operator(datasink: Any) -> bool:
 def _write_operator(op: Write, upstream: PhysicalOperator, min_bytes: int) -> MapOperator:
     sink = op.datasink
     minimum = sink.min_rows_per_write
-    if minimum is not None and (isinstance(minimum, bool) or not isinstance(minimum, int) or minimum < 1):
-        raise ValueError(f"{type(sink).__name__}.min_rows_per_write must be a positive int or None, got {minimum!r}.")
+    if minimum is not None and (
+        isinstance(minimum, bool) or not isinstance(minimum, int) or minimum < 1
+    ):
+        raise ValueError(
+            f"{type(sink).__name__}.min_rows_per_write must be a positive int or None, got {minimum!r}."
+        )
     transform = FusedTransform([WriteStage(sink, op.name, op.write_uuid)], op.name, min_bytes)
     kind = THREAD if sink.supports_distributed_writes else DRIVER
     operator = MapOperator(op.name, upstream, transform, kind, min_rows_per_task=minimum)
@@ -329,7 +347,9 @@ def _write_operator(op: Write, upstream: PhysicalOperator, min_bytes: int) -> Ma
     return operator
 
 
-def _choose_kind(transform: FusedTransform, name: str, backend_name: str, context: DataContext) -> str:
+def _choose_kind(
+    transform: FusedTransform, name: str, backend_name: str, context: DataContext
+) -> str:
     if backend_name != "local" or not transform.python_heavy:
         return THREAD
     from shardflow.engine.backends.process_worker import in_worker
@@ -345,7 +365,9 @@ def _choose_kind(transform: FusedTransform, name: str, backend_name: str, contex
             _warned_unpicklable.add(name)
             logger.warning(
                 "%s: the function cannot be pickled (%s), so it runs in threads of this process "
-                "and shares one core for Python code.", name, exc
+                "and shares one core for Python code.",
+                name,
+                exc,
             )
         return THREAD
     return PROCESS
@@ -355,7 +377,7 @@ def plan_physical(
     plan: LogicalPlan,
     backend: Backend,
     context: DataContext,
-    read_tasks: Optional[ReadTaskCache] = None,
+    read_tasks: ReadTaskCache | None = None,
 ) -> PhysicalPlan:
     """The physical plan of an optimized logical plan."""
     return Planner(backend, context, read_tasks or ReadTaskCache(context)).plan(plan)

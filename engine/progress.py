@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from typing import List, Optional
 
 from shardflow.engine.stats import OperatorStats
 
@@ -13,10 +12,10 @@ class ProgressBars:
 
     def __init__(
         self,
-        operators: List[OperatorStats],
-        totals: List[Optional[int]],
+        operators: list[OperatorStats],
+        totals: list[int | None],
         enabled: bool,
-        shown: Optional[List[bool]] = None,
+        shown: list[bool] | None = None,
     ):
         self._bars: dict = {}
         if not (enabled and sys.stderr.isatty()):
@@ -27,19 +26,17 @@ class ProgressBars:
         visible = [i for i, show in enumerate(shown) if show]
         for position, index in enumerate(visible):
             op, total = operators[index], totals[index]
-            self._bars[index] = (
-                tqdm(
-                    total=total,
-                    desc=f"- {op.name}",
-                    position=position,
-                    unit=" tasks",
-                    leave=True,
-                    dynamic_ncols=True,
-                    file=sys.stderr,
-                )
+            self._bars[index] = tqdm(
+                total=total,
+                desc=f"- {op.name}",
+                position=position,
+                unit=" tasks",
+                leave=True,
+                dynamic_ncols=True,
+                file=sys.stderr,
             )
 
-    def update(self, index: int, op: OperatorStats, total: Optional[int] = None) -> None:
+    def update(self, index: int, op: OperatorStats, total: int | None = None) -> None:
         bar = self._bars.get(index)
         if bar is None:
             return

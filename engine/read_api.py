@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -14,11 +14,20 @@ from shardflow.sdk.block import numpy_batch_to_block, rows_to_block, to_block
 from shardflow.sdk.datasource import Datasource
 from shardflow.sdk.optional import require
 
+if TYPE_CHECKING:
+    import pandas
 
-def _num_blocks(n_rows: int, parallelism: int, override_num_blocks: Optional[int]) -> int:
+
+def _num_blocks(n_rows: int, parallelism: int, override_num_blocks: int | None) -> int:
     if override_num_blocks is not None:
-        if isinstance(override_num_blocks, bool) or not isinstance(override_num_blocks, int) or override_num_blocks < 1:
-            raise ValueError(f"override_num_blocks must be a positive int, got {override_num_blocks!r}.")
+        if (
+            isinstance(override_num_blocks, bool)
+            or not isinstance(override_num_blocks, int)
+            or override_num_blocks < 1
+        ):
+            raise ValueError(
+                f"override_num_blocks must be a positive int, got {override_num_blocks!r}."
+            )
         wanted = override_num_blocks
     elif parallelism is not None and parallelism > 0:
         wanted = parallelism
@@ -27,19 +36,30 @@ def _num_blocks(n_rows: int, parallelism: int, override_num_blocks: Optional[int
     return max(1, min(wanted, n_rows))
 
 
-def _resolve_parallelism(parallelism: int, override_num_blocks: Optional[int]) -> int:
+def _resolve_parallelism(parallelism: int, override_num_blocks: int | None) -> int:
     if override_num_blocks is not None:
-        if isinstance(override_num_blocks, bool) or not isinstance(override_num_blocks, int) or override_num_blocks < 1:
-            raise ValueError(f"override_num_blocks must be a positive int, got {override_num_blocks!r}.")
+        if (
+            isinstance(override_num_blocks, bool)
+            or not isinstance(override_num_blocks, int)
+            or override_num_blocks < 1
+        ):
+            raise ValueError(
+                f"override_num_blocks must be a positive int, got {override_num_blocks!r}."
+            )
         return override_num_blocks
     if not isinstance(parallelism, int) or (parallelism < 1 and parallelism != -1):
-        raise ValueError(f"parallelism must be a positive int or -1 (automatic), got {parallelism!r}.")
+        raise ValueError(
+            f"parallelism must be a positive int or -1 (automatic), got {parallelism!r}."
+        )
     return parallelism
 
 
-def range(  # noqa: A001
-    n: int, *, parallelism: int = -1, concurrency: Optional[int] = None,
-    override_num_blocks: Optional[int] = None,
+def range(
+    n: int,
+    *,
+    parallelism: int = -1,
+    concurrency: int | None = None,
+    override_num_blocks: int | None = None,
 ) -> Dataset:
     """A dataset of the integers ``0 .. n-1`` in column ``id``.
 
@@ -56,13 +76,21 @@ def range(  # noqa: A001
     """
     from shardflow.connectors.range import RangeDatasource
 
-    return read_datasource(RangeDatasource(n), parallelism=parallelism, concurrency=concurrency,
-                           override_num_blocks=override_num_blocks)
+    return read_datasource(
+        RangeDatasource(n),
+        parallelism=parallelism,
+        concurrency=concurrency,
+        override_num_blocks=override_num_blocks,
+    )
 
 
 def range_tensor(
-    n: int, *, shape: Tuple[int, ...] = (1,), parallelism: int = -1,
-    concurrency: Optional[int] = None, override_num_blocks: Optional[int] = None,
+    n: int,
+    *,
+    shape: tuple[int, ...] = (1,),
+    parallelism: int = -1,
+    concurrency: int | None = None,
+    override_num_blocks: int | None = None,
 ) -> Dataset:
     """A dataset of ``n`` tensors of ``shape`` in column ``data``; row i is filled with i.
 
@@ -90,8 +118,12 @@ def range_tensor(
     from shardflow.connectors.range import RangeDatasource
 
     source = RangeDatasource(n, column="data", tensor_shape=shape)
-    return read_datasource(source, parallelism=parallelism, concurrency=concurrency,
-                           override_num_blocks=override_num_blocks)
+    return read_datasource(
+        source,
+        parallelism=parallelism,
+        concurrency=concurrency,
+        override_num_blocks=override_num_blocks,
+    )
 
 
 def from_torch(dataset: Any, local_read: bool = False) -> Dataset:
@@ -124,18 +156,22 @@ def from_torch(dataset: Any, local_read: bool = False) -> Dataset:
     return read_datasource(TorchDatasource(dataset), override_num_blocks=1)
 
 
-def _split_block(block: pa.Table, num_blocks: int) -> List[pa.Table]:
+def _split_block(block: pa.Table, num_blocks: int) -> list[pa.Table]:
     if block.num_rows == 0:
         return [block]
     bounds = np.linspace(0, block.num_rows, num_blocks + 1, dtype=np.int64)
-    return [block.slice(int(lo), int(hi - lo)) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
+    return [
+        block.slice(int(lo), int(hi - lo)) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo
+    ]
 
 
-def _from_blocks(blocks: List[pa.Table], name: str) -> Dataset:
+def _from_blocks(blocks: list[pa.Table], name: str) -> Dataset:
     return Dataset(LogicalPlan(BlocksSource(tuple(blocks), name)))
 
 
-def from_items(items: List[Any], *, parallelism: int = -1, override_num_blocks: Optional[int] = None) -> Dataset:
+def from_items(
+    items: list[Any], *, parallelism: int = -1, override_num_blocks: int | None = None
+) -> Dataset:
     """A dataset from a list of rows. Dicts become rows; other values go in column ``item``.
 
     ``items`` may also be a NumPy array: its rows (elements along the first axis) are the
@@ -158,11 +194,13 @@ def from_items(items: List[Any], *, parallelism: int = -1, override_num_blocks: 
     rows = [item if isinstance(item, dict) else {"item": item} for item in items]
     n = _num_blocks(len(rows), parallelism, override_num_blocks)
     bounds = np.linspace(0, len(rows), n + 1, dtype=np.int64)
-    blocks = [rows_to_block(rows[int(lo):int(hi)]) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
+    blocks = [
+        rows_to_block(rows[int(lo) : int(hi)]) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo
+    ]
     return _from_blocks(blocks, "FromItems")
 
 
-def from_blocks(blocks: List[Any]) -> Dataset:
+def from_blocks(blocks: list[Any]) -> Dataset:
     """A dataset of the given blocks, one block each: pyarrow Tables or pandas DataFrames.
 
     Examples:
@@ -198,7 +236,7 @@ def from_daft(df: Any) -> Dataset:
 
 
 def from_huggingface(
-    dataset: Any, parallelism: int = -1, override_num_blocks: Optional[int] = None
+    dataset: Any, parallelism: int = -1, override_num_blocks: int | None = None
 ) -> Dataset:
     """A dataset from a Hugging Face ``datasets.Dataset`` or ``IterableDataset``.
 
@@ -226,7 +264,9 @@ def from_huggingface(
     return _from_blocks(batches, "FromHuggingFace")
 
 
-def from_pandas(dfs: Union["pandas.DataFrame", List["pandas.DataFrame"]], *, override_num_blocks: Optional[int] = None) -> Dataset:  # noqa: F821
+def from_pandas(
+    dfs: pandas.DataFrame | list[pandas.DataFrame], *, override_num_blocks: int | None = None
+) -> Dataset:
     """A dataset from one pandas DataFrame or a list of them (one block each).
 
     Examples:
@@ -248,7 +288,9 @@ def from_pandas(dfs: Union["pandas.DataFrame", List["pandas.DataFrame"]], *, ove
     return _from_blocks(blocks, "FromPandas")
 
 
-def from_numpy(ndarrays: Union[np.ndarray, List[np.ndarray]], *, override_num_blocks: Optional[int] = None) -> Dataset:
+def from_numpy(
+    ndarrays: np.ndarray | list[np.ndarray], *, override_num_blocks: int | None = None
+) -> Dataset:
     """A dataset from NumPy arrays, in column ``data`` (multi-dimensional arrays become tensors).
 
     Examples:
@@ -265,7 +307,9 @@ def from_numpy(ndarrays: Union[np.ndarray, List[np.ndarray]], *, override_num_bl
     return _from_blocks(blocks, "FromNumpy")
 
 
-def from_arrow(tables: Union[pa.Table, List[pa.Table]], *, override_num_blocks: Optional[int] = None) -> Dataset:
+def from_arrow(
+    tables: pa.Table | list[pa.Table], *, override_num_blocks: int | None = None
+) -> Dataset:
     """A dataset from one pyarrow Table or a list of them.
 
     Examples:
@@ -281,11 +325,11 @@ def from_arrow(tables: Union[pa.Table, List[pa.Table]], *, override_num_blocks: 
 
 
 def read_datasource(
-    datasource: Union[Datasource, str],
+    datasource: Datasource | str,
     *,
     parallelism: int = -1,
-    concurrency: Optional[int] = None,
-    override_num_blocks: Optional[int] = None,
+    concurrency: int | None = None,
+    override_num_blocks: int | None = None,
     **read_args: Any,
 ) -> Dataset:
     """A dataset read through a Datasource, or through a registered connector by name.
@@ -328,7 +372,9 @@ def read_datasource(
 
         spec = get_registry().get(datasource)
         if spec.datasource is None:
-            raise ValueError(f"Connector {datasource!r} (from {spec.package}) has no datasource; it can only write.")
+            raise ValueError(
+                f"Connector {datasource!r} (from {spec.package}) has no datasource; it can only write."
+            )
         datasource = spec.datasource(**read_args)
     elif _has_method(datasource, "create_reader"):
         datasource = LegacyReaderSource(datasource, datasource.create_reader(**read_args))
@@ -342,7 +388,9 @@ def read_datasource(
             "Datasource's constructor instead."
         )
     if not isinstance(datasource, Datasource) and not hasattr(datasource, "get_read_tasks"):
-        raise TypeError(f"read_datasource needs a shardflow.sdk.Datasource, got {type(datasource).__name__}.")
+        raise TypeError(
+            f"read_datasource needs a shardflow.sdk.Datasource, got {type(datasource).__name__}."
+        )
     parallelism = _resolve_parallelism(parallelism, override_num_blocks)
     if concurrency is not None and (
         isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
@@ -365,15 +413,15 @@ class LegacyReaderSource(Datasource):
     """A datasource of Ray Data's older API: the read planned by the reader its
     ``create_reader(**read_args)`` made, or by its ``prepare_read(parallelism, **read_args)``."""
 
-    def __init__(self, datasource: Any, reader: Any, read_args: Optional[dict] = None):
+    def __init__(self, datasource: Any, reader: Any, read_args: dict | None = None):
         self._datasource, self._reader, self._read_args = datasource, reader, dict(read_args or {})
 
-    def get_read_tasks(self, parallelism: int, **_: Any) -> List[Any]:
+    def get_read_tasks(self, parallelism: int, **_: Any) -> list[Any]:
         if self._reader is not None:
             return self._reader.get_read_tasks(parallelism)
         return self._datasource.prepare_read(parallelism, **self._read_args)
 
-    def estimate_inmemory_data_size(self) -> Optional[int]:
+    def estimate_inmemory_data_size(self) -> int | None:
         source = self._reader if self._reader is not None else self._datasource
         estimate = getattr(source, "estimate_inmemory_data_size", None)
         try:

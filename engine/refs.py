@@ -16,7 +16,7 @@ for a top-level object reference) into a ``pyarrow.Table``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Optional, Tuple
+from typing import Any
 
 import pyarrow as pa
 
@@ -47,7 +47,7 @@ class SpilledRef(BlockRef):
     memory map: what is read is exactly what is held)."""
 
     path: str
-    batch_rows: Tuple[int, ...] = ()
+    batch_rows: tuple[int, ...] = ()
 
     in_memory = False
 
@@ -55,11 +55,11 @@ class SpilledRef(BlockRef):
     def num_rows(self) -> int:
         return sum(self.batch_rows)
 
-    def load(self, columns: Optional[List[str]] = None) -> pa.Table:
+    def load(self, columns: list[str] | None = None) -> pa.Table:
         """The whole block (or only ``columns``)."""
         return self.load_rows(0, self.num_rows, columns)
 
-    def load_rows(self, offset: int, length: int, columns: Optional[List[str]] = None) -> pa.Table:
+    def load_rows(self, offset: int, length: int, columns: list[str] | None = None) -> pa.Table:
         """Rows ``offset .. offset + length``, reading only the batches that hold them."""
         with self.reader(columns) as reader:
             batches, first, start = [], None, 0
@@ -73,26 +73,28 @@ class SpilledRef(BlockRef):
             table = pa.Table.from_batches(batches, schema=reader.schema)
         return table.slice(offset - (first or 0), length)
 
-    def reader(self, columns: Optional[List[str]] = None) -> "_SpillReader":
+    def reader(self, columns: list[str] | None = None) -> _SpillReader:
         """A reader of the file's batches (only ``columns`` when given); use it in a with."""
         return _SpillReader(self.path, columns)
 
 
 class _SpillReader:
-    def __init__(self, path: str, columns: Optional[List[str]]):
+    def __init__(self, path: str, columns: list[str] | None):
         self.path, self.columns = path, columns
 
     def __enter__(self) -> Any:
         import pyarrow.ipc as ipc
 
         self._source = pa.OSFile(self.path, "rb")
-        return ipc.open_file(self._source, options=_read_options(self._source, self.columns, self.path))
+        return ipc.open_file(
+            self._source, options=_read_options(self._source, self.columns, self.path)
+        )
 
     def __exit__(self, *exc: Any) -> None:
         self._source.close()
 
 
-def _read_options(source: Any, columns: Optional[List[str]], path: str) -> Any:
+def _read_options(source: Any, columns: list[str] | None, path: str) -> Any:
     import pyarrow.ipc as ipc
 
     if columns is None:
@@ -141,7 +143,7 @@ class PicklingBlock:
         return _unpickle_block, (pickle.dumps(self.table, protocol=5),)
 
 
-def _unpickle_block(payload: bytes) -> "PicklingBlock":
+def _unpickle_block(payload: bytes) -> PicklingBlock:
     import pickle
 
     return PicklingBlock(pickle.loads(payload))
@@ -199,7 +201,7 @@ def slice_ref(ref: Any, offset: int, length: int) -> Any:
 def slice_metadata(meta: BlockMetadata, offset: int, length: int) -> BlockMetadata:
     """Metadata of a row range, with bytes estimated in proportion to rows."""
     rows = meta.num_rows or 0
-    size: Optional[int] = None
+    size: int | None = None
     if meta.size_bytes is not None:
         size = meta.size_bytes if rows == 0 else int(meta.size_bytes * length / rows)
     return BlockMetadata(length, size, input_files=meta.input_files)
@@ -217,7 +219,7 @@ class RefBundle:
     ref: Any
     meta: BlockMetadata
     charge: int = 0
-    source_index: Optional[int] = None
+    source_index: int | None = None
 
     @property
     def num_rows(self) -> int:
@@ -226,4 +228,7 @@ class RefBundle:
     @property
     def is_lazy(self) -> bool:
         """True for a source item that is not a block yet (a read task)."""
-        return not isinstance(self.ref, (BlockRef, pa.Table)) and type(self.ref).__name__ != "ObjectRef"
+        return (
+            not isinstance(self.ref, (BlockRef, pa.Table))
+            and type(self.ref).__name__ != "ObjectRef"
+        )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Optional
+from typing import Any
 
 from shardflow.engine.backends.base import Backend
 from shardflow.engine.context import DataContext
@@ -12,7 +12,7 @@ _lock = threading.Lock()
 _backends: dict = {}
 
 
-def init(backend: str = "local", address: Optional[str] = None, **ray_init_kwargs: Any) -> None:
+def init(backend: str = "local", address: str | None = None, **ray_init_kwargs: Any) -> None:
     """Choose the backend for this process's executions.
 
     Nothing starts unless asked: without ``init`` shardflow runs embedded (``"local"``).
@@ -38,8 +38,9 @@ def init(backend: str = "local", address: Optional[str] = None, **ray_init_kwarg
         raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}.")
     context = DataContext.get_current()
     if backend == "local":
-        local = {k: ray_init_kwargs.pop(k) for k in ("num_cpus", "num_gpus")
-                 if k in ray_init_kwargs}
+        local = {
+            k: ray_init_kwargs.pop(k) for k in ("num_cpus", "num_gpus") if k in ray_init_kwargs
+        }
         if address is not None or ray_init_kwargs:
             raise ValueError(
                 "address and Ray options apply only to backend='ray'; the local backend takes "
@@ -61,7 +62,7 @@ def init(backend: str = "local", address: Optional[str] = None, **ray_init_kwarg
     context.backend = backend
 
 
-def current_backend(context: Optional[DataContext] = None) -> Backend:
+def current_backend(context: DataContext | None = None) -> Backend:
     """The backend named by the context, created on first use."""
     context = context or DataContext.get_current()
     name = context.backend

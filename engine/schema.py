@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any
 
 import pyarrow as pa
 
@@ -32,20 +32,18 @@ class Schema:
         DataType(int64)
     """
 
-    def __init__(self, base_schema: pa.Schema, *, data_context: Optional[Any] = None):
+    def __init__(self, base_schema: pa.Schema, *, data_context: Any | None = None):
         if not isinstance(base_schema, pa.Schema):
-            raise TypeError(
-                f"Schema wraps a pyarrow.Schema, got {type(base_schema).__name__}."
-            )
+            raise TypeError(f"Schema wraps a pyarrow.Schema, got {type(base_schema).__name__}.")
         self.base_schema = base_schema
 
     @property
-    def names(self) -> List[str]:
+    def names(self) -> list[str]:
         """The column names, in order."""
         return list(self.base_schema.names)
 
     @property
-    def types(self) -> List[pa.DataType]:
+    def types(self) -> list[pa.DataType]:
         """The Arrow type of each column, in order."""
         return list(self.base_schema.types)
 

@@ -19,7 +19,7 @@ import os
 import tempfile
 import uuid
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -65,7 +65,7 @@ def can_share(block: pa.Table) -> bool:
     return block.nbytes >= MIN_BYTES and not any(is_object_type(t) for t in block.schema.types)
 
 
-def share(block: pa.Table) -> Optional[ShmRef]:
+def share(block: pa.Table) -> ShmRef | None:
     """Write ``block`` to a new shared-memory file; None when shared memory is short (a
     container's /dev/shm may hold only 64 MiB), and the block is then pickled."""
     folder = _folder()
@@ -112,7 +112,7 @@ def remove_orphans() -> None:
     """Remove files left by processes that no longer exist."""
     for path in glob.glob(os.path.join(_folder(), f"{_PREFIX}*")):
         try:
-            pid = int(os.path.basename(path)[len(_PREFIX):].split("-", 1)[0])
+            pid = int(os.path.basename(path)[len(_PREFIX) :].split("-", 1)[0])
             os.kill(pid, 0)
         except ProcessLookupError:
             unlink(path)

@@ -63,7 +63,7 @@ def spill_block(block: pa.Table, folder: str) -> SpilledRef:
 def _remove_orphans() -> None:
     for path in glob.glob(os.path.join(tempfile.gettempdir(), f"{_PREFIX}*")):
         try:
-            pid = int(os.path.basename(path)[len(_PREFIX):].split("-", 1)[0])
+            pid = int(os.path.basename(path)[len(_PREFIX) :].split("-", 1)[0])
         except ValueError:
             continue
         if pid != os.getpid() and not _pid_alive(pid):

@@ -25,7 +25,7 @@ import logging
 import pickle
 import threading
 import time
-from typing import Any, Deque, List, Optional, Set, Tuple
+from typing import Any
 
 from shardflow.engine.errors import TaskFailure, UserCodeError
 from shardflow.engine.refs import (
@@ -53,15 +53,15 @@ class SplitCoordinator:
         timeout_s: Longest wait for other consumers, or None to wait without end.
     """
 
-    def __init__(self, dataset: Any, n: int, equal: bool, timeout_s: Optional[float]):
+    def __init__(self, dataset: Any, n: int, equal: bool, timeout_s: float | None):
         self._dataset = dataset
         self.n = n
         self.equal = equal
         self.timeout_s = timeout_s
         self._cond = threading.Condition()
         self._epoch = -1
-        self._arrived: Set[int] = set()
-        self._run: Optional[_EpochRun] = None
+        self._arrived: set[int] = set()
+        self._run: _EpochRun | None = None
         self._schema: Any = None
         self._schema_known = False
 
@@ -72,7 +72,7 @@ class SplitCoordinator:
         self._check_split(split)
         started = time.monotonic()
         warned = False
-        previous: Optional[_EpochRun] = None
+        previous: _EpochRun | None = None
         with self._cond:
             if self._run is not None:
                 self._run.finish(split)  # an iteration left open is abandoned
@@ -118,7 +118,7 @@ class SplitCoordinator:
             run.start()
         return target
 
-    def get(self, epoch: int, split: int) -> Optional[Tuple[Any, Any]]:
+    def get(self, epoch: int, split: int) -> tuple[Any, Any] | None:
         """The next (reference, metadata) for ``split``, or None when its epoch is over."""
         return self._current(epoch).get(split)
 
@@ -128,7 +128,7 @@ class SplitCoordinator:
             if epoch == self._epoch and self._run is not None:
                 self._run.finish(split)
 
-    def put_back(self, epoch: int, split: int, item: Tuple[Any, Any]) -> None:
+    def put_back(self, epoch: int, split: int, item: tuple[Any, Any]) -> None:
         """Return a block that could not be delivered to ``split`` (its consumer is gone)."""
         with self._cond:
             if epoch == self._epoch and self._run is not None:
@@ -154,7 +154,7 @@ class SplitCoordinator:
 
     # -- helpers ---------------------------------------------------------------------
 
-    def _current(self, epoch: int) -> "_EpochRun":
+    def _current(self, epoch: int) -> _EpochRun:
         with self._cond:
             if epoch != self._epoch or self._run is None:
                 raise ValueError(
@@ -181,7 +181,7 @@ class _EpochRun:
         dataset: Any,
         n: int,
         equal: bool,
-        timeout_s: Optional[float],
+        timeout_s: float | None,
         cond: threading.Condition,
     ):
         self._dataset = dataset
@@ -189,18 +189,18 @@ class _EpochRun:
         self._equal = equal
         self._timeout_s = timeout_s
         self._cond = cond
-        self._buffer: Deque[Tuple[Any, Any]] = collections.deque()
+        self._buffer: collections.deque[tuple[Any, Any]] = collections.deque()
         self._buffered_rows = 0
-        self._given: List[int] = [0] * n
-        self._finished: Set[int] = set()
+        self._given: list[int] = [0] * n
+        self._finished: set[int] = set()
         self._exhausted = False
-        self._final_rows: Optional[int] = None  # equal splits: every split's count at the end
-        self._error: Optional[bytes] = None  # pickled portable_error of the execution
+        self._final_rows: int | None = None  # equal splits: every split's count at the end
+        self._error: bytes | None = None  # pickled portable_error of the execution
         self._hungry = False
         self._stopping = False
         # Equal splits buffer enough blocks to even out the splits; on demand, one is enough.
         self._max_buffered = 2 * n + 2 if equal else 1
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         with self._cond:
@@ -229,7 +229,7 @@ class _EpochRun:
             self._stopping = True
         self._cond.notify_all()
 
-    def put_back(self, split: int, item: Tuple[Any, Any]) -> None:
+    def put_back(self, split: int, item: tuple[Any, Any]) -> None:
         rows = item[1].num_rows or 0
         self._buffer.appendleft(item)
         self._buffered_rows += rows
@@ -238,8 +238,8 @@ class _EpochRun:
 
     # -- dispatch ----------------------------------------------------------------------
 
-    def get(self, split: int) -> Optional[Tuple[Any, Any]]:
-        waiting_since: Optional[float] = None
+    def get(self, split: int) -> tuple[Any, Any] | None:
+        waiting_since: float | None = None
         with self._cond:
             while True:
                 if split in self._finished:
@@ -300,14 +300,14 @@ class _EpochRun:
         owed = sum(top - self._given[k] for k in active)
         return top - self._given[split] + (self._buffered_rows - owed) // len(active)
 
-    def _pop(self, split: int) -> Tuple[Any, Any]:
+    def _pop(self, split: int) -> tuple[Any, Any]:
         item = self._buffer.popleft()
         rows = item[1].num_rows or 0
         self._buffered_rows -= rows
         self._given[split] += rows
         return item
 
-    def _cut(self, split: int, rows: int) -> Tuple[Any, Any]:
+    def _cut(self, split: int, rows: int) -> tuple[Any, Any]:
         ref, meta = self._buffer[0]
         total = meta.num_rows
         self._buffer[0] = (
@@ -387,7 +387,7 @@ def restore_error(record: Any) -> BaseException:
     return record
 
 
-def _detached(ref: Any, meta: Any) -> Tuple[Any, Any]:
+def _detached(ref: Any, meta: Any) -> tuple[Any, Any]:
     """A reference that stays valid after the execution ends, with a known row count.
 
     Spill files of an execution are removed when it ends; a spilled block handed out here is

@@ -8,7 +8,7 @@ actor's handle, so they can be passed to any Ray task or actor. Ray is imported 
 from __future__ import annotations
 
 import copy
-from typing import Any, Optional, Tuple
+from typing import Any
 
 from shardflow.engine.context import DataContext
 from shardflow.engine.split_coordinator import SplitCoordinator, portable_error, restore_error
@@ -22,13 +22,13 @@ class CoordinatorActor:
     """The body of the coordinator actor: a SplitCoordinator on the Ray backend."""
 
     def __init__(
-        self, dataset: Any, n: int, equal: bool, timeout_s: Optional[float], context: DataContext
+        self, dataset: Any, n: int, equal: bool, timeout_s: float | None, context: DataContext
     ):
         context.backend = "ray"
         DataContext._set_current(context)
         self._coordinator = SplitCoordinator(dataset, n, equal, timeout_s)
 
-    def call(self, method: str, *args: Any) -> Tuple[str, Any]:
+    def call(self, method: str, *args: Any) -> tuple[str, Any]:
         """Run a coordinator method; errors are returned, to be raised as they were."""
         try:
             return "ok", getattr(self._coordinator, method)(*args)
@@ -40,8 +40,8 @@ class CoordinatorActor:
 
 
 def create_ray_client(
-    dataset: Any, n: int, equal: bool, timeout_s: Optional[float]
-) -> "RayCoordinatorClient":
+    dataset: Any, n: int, equal: bool, timeout_s: float | None
+) -> RayCoordinatorClient:
     """Start the coordinator actor next to the driver and return a client for it."""
     ray = require("ray", "ray", "streaming_split on the Ray backend")
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -61,13 +61,13 @@ def create_ray_client(
 
 
 class _RaySession(EpochSession):
-    def __init__(self, client: "RayCoordinatorClient", split: int):
+    def __init__(self, client: RayCoordinatorClient, split: int):
         self._client = client
         self._split = split
         self._finished = False
         self.epoch = client._call("start_epoch", split)
 
-    def get(self) -> Optional[Tuple[Any, Any]]:
+    def get(self) -> tuple[Any, Any] | None:
         return self._client._call("get", self.epoch, self._split)
 
     def finish(self) -> None:

@@ -20,7 +20,7 @@ import tempfile
 import threading
 import weakref
 from multiprocessing.connection import Client, Connection, Listener
-from typing import Any, Optional, Tuple
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -37,7 +37,7 @@ class EpochSession:
 
     epoch: int
 
-    def get(self) -> Optional[Tuple[Any, Any]]:
+    def get(self) -> tuple[Any, Any] | None:
         """The next (reference, metadata), or None at the end of the split's epoch."""
         raise NotImplementedError
 
@@ -58,7 +58,7 @@ class _LocalSession(EpochSession):
         self._split = split
         self.epoch = coordinator.start_epoch(split)
 
-    def get(self) -> Optional[Tuple[Any, Any]]:
+    def get(self) -> tuple[Any, Any] | None:
         return self._coordinator.get(self.epoch, self._split)
 
     def finish(self) -> None:
@@ -70,7 +70,7 @@ class LocalCoordinatorClient:
 
     def __init__(self, coordinator: SplitCoordinator):
         self._coordinator = coordinator
-        self._server: Optional[CoordinatorServer] = None
+        self._server: CoordinatorServer | None = None
         self._lock = threading.Lock()
         # When every split iterator of this process is gone (and none was sent elsewhere),
         # stop the execution instead of leaving it paused forever.
@@ -139,7 +139,7 @@ class CoordinatorServer:
 
     def _serve(self, conn: Connection) -> None:
         coordinator = self._coordinator
-        reading: Optional[Tuple[int, int]] = None  # (epoch, split) started on this connection
+        reading: tuple[int, int] | None = None  # (epoch, split) started on this connection
         try:
             while True:
                 try:
@@ -165,7 +165,7 @@ class CoordinatorServer:
                         value = DataContext.get_current()
                     else:
                         raise ValueError(f"unknown request {op!r}")
-                    reply: Tuple[Any, ...] = ("ok", value)
+                    reply: tuple[Any, ...] = ("ok", value)
                 except BaseException as exc:
                     reply = ("error", portable_error(exc))
                 try:
@@ -200,7 +200,7 @@ class CoordinatorServer:
             return False
 
 
-def _send(conn: Connection, message: Tuple[Any, ...]) -> bool:
+def _send(conn: Connection, message: tuple[Any, ...]) -> bool:
     try:
         conn.send(message)
         return True
@@ -220,7 +220,7 @@ def _from_ipc(payload: bytes) -> pa.Table:
 
 
 class _SocketSession(EpochSession):
-    def __init__(self, client: "SocketCoordinatorClient", split: int):
+    def __init__(self, client: SocketCoordinatorClient, split: int):
         self._client = client
         self._split = split
         self._conn = client._connect()
@@ -232,7 +232,7 @@ class _SocketSession(EpochSession):
             self._conn.close()
             raise
 
-    def get(self) -> Optional[Tuple[Any, Any]]:
+    def get(self) -> tuple[Any, Any] | None:
         try:
             self._conn.send(("get", self.epoch, self._split))
             reply = self._conn.recv()
@@ -288,7 +288,7 @@ class SocketCoordinatorClient:
     def context(self) -> DataContext:
         return self._call(("context",))
 
-    def _call(self, message: Tuple[Any, ...]) -> Any:
+    def _call(self, message: tuple[Any, ...]) -> Any:
         conn = self._connect()
         try:
             return self._request(conn, message)
@@ -301,7 +301,7 @@ class SocketCoordinatorClient:
         except (OSError, EOFError) as exc:
             raise self._lost(exc) from exc
 
-    def _request(self, conn: Connection, message: Tuple[Any, ...]) -> Any:
+    def _request(self, conn: Connection, message: tuple[Any, ...]) -> Any:
         try:
             conn.send(message)
             status, value = conn.recv()

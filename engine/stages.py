@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shardflow.engine.column_stages import AddColumnStage, ProjectStage
 from shardflow.engine.logical import (
     AddColumn,
     FilterExpr,
@@ -14,7 +15,6 @@ from shardflow.engine.logical import (
     Project,
     RandomSample,
 )
-from shardflow.engine.column_stages import AddColumnStage, ProjectStage
 from shardflow.engine.transforms import (
     BatchMapStage,
     ExprFilterStage,
@@ -51,8 +51,15 @@ def stage_for(op: Any) -> Stage:
     if isinstance(op, MapBatches):
         fn_args, fn_kwargs, ctor_args, ctor_kwargs = _udf_args(op)
         return BatchMapStage(
-            op.udf.fn, op.name, op.batch_size, op.batch_format, fn_args, fn_kwargs,
-            ctor_args, ctor_kwargs, op.zero_copy_batch,
+            op.udf.fn,
+            op.name,
+            op.batch_size,
+            op.batch_format,
+            fn_args,
+            fn_kwargs,
+            ctor_args,
+            ctor_kwargs,
+            op.zero_copy_batch,
         )
     if isinstance(op, Project):
         return ProjectStage(

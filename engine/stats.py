@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import List, Optional
 
 
 def _fmt_bytes(n: float) -> str:
@@ -26,8 +25,8 @@ class OperatorStats:
     bytes_out: int = 0
     task_time_s: float = 0.0
     peak_queued_bytes: int = 0
-    started_at: Optional[float] = None
-    finished_at: Optional[float] = None
+    started_at: float | None = None
+    finished_at: float | None = None
     skipped_files: int = 0
     bytes_spilled: int = 0
     tasks_retried: int = 0
@@ -56,7 +55,7 @@ class ExecutionStats:
 
     backend: str
     memory_budget_bytes: int
-    operators: List[OperatorStats] = field(default_factory=list)
+    operators: list[OperatorStats] = field(default_factory=list)
     peak_bytes_in_flight: int = 0
     wall_time_s: float = 0.0
     rows_out: int = 0

@@ -8,7 +8,8 @@ are Ray tasks or actors (engine/split_ray.py).
 
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Optional, Tuple
+from collections.abc import Iterator
+from typing import Any
 
 from shardflow.engine.context import DataContext
 from shardflow.engine.data_iterator import DataIterator, Epoch
@@ -19,7 +20,7 @@ class _SplitEpoch(Epoch):
     def __init__(self, session: EpochSession):
         self._session = session
 
-    def items(self) -> Iterator[Tuple[Any, Any]]:
+    def items(self) -> Iterator[tuple[Any, Any]]:
         try:
             while True:
                 item = self._session.get()
@@ -68,8 +69,8 @@ class StreamSplitDataIterator(DataIterator):
 
 
 def streaming_split(
-    dataset: Any, n: int, *, equal: bool = False, locality_hints: Optional[List[Any]] = None
-) -> List[StreamSplitDataIterator]:
+    dataset: Any, n: int, *, equal: bool = False, locality_hints: list[Any] | None = None
+) -> list[StreamSplitDataIterator]:
     """Create the split iterators of ``dataset`` (see ``Dataset.streaming_split``)."""
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"n must be an int (the number of splits), got {n!r}.")

@@ -7,14 +7,14 @@ shardflow is imported.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
 from shardflow.engine.collate import collate_batch_format
 from shardflow.sdk.block import Block, block_to_batch
 from shardflow.sdk.optional import require
-
 
 
 def import_torch() -> Any:
@@ -66,7 +66,7 @@ class ArrowToTensors:
         self._dtypes = dtypes
         self._copy = copy
 
-    def __call__(self, batch: Block) -> Dict[str, Any]:
+    def __call__(self, batch: Block) -> dict[str, Any]:
         import torch
 
         arrays = block_to_batch(batch, "numpy")
@@ -163,7 +163,7 @@ class TensorFinalizer:
 
 def torch_batch_steps(
     dtypes: Any, device: Any, collate_fn: Any, pin_memory: bool
-) -> Tuple[str, Callable[[Any], Any], Optional[Callable[[Any], Any]]]:
+) -> tuple[str, Callable[[Any], Any], Callable[[Any], Any] | None]:
     """(batch format, collate function, finalize function) for ``iter_torch_batches``.
 
     Validates the arguments eagerly, with Ray Data's exception types.

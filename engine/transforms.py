@@ -9,7 +9,8 @@ stages. Any exception inside a stage reaches the driver naming that stage.
 from __future__ import annotations
 
 import pickle
-from typing import Any, Iterable, Iterator, List, Optional
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import cloudpickle
 import numpy as np
@@ -29,7 +30,6 @@ from shardflow.sdk.block import Block, concat_blocks
 from shardflow.sdk.datasink import TaskCancelled, TaskContext
 from shardflow.sdk.datasource import ReadTask
 from shardflow.sdk.expressions import ColumnNotFoundError, Expr
-
 
 _AUTO_BATCH_BYTES = 8 * 1024 * 1024
 
@@ -94,11 +94,15 @@ class WriteStage(Stage):
 def _binary_cell(payload: bytes) -> pa.Array:
     """A one-element binary array, built from buffers (``pa.array`` would import pandas)."""
     offsets = np.array([0, len(payload)], dtype=np.int32)
-    return pa.Array.from_buffers(pa.binary(), 1, [None, pa.py_buffer(offsets), pa.py_buffer(payload)])
+    return pa.Array.from_buffers(
+        pa.binary(), 1, [None, pa.py_buffer(offsets), pa.py_buffer(payload)]
+    )
 
 
 def _int_cell(value: int) -> pa.Array:
-    return pa.Array.from_buffers(pa.int64(), 1, [None, pa.py_buffer(np.array([value], dtype=np.int64))])
+    return pa.Array.from_buffers(
+        pa.int64(), 1, [None, pa.py_buffer(np.array([value], dtype=np.int64))]
+    )
 
 
 class _CountingIterator:
@@ -107,7 +111,7 @@ class _CountingIterator:
     def __init__(self, blocks: Iterator[Block], ctx: TaskContext):
         self._blocks, self._ctx, self.rows, self.bytes = blocks, ctx, 0, 0
 
-    def __iter__(self) -> "_CountingIterator":
+    def __iter__(self) -> _CountingIterator:
         return self
 
     def __next__(self) -> Block:
@@ -141,7 +145,7 @@ class RandomSampleStage(Stage):
     stream, so runs (and backends) agree.
     """
 
-    def __init__(self, fraction: float, seed: Optional[int], name: str):
+    def __init__(self, fraction: float, seed: int | None, name: str):
         self.fraction, self.seed, self.name = fraction, seed, name
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
@@ -164,10 +168,10 @@ class FusedTransform:
 
     def __init__(
         self,
-        stages: List[Stage],
+        stages: list[Stage],
         source_name: str = "Read",
         min_block_bytes: int = 0,
-        max_block_bytes: Optional[int] = None,
+        max_block_bytes: int | None = None,
     ):
         self.stages = list(stages)
         self.source_name = source_name
@@ -187,10 +191,12 @@ class FusedTransform:
         for stage in self.stages:
             stage.teardown()
 
-    def then(self, stage: Stage) -> "FusedTransform":
-        return FusedTransform(self.stages + [stage], self.source_name, self.min_block_bytes, self.max_block_bytes)
+    def then(self, stage: Stage) -> FusedTransform:
+        return FusedTransform(
+            self.stages + [stage], self.source_name, self.min_block_bytes, self.max_block_bytes
+        )
 
-    def __call__(self, inputs: List[Any], ctx: TaskContext) -> Iterator[Block]:
+    def __call__(self, inputs: list[Any], ctx: TaskContext) -> Iterator[Block]:
         stream = _guard(self.source_name, _read_inputs(inputs))
         for stage in self.stages:
             stream = _guard(stage.name, stage(stream, ctx))
@@ -202,7 +208,7 @@ class FusedTransform:
             stream = split_large_blocks(stream, self.max_block_bytes)
         return stream
 
-    def names(self) -> List[str]:
+    def names(self) -> list[str]:
         return [s.name for s in self.stages]
 
 
@@ -225,7 +231,7 @@ def coalesce_blocks(blocks: Iterator[Block], min_bytes: int) -> Iterator[Block]:
     Many tiny blocks (a map_batches with small batches) would otherwise cost one downstream
     task and one scheduling round each.
     """
-    pending: List[Block] = []
+    pending: list[Block] = []
     size = 0
     for block in blocks:
         if not pending and block.nbytes >= min_bytes:
@@ -240,7 +246,7 @@ def coalesce_blocks(blocks: Iterator[Block], min_bytes: int) -> Iterator[Block]:
         yield concat_blocks(pending)
 
 
-def _read_inputs(inputs: List[Any]) -> Iterator[Block]:
+def _read_inputs(inputs: list[Any]) -> Iterator[Block]:
     for item in inputs:
         if isinstance(item, ReadTask):
             yield from item()
@@ -257,7 +263,7 @@ def _guard(name: str, stream: Iterator[Block]) -> Iterator[Block]:
         raise wrap_user_exception(name, exc) from exc
 
 
-def rebatch_blocks(blocks: Iterable[Block], batch_size: Optional[int]) -> Iterator[Block]:
+def rebatch_blocks(blocks: Iterable[Block], batch_size: int | None) -> Iterator[Block]:
     """Yield blocks of exactly ``batch_size`` rows (the last may be smaller); None passes through.
 
     Slices are zero-copy; rows spanning two blocks are concatenated.
@@ -266,7 +272,7 @@ def rebatch_blocks(blocks: Iterable[Block], batch_size: Optional[int]) -> Iterat
         for block in blocks:
             yield block
         return
-    pending: List[Block] = []
+    pending: list[Block] = []
     pending_rows = 0
     for block in blocks:
         offset = 0
@@ -282,7 +288,7 @@ def rebatch_blocks(blocks: Iterable[Block], batch_size: Optional[int]) -> Iterat
         yield _merge(pending)
 
 
-def _merge(pieces: List[Block]) -> Block:
+def _merge(pieces: list[Block]) -> Block:
     if len(pieces) == 1:
         return pieces[0]
     return concat_blocks(pieces).combine_chunks()

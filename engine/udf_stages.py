@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Iterable, Mapping
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -57,9 +57,9 @@ class UDFStage(Stage):
         fn: Callable,
         name: str,
         fn_args: Sequence[Any] = (),
-        fn_kwargs: Optional[Dict[str, Any]] = None,
+        fn_kwargs: dict[str, Any] | None = None,
         fn_constructor_args: Sequence[Any] = (),
-        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
+        fn_constructor_kwargs: dict[str, Any] | None = None,
     ):
         self.fn = fn
         self.name = name
@@ -68,9 +68,9 @@ class UDFStage(Stage):
         self.ctor_args = tuple(fn_constructor_args)
         self.ctor_kwargs = dict(fn_constructor_kwargs or {})
         self._instance: Any = None
-        self._loop: Optional[EventLoopThread] = None
+        self._loop: EventLoopThread | None = None
 
-    def __getstate__(self) -> Dict[str, Any]:
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_instance"] = None
         state["_loop"] = None
@@ -128,7 +128,7 @@ class UDFStage(Stage):
         """Per input, the list of ``fn``'s outputs (a flat function's rows), in input order."""
         args, kwargs = self.fn_args, self.fn_kwargs
 
-        async def apply(item: Any) -> List[Any]:
+        async def apply(item: Any) -> list[Any]:
             if flat and not inspect.isasyncgenfunction(_call_target(fn)):
                 return list(await fn(item, *args, **kwargs))
             return await call_to_list(fn, item, *args, **kwargs)
@@ -141,7 +141,7 @@ class UDFStage(Stage):
 
 
 def _call_target(fn: Any) -> Any:
-    return fn if inspect.isfunction(fn) or inspect.ismethod(fn) else getattr(fn, "__call__", fn)
+    return fn if inspect.isfunction(fn) or inspect.ismethod(fn) else getattr(fn, "__call__", fn)  # noqa: B004
 
 
 class BatchMapStage(UDFStage):
@@ -151,12 +151,12 @@ class BatchMapStage(UDFStage):
         self,
         fn: Callable,
         name: str,
-        batch_size: Optional[int],
+        batch_size: int | None,
         batch_format: str,
         fn_args: Sequence[Any] = (),
-        fn_kwargs: Optional[Dict[str, Any]] = None,
+        fn_kwargs: dict[str, Any] | None = None,
         fn_constructor_args: Sequence[Any] = (),
-        fn_constructor_kwargs: Optional[Dict[str, Any]] = None,
+        fn_constructor_kwargs: dict[str, Any] | None = None,
         zero_copy_batch: bool = False,
     ):
         super().__init__(fn, name, fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)
@@ -169,7 +169,7 @@ class BatchMapStage(UDFStage):
         return self.ctor_args
 
     @property
-    def fn_constructor_kwargs(self) -> Dict[str, Any]:
+    def fn_constructor_kwargs(self) -> dict[str, Any]:
         return self.ctor_kwargs
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
@@ -251,7 +251,7 @@ class FlatMapStage(UDFStage):
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
         fn = self._callable()
         for block in blocks:
-            out: List[Any] = []
+            out: list[Any] = []
             rows = block_to_rows(block)
             if is_async_callable(fn):
                 for produced in self._map_async(fn, iter(rows), ASYNC_ROW_CONCURRENCY, flat=True):
@@ -261,7 +261,7 @@ class FlatMapStage(UDFStage):
                     out.extend(self._rows_of(self._call(fn, row)))
             yield rows_to_block(out)
 
-    def _rows_of(self, produced: Any) -> List[Any]:
+    def _rows_of(self, produced: Any) -> list[Any]:
         """The rows one call returned, checked: a list (any iterable) of dicts."""
         if isinstance(produced, Mapping) or not isinstance(produced, Iterable):
             error = ValueError if isinstance(produced, Mapping) else TypeError

@@ -26,7 +26,7 @@ import tempfile
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -46,9 +46,12 @@ class TinyCNN(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.features = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 32, 3, stride=2, padding=1), torch.nn.ReLU(inplace=True),
-            torch.nn.Conv2d(32, 64, 3, stride=2, padding=1), torch.nn.ReLU(inplace=True),
-            torch.nn.Conv2d(64, 128, 3, stride=2, padding=1), torch.nn.ReLU(inplace=True),
+            torch.nn.Conv2d(3, 32, 3, stride=2, padding=1),
+            torch.nn.ReLU(inplace=True),
+            torch.nn.Conv2d(32, 64, 3, stride=2, padding=1),
+            torch.nn.ReLU(inplace=True),
+            torch.nn.Conv2d(64, 128, 3, stride=2, padding=1),
+            torch.nn.ReLU(inplace=True),
             torch.nn.AdaptiveAvgPool2d(1),
         )
         self.head = torch.nn.Linear(128, NUM_CLASSES)
@@ -87,7 +90,7 @@ def make_images(folder: str, count: int, seed: int = 0, threads: int = 2) -> str
     return folder
 
 
-def preprocess(batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+def preprocess(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """uint8 images (N, H, W, C) -> normalized float32 (N, C, H, W); keeps the paths."""
     pixels = batch["image"]
     images = np.empty((len(pixels), pixels.shape[3]) + pixels.shape[1:3], dtype=np.float32)
@@ -102,7 +105,7 @@ def pick_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def gpus_per_actor(device: str, actors: int = ACTORS) -> Optional[float]:
+def gpus_per_actor(device: str, actors: int = ACTORS) -> float | None:
     """A GPU each when there are enough; otherwise the actors share the devices."""
     if device != "cuda":
         return None
@@ -121,7 +124,7 @@ class Predictor:
         self.model.load_state_dict(torch.load(weights, map_location="cpu"))
         self.model.to(self.device).eval()
 
-    def __call__(self, batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         images = torch.as_tensor(batch["image"]).to(self.device, non_blocking=True)
         with torch.inference_mode():
             probabilities = torch.softmax(self.model(images), dim=1)
@@ -129,8 +132,14 @@ class Predictor:
         return {"path": batch["path"], "label": label.cpu().numpy(), "score": score.cpu().numpy()}
 
 
-def build_pipeline(m: Any, images: str, weights: str, *, device: str = "cpu",
-                   actor_args: Optional[Dict[str, Any]] = None) -> Any:
+def build_pipeline(
+    m: Any,
+    images: str,
+    weights: str,
+    *,
+    device: str = "cpu",
+    actor_args: dict[str, Any] | None = None,
+) -> Any:
     """The pipeline on module ``m`` (``shardflow`` or ``ray.data``): predictions per image."""
     num_gpus = gpus_per_actor(device)
     ds = m.read_images(images, size=SIZE, mode="RGB", include_paths=True)
@@ -153,7 +162,7 @@ def bare_loop(images: str, weights: str, out: str, threads: int = 2, device: str
 
     torch.set_num_threads(1)
     names = sorted(n for n in os.listdir(images) if n.endswith(".jpg"))
-    chunks = [names[i:i + BATCH_SIZE] for i in range(0, len(names), BATCH_SIZE)]
+    chunks = [names[i : i + BATCH_SIZE] for i in range(0, len(names), BATCH_SIZE)]
     predictor = Predictor(weights, device)
 
     def run(chunk):
@@ -174,15 +183,19 @@ def bare_loop(images: str, weights: str, out: str, threads: int = 2, device: str
     return table.num_rows
 
 
-def training_loop_wait_fraction(sf: Any, images: str, epochs: int = 2,
-                                step_s: float = 0.01) -> tuple:
+def training_loop_wait_fraction(
+    sf: Any, images: str, epochs: int = 2, step_s: float = 0.01
+) -> tuple:
     """Train for ``step_s`` per batch on the images, decoded once and kept in memory, for
     ``epochs`` epochs; returns (steps, share of the loop's time spent waiting for data)."""
     ds = sf.read_images(images, size=(64, 64), mode="RGB").materialize()
     waited, steps, busy = 0.0, 0, 0.0
     for _ in range(epochs):
-        batches = iter(ds.iter_torch_batches(batch_size=BATCH_SIZE, prefetch_batches=8,
-                                             dtypes={"image": torch.uint8}))
+        batches = iter(
+            ds.iter_torch_batches(
+                batch_size=BATCH_SIZE, prefetch_batches=8, dtypes={"image": torch.uint8}
+            )
+        )
         next(batches)  # the epoch's start-up is not the loop's steady state
         start = time.perf_counter()
         while True:
@@ -200,7 +213,7 @@ def training_loop_wait_fraction(sf: Any, images: str, epochs: int = 2,
     return steps, waited / max(busy, 1e-9)
 
 
-def main(argv: Optional[list] = None) -> None:
+def main(argv: list | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--images", type=int, default=2000, help="JPEGs to write and label")
     parser.add_argument("--backend", choices=["local", "ray"], default="local")
@@ -224,12 +237,16 @@ def main(argv: Optional[list] = None) -> None:
     predictions = sf.read_parquet(out)
     rows = predictions.count()
     print(f"labelled {rows} images in {seconds:.2f} s: {rows / seconds:.0f} images/s")
-    print("labels:", dict(sorted((k, v) for k, v in
-                                 predictions.groupby("label").count().to_pandas().values)))
+    print(
+        "labels:",
+        dict(sorted((k, v) for k, v in predictions.groupby("label").count().to_pandas().values)),
+    )
 
     steps, waiting = training_loop_wait_fraction(sf, images)
-    print(f"training loop: {steps} steps of 10 ms over 2 epochs, {waiting:.1%} of the time "
-          "waiting for data")
+    print(
+        f"training loop: {steps} steps of 10 ms over 2 epochs, {waiting:.1%} of the time "
+        "waiting for data"
+    )
 
 
 if __name__ == "__main__":

@@ -30,8 +30,12 @@ def make_inputs(root: Path, rng: np.random.Generator) -> pd.DataFrame:
             "reading": rng.normal(50.0, 10.0, n),
         }
     )
-    sf.from_pandas(frame, override_num_blocks=8).write_parquet(str(root / "readings"), partition_cols=["day"])
-    sf.from_pandas(frame.iloc[:100_000], override_num_blocks=4).write_csv(str(root / "readings_csv"))
+    sf.from_pandas(frame, override_num_blocks=8).write_parquet(
+        str(root / "readings"), partition_cols=["day"]
+    )
+    sf.from_pandas(frame.iloc[:100_000], override_num_blocks=4).write_csv(
+        str(root / "readings_csv")
+    )
     images = rng.integers(0, 256, size=(200, 48, 64, 3), dtype=np.uint8)
     sf.from_numpy(images).write_images(str(root / "images"), column="data", file_format="png")
     return frame
@@ -71,21 +75,30 @@ def main() -> None:
         print(clean.stats())
 
         labelled = clean.limit(100_000).map(label)
-        highs = labelled.filter(expr=sf.col("label").is_in([f"sensor-{i:03d}-high" for i in range(100)]))
+        highs = labelled.filter(
+            expr=sf.col("label").is_in([f"sensor-{i:03d}-high" for i in range(100)])
+        )
         n_high = highs.count()
         labelled.write_parquet(str(root / "labelled"))
-        print(f"{n_high} of 100000 labelled rows are high; wrote {sf.read_parquet(str(root / 'labelled')).count()} rows")
+        print(
+            f"{n_high} of 100000 labelled rows are high; "
+            f"wrote {sf.read_parquet(str(root / 'labelled')).count()} rows"
+        )
 
         # CSV.
         csv_sum = sf.read_csv(str(root / "readings_csv")).sum("sensor")
-        print(f"CSV: sum of sensor ids over {sf.read_csv(str(root / 'readings_csv')).count()} rows = {csv_sum}")
+        print(
+            f"CSV: sum of sensor ids over {sf.read_csv(str(root / 'readings_csv')).count()} rows = {csv_sum}"
+        )
 
         # Images: decoded and resized inside the read tasks.
         images = sf.read_images(str(root / "images"), size=(24, 32), include_paths=True)
         images.map_batches(brightness, batch_size=64).write_parquet(str(root / "brightness"))
         mean_brightness = sf.read_parquet(str(root / "brightness")).mean("brightness")
-        print(f"images: {images.count()} resized to {images.take_batch(1)['image'].shape[1:]}, "
-              f"mean brightness {mean_brightness:.2f}")
+        print(
+            f"images: {images.count()} resized to {images.take_batch(1)['image'].shape[1:]}, "
+            f"mean brightness {mean_brightness:.2f}"
+        )
 
         # Check against pandas / NumPy.
         part = frame[frame["day"] <= 3]

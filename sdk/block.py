@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import copyreg
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, TypeAlias, Union
+from typing import TYPE_CHECKING, Any, TypeAlias, Union
 
 import numpy as np
 import pyarrow as pa
@@ -39,7 +40,7 @@ Block: TypeAlias = pa.Table
 BATCH_FORMATS = ("numpy", "pandas", "pyarrow")
 """The batch formats accepted by ``map_batches``, ``iter_batches`` and friends."""
 
-DataBatch = Union[pa.Table, "pandas.DataFrame", Dict[str, np.ndarray]]
+DataBatch = Union[pa.Table, "pandas.DataFrame", dict[str, np.ndarray]]
 
 
 @dataclass
@@ -53,18 +54,18 @@ class BlockMetadata:
         input_files: Paths the block was read from.
     """
 
-    num_rows: Optional[int]
-    size_bytes: Optional[int]
-    exec_stats: Optional[Any] = None
-    input_files: Optional[List[str]] = field(default=None)
+    num_rows: int | None
+    size_bytes: int | None
+    exec_stats: Any | None = None
+    input_files: list[str] | None = field(default=None)
 
     @classmethod
-    def of(cls, block: Block, input_files: Optional[List[str]] = None) -> "BlockMetadata":
+    def of(cls, block: Block, input_files: list[str] | None = None) -> BlockMetadata:
         """Metadata measured from a block in hand."""
         return cls(num_rows=block.num_rows, size_bytes=block.nbytes, input_files=input_files)
 
 
-def validate_batch_format(batch_format: Optional[str]) -> str:
+def validate_batch_format(batch_format: str | None) -> str:
     """Return the canonical batch format name, raising ValueError for unknown ones.
 
     ``"default"`` means ``"numpy"`` and None the blocks' own format, ``"pyarrow"``, as in
@@ -81,7 +82,7 @@ def validate_batch_format(batch_format: Optional[str]) -> str:
     return batch_format
 
 
-def _column_to_numpy(column: Union[pa.ChunkedArray, pa.Array]) -> np.ndarray:
+def _column_to_numpy(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     if is_object_type(column.type):
         return objects_to_numpy(column)
     if isinstance(column, pa.ChunkedArray):
@@ -104,13 +105,21 @@ def _column_to_numpy(column: Union[pa.ChunkedArray, pa.Array]) -> np.ndarray:
 
 
 _NUMPY_OF_ARROW = {
-    "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
-    "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
-    "halffloat": np.float16, "float": np.float32, "double": np.float64,
+    "int8": np.int8,
+    "int16": np.int16,
+    "int32": np.int32,
+    "int64": np.int64,
+    "uint8": np.uint8,
+    "uint16": np.uint16,
+    "uint32": np.uint32,
+    "uint64": np.uint64,
+    "halffloat": np.float16,
+    "float": np.float32,
+    "double": np.float64,
 }
 
 
-def _primitive_to_numpy(array: pa.Array) -> Optional[np.ndarray]:
+def _primitive_to_numpy(array: pa.Array) -> np.ndarray | None:
     """A read-only zero-copy view of a null-free numeric array, without importing pandas."""
     dtype = _NUMPY_OF_ARROW.get(str(array.type))
     if dtype is None or array.null_count:
@@ -118,7 +127,7 @@ def _primitive_to_numpy(array: pa.Array) -> Optional[np.ndarray]:
     data = array.buffers()[1]
     if data is None:
         return np.empty(0, dtype=dtype)
-    view = np.frombuffer(data, dtype=dtype)[array.offset: array.offset + len(array)]
+    view = np.frombuffer(data, dtype=dtype)[array.offset : array.offset + len(array)]
     view.flags.writeable = False  # Arrow memory is immutable; callers copy to modify
     return view
 
@@ -143,9 +152,7 @@ def _variable_tensor_to_numpy(column: pa.Array) -> np.ndarray:
 
 
 def _ndarray_to_arrow(values: np.ndarray) -> pa.Array:
-    if values.dtype == object and len(values) and all(
-        isinstance(v, np.ndarray) for v in values
-    ):
+    if values.dtype == object and len(values) and all(isinstance(v, np.ndarray) for v in values):
         shapes = {v.shape for v in values}
         if len(shapes) == 1:
             values = np.stack(list(values))
@@ -168,11 +175,13 @@ def _numeric_to_arrow(values: np.ndarray) -> pa.Array:
     """
     if values.ndim == 1 and values.dtype.kind in "iuf" and values.dtype.isnative:
         values = np.ascontiguousarray(values)
-        return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
+        return pa.Array.from_buffers(
+            pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)]
+        )
     return pa.array(values)
 
 
-def _list_to_arrow(values: List[Any]) -> pa.Array:
+def _list_to_arrow(values: list[Any]) -> pa.Array:
     first = values[0] if values else None
     if type(first) in (int, float):
         try:
@@ -184,7 +193,7 @@ def _list_to_arrow(values: List[Any]) -> pa.Array:
     return values_to_arrow(values)
 
 
-def _ragged_to_variable_tensor(arrays: List[np.ndarray]) -> pa.Array:
+def _ragged_to_variable_tensor(arrays: list[np.ndarray]) -> pa.Array:
     ndim = {a.ndim for a in arrays}
     dtypes = {a.dtype for a in arrays}
     if len(ndim) != 1 or len(dtypes) != 1:
@@ -195,7 +204,9 @@ def _ragged_to_variable_tensor(arrays: List[np.ndarray]) -> pa.Array:
     value_type = pa.from_numpy_dtype(dtypes.pop())
     tensor_type = _variable_shape_tensor_type(value_type, ndim.pop())
     data = pa.array([a.ravel() for a in arrays], type=pa.list_(value_type))
-    shape = pa.array([list(a.shape) for a in arrays], type=tensor_type.storage_type.field("shape").type)
+    shape = pa.array(
+        [list(a.shape) for a in arrays], type=tensor_type.storage_type.field("shape").type
+    )
     storage = pa.StructArray.from_arrays([data, shape], fields=list(tensor_type.storage_type))
     return pa.ExtensionArray.from_storage(tensor_type, storage)
 
@@ -206,7 +217,7 @@ _EXTENSION_FIELD_METADATA = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _variable_shape_tensor_type(value_type: pa.DataType, ndim: int) -> pa.DataType:
     # pyarrow implements the canonical type in C++ without a Python constructor; reading a
     # schema whose field carries the extension's name yields the C++ type.
@@ -281,7 +292,7 @@ def to_block(data: Any) -> Block:
     )
 
 
-def _pandas_to_block(df: "pandas.DataFrame") -> Block:  # noqa: F821
+def _pandas_to_block(df: pandas.DataFrame) -> Block:
     columns = {}
     for name in df.columns:
         series = df[name]
@@ -307,7 +318,7 @@ def block_to_batch(block: Block, batch_format: str) -> DataBatch:
     return _block_to_pandas(block)
 
 
-def _block_to_pandas(block: Block) -> "pandas.DataFrame":  # noqa: F821
+def _block_to_pandas(block: Block) -> pandas.DataFrame:
     import pandas as pd
 
     plain = {}
@@ -336,7 +347,7 @@ def _pandas_dtype_of(arrow_type: pa.DataType) -> Any:
     return pd.ArrowDtype(arrow_type) if is_plain_arrow_type(arrow_type) else None
 
 
-def block_to_rows(block: Block) -> List[Dict[str, Any]]:
+def block_to_rows(block: Block) -> list[dict[str, Any]]:
     """Rows of a block as dicts; tensor cells become numpy arrays."""
     if not any(_is_tensor_type(t) for t in block.schema.types):
         return block.to_pylist()
@@ -347,16 +358,14 @@ def block_to_rows(block: Block) -> List[Dict[str, Any]]:
             columns[name] = list(_column_to_numpy(column))
         else:
             columns[name] = column.to_pylist()
-    return [
-        {name: columns[name][i] for name in block.column_names} for i in range(block.num_rows)
-    ]
+    return [{name: columns[name][i] for name in block.column_names} for i in range(block.num_rows)]
 
 
 def _is_tensor_type(arrow_type: pa.DataType) -> bool:
     return isinstance(arrow_type, pa.FixedShapeTensorType) or _is_variable_tensor(arrow_type)
 
 
-def rows_to_block(rows: List[Mapping[str, Any]]) -> Block:
+def rows_to_block(rows: list[Mapping[str, Any]]) -> Block:
     """Build a block from a list of row dicts (the output of ``map`` or ``flat_map``)."""
     if not rows:
         return pa.table({})
@@ -375,12 +384,14 @@ def rows_to_block(rows: List[Mapping[str, Any]]) -> Block:
         if values and is_torch_tensor(values[0]):
             columns[name] = [tensor_to_numpy(v) for v in values]
     if any(isinstance(values[0], np.ndarray) for values in columns.values() if values):
-        return numpy_batch_to_block({name: _list_to_ndarray(values) for name, values in columns.items()})
+        return numpy_batch_to_block(
+            {name: _list_to_ndarray(values) for name, values in columns.items()}
+        )
     return pa.table({name: _list_to_arrow(values) for name, values in columns.items()})
 
 
-def _columns_of_irregular_rows(rows: List[Any]) -> Dict[str, List[Any]]:
-    names: Dict[str, None] = {}
+def _columns_of_irregular_rows(rows: list[Any]) -> dict[str, list[Any]]:
+    names: dict[str, None] = {}
     for row in rows:
         if not isinstance(row, Mapping):
             raise TypeError(
@@ -397,7 +408,7 @@ def rows_without_columns(num_rows: int) -> Block:
     return pa.table({"_": pa.nulls(num_rows)}).select([])
 
 
-def concat_blocks(blocks: List[Block]) -> Block:
+def concat_blocks(blocks: list[Block]) -> Block:
     """Concatenate blocks, unifying schemas where they differ only by missing columns or nulls."""
     blocks = [b for b in blocks if b.num_columns or b.num_rows]
     if not blocks:
@@ -415,10 +426,10 @@ def concat_blocks(blocks: List[Block]) -> Block:
             return pa.concat_tables(_unify_tensor_shapes(blocks), promote_options="permissive")
 
 
-def _unify_tensor_shapes(blocks: List[Block]) -> List[Block]:
+def _unify_tensor_shapes(blocks: list[Block]) -> list[Block]:
     """Blocks whose tensor columns differ in shape from block to block (images of different
     sizes read by different tasks) get those columns as variable-shape tensors."""
-    types: Dict[str, set[Any]] = {}
+    types: dict[str, set[Any]] = {}
     for block in blocks:
         for f in block.schema:
             types.setdefault(f.name, set()).add(f.type)

@@ -13,8 +13,9 @@ The engine calls, in order:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, Iterable, List, Optional, TypeVar
+from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 
@@ -63,7 +64,7 @@ class WriteResult(Generic[WriteReturnType]):
 
     num_rows: int
     size_bytes: int
-    write_returns: List[WriteReturnType]
+    write_returns: list[WriteReturnType]
 
 
 class Datasink(Generic[WriteReturnType]):
@@ -83,7 +84,7 @@ class Datasink(Generic[WriteReturnType]):
         10
     """
 
-    def on_write_start(self, schema: Optional[pa.Schema] = None) -> None:
+    def on_write_start(self, schema: pa.Schema | None = None) -> None:
         """Called once on the driver before any write task; may create or check the target."""
 
     def write(self, blocks: Iterable[Block], ctx: TaskContext) -> WriteReturnType:
@@ -103,7 +104,9 @@ class Datasink(Generic[WriteReturnType]):
     def get_name(self) -> str:
         """A short name for progress bars and stats."""
         name = type(self).__name__
-        return name[: -len("Datasink")] if name.endswith("Datasink") and name != "Datasink" else name
+        return (
+            name[: -len("Datasink")] if name.endswith("Datasink") and name != "Datasink" else name
+        )
 
     @property
     def supports_distributed_writes(self) -> bool:
@@ -111,13 +114,11 @@ class Datasink(Generic[WriteReturnType]):
         return True
 
     @property
-    def min_rows_per_write(self) -> Optional[int]:
+    def min_rows_per_write(self) -> int | None:
         """When set, the engine groups blocks so each write task gets at least this many rows."""
         return None
 
 
-def summarize_writes(
-    returns: List[Any], num_rows: int, size_bytes: int
-) -> WriteResult[List[Any]]:
+def summarize_writes(returns: list[Any], num_rows: int, size_bytes: int) -> WriteResult[list[Any]]:
     """Build the WriteResult handed to ``on_write_complete``."""
     return WriteResult(num_rows=num_rows, size_bytes=size_bytes, write_returns=list(returns))

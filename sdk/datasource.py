@@ -7,7 +7,8 @@ by changing its imports.
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -42,8 +43,8 @@ class ReadTask:
         self,
         read_fn: Callable[[], Iterable[Any]],
         metadata: BlockMetadata,
-        schema: Optional[pa.Schema] = None,
-        per_task_row_limit: Optional[int] = None,
+        schema: pa.Schema | None = None,
+        per_task_row_limit: int | None = None,
     ):
         if not callable(read_fn):
             raise TypeError(f"read_fn must be callable, got {type(read_fn).__name__}.")
@@ -59,7 +60,7 @@ class ReadTask:
         return self._metadata
 
     @property
-    def schema(self) -> Optional[pa.Schema]:
+    def schema(self) -> pa.Schema | None:
         return self._schema
 
     @property
@@ -67,10 +68,10 @@ class ReadTask:
         return self._read_fn
 
     @property
-    def per_task_row_limit(self) -> Optional[int]:
+    def per_task_row_limit(self) -> int | None:
         return self._per_task_row_limit
 
-    def with_row_limit(self, limit: Optional[int]) -> "ReadTask":
+    def with_row_limit(self, limit: int | None) -> ReadTask:
         """A copy of this task that stops after ``limit`` rows (the smaller limit wins)."""
         if limit is None:
             return self
@@ -103,7 +104,9 @@ class ReadTask:
             yield block
 
     def __repr__(self) -> str:
-        return f"ReadTask(num_rows={self._metadata.num_rows}, size_bytes={self._metadata.size_bytes})"
+        return (
+            f"ReadTask(num_rows={self._metadata.num_rows}, size_bytes={self._metadata.size_bytes})"
+        )
 
 
 class Datasource:
@@ -132,10 +135,10 @@ class Datasource:
     def get_read_tasks(
         self,
         parallelism: int,
-        per_task_row_limit: Optional[int] = None,
-        data_context: Optional[Any] = None,
+        per_task_row_limit: int | None = None,
+        data_context: Any | None = None,
         **kwargs: Any,
-    ) -> List[ReadTask]:
+    ) -> list[ReadTask]:
         """Plan the read as about ``parallelism`` tasks.
 
         Called once per execution on the driver. Must not read the data itself; it may read
@@ -152,14 +155,18 @@ class Datasource:
         """
         raise NotImplementedError
 
-    def estimate_inmemory_data_size(self) -> Optional[int]:
+    def estimate_inmemory_data_size(self) -> int | None:
         """Bytes the data will take in memory, or None when unknown."""
         return None
 
     def get_name(self) -> str:
         """A short name for progress bars and stats, e.g. ``"Parquet"``."""
         name = type(self).__name__
-        return name[: -len("Datasource")] if name.endswith("Datasource") and name != "Datasource" else name
+        return (
+            name[: -len("Datasource")]
+            if name.endswith("Datasource") and name != "Datasource"
+            else name
+        )
 
     # -- pushdowns ------------------------------------------------------------------------
     #
@@ -175,7 +182,7 @@ class Datasource:
         """Columns, filter and row limit pushed into this source (immutable)."""
         return self.__dict__.get("_pushdowns", NO_PUSHDOWNS)
 
-    def with_pushdowns(self, pushdowns: Pushdowns) -> "Datasource":
+    def with_pushdowns(self, pushdowns: Pushdowns) -> Datasource:
         """A shallow copy of this source holding ``pushdowns``.
 
         Override to drop caches that depend on what is read (a planned scan, say); call
@@ -187,7 +194,7 @@ class Datasource:
         clone._pushdowns = pushdowns
         return clone
 
-    def effective_pushdowns(self, per_task_row_limit: Optional[int] = None) -> Pushdowns:
+    def effective_pushdowns(self, per_task_row_limit: int | None = None) -> Pushdowns:
         """``self.pushdowns`` with the engine's ``per_task_row_limit`` folded in (for
         ``get_read_tasks``)."""
         return self.pushdowns.with_limit(per_task_row_limit)
@@ -198,11 +205,11 @@ class Datasource:
         """Whether the source can read only some columns (and rename them)."""
         return False
 
-    def get_projection_map(self) -> Optional[Dict[str, str]]:
+    def get_projection_map(self) -> dict[str, str] | None:
         """The current projection as ``{source column: output name}``; None means all columns."""
         return self.pushdowns.projection_map()
 
-    def apply_projection(self, projection_map: Optional[Dict[str, str]]) -> "Datasource":
+    def apply_projection(self, projection_map: dict[str, str] | None) -> Datasource:
         """Return a copy of this source that reads only the keys of ``projection_map``,
         renamed to its values. Called on the driver by the optimizer."""
         return self.with_pushdowns(self.pushdowns.with_projection(projection_map))
@@ -213,11 +220,11 @@ class Datasource:
         """Whether the source can skip rows that fail a predicate (an engine expression)."""
         return False
 
-    def get_current_predicate(self) -> Optional[Expr]:
+    def get_current_predicate(self) -> Expr | None:
         """The predicate already pushed into this source, or None."""
         return self.pushdowns.filter
 
-    def apply_predicate(self, predicate_expr: Expr) -> "Datasource":
+    def apply_predicate(self, predicate_expr: Expr) -> Datasource:
         """Return a copy of this source that also applies ``predicate_expr`` (AND-ed with the
         current one). Called on the driver by the optimizer."""
         if not isinstance(predicate_expr, Expr):
@@ -236,7 +243,7 @@ class Datasource:
 
     # -- limit pushdown ------------------------------------------------------------------
 
-    def apply_limit(self, limit: int) -> "Datasource":
+    def apply_limit(self, limit: int) -> Datasource:
         """Return a copy of this source whose read tasks each stop after ``limit`` rows.
 
         The engine may instead pass ``per_task_row_limit`` to ``get_read_tasks``;

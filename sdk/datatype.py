@@ -16,17 +16,28 @@ Examples:
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple, Union
+import builtins
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 # The factories named after Arrow's primitive types.
 _ARROW_FACTORIES = {
-    "int8": pa.int8, "int16": pa.int16, "int32": pa.int32, "int64": pa.int64,
-    "uint8": pa.uint8, "uint16": pa.uint16, "uint32": pa.uint32, "uint64": pa.uint64,
-    "float32": pa.float32, "float64": pa.float64,
-    "string": pa.string, "bool": pa.bool_, "binary": pa.binary,
+    "int8": pa.int8,
+    "int16": pa.int16,
+    "int32": pa.int32,
+    "int64": pa.int64,
+    "uint8": pa.uint8,
+    "uint16": pa.uint16,
+    "uint32": pa.uint32,
+    "uint64": pa.uint64,
+    "float32": pa.float32,
+    "float64": pa.float64,
+    "string": pa.string,
+    "bool": pa.bool_,
+    "binary": pa.binary,
 }
 
 
@@ -39,7 +50,7 @@ class DataType:
 
     __slots__ = ("_physical_dtype",)
 
-    def __init__(self, physical_dtype: Union[pa.DataType, np.dtype, type]):
+    def __init__(self, physical_dtype: pa.DataType | np.dtype | type):
         if not isinstance(physical_dtype, (pa.DataType, np.dtype, type)):
             raise TypeError(
                 "DataType supports only PyArrow DataType, NumPy dtype, or Python type, but was "
@@ -60,7 +71,7 @@ class DataType:
 
     # -- conversions ----------------------------------------------------------------------------
 
-    def to_arrow_dtype(self, values: Optional[Sequence[Any]] = None) -> pa.DataType:
+    def to_arrow_dtype(self, values: Sequence[Any] | None = None) -> pa.DataType:
         """The Arrow type; a Python-type-backed DataType needs ``values`` to infer it from."""
         if self.is_arrow_type():
             return self._physical_dtype
@@ -92,15 +103,15 @@ class DataType:
     # -- factories ------------------------------------------------------------------------------
 
     @classmethod
-    def from_arrow(cls, arrow_type: pa.DataType) -> "DataType":
+    def from_arrow(cls, arrow_type: pa.DataType) -> DataType:
         return cls(arrow_type)
 
     @classmethod
-    def from_numpy(cls, numpy_dtype: Union[np.dtype, str]) -> "DataType":
+    def from_numpy(cls, numpy_dtype: np.dtype | str) -> DataType:
         return cls(np.dtype(numpy_dtype))
 
     @classmethod
-    def infer_dtype(cls, value: Any) -> "DataType":
+    def infer_dtype(cls, value: Any) -> DataType:
         """The DataType of a Python, NumPy or Arrow value."""
         if isinstance(value, (np.ndarray, np.generic)):
             return cls.from_numpy(value.dtype)
@@ -110,23 +121,23 @@ class DataType:
             return cls(type(value))
 
     @classmethod
-    def list(cls, value_type: "DataType") -> "DataType":
+    def list(cls, value_type: DataType) -> DataType:
         return cls.from_arrow(pa.list_(value_type.to_arrow_dtype()))
 
     @classmethod
-    def large_list(cls, value_type: "DataType") -> "DataType":
+    def large_list(cls, value_type: DataType) -> DataType:
         return cls.from_arrow(pa.large_list(value_type.to_arrow_dtype()))
 
     @classmethod
-    def fixed_size_list(cls, value_type: "DataType", list_size: int) -> "DataType":
+    def fixed_size_list(cls, value_type: DataType, list_size: int) -> DataType:
         return cls.from_arrow(pa.list_(value_type.to_arrow_dtype(), list_size))
 
     @classmethod
-    def struct(cls, fields: List[Tuple[str, "DataType"]]) -> "DataType":
+    def struct(cls, fields: builtins.list[tuple[str, DataType]]) -> DataType:
         return cls.from_arrow(pa.struct([(name, t.to_arrow_dtype()) for name, t in fields]))
 
     @classmethod
-    def map(cls, key_type: "DataType", value_type: "DataType") -> "DataType":
+    def map(cls, key_type: DataType, value_type: DataType) -> DataType:
         return cls.from_arrow(pa.map_(key_type.to_arrow_dtype(), value_type.to_arrow_dtype()))
 
     # -- comparison and display -----------------------------------------------------------------

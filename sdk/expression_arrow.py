@@ -9,7 +9,8 @@ data (:mod:`shardflow.sdk.expression_eval`).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional
+from collections.abc import Callable
+from typing import Any
 
 from shardflow.sdk.expressions import (
     AliasExpr,
@@ -39,7 +40,7 @@ def _modulo(a: Any, b: Any) -> Any:
 
 
 # The kernels of the binary operators; each takes arrays, scalars or Expressions.
-BINARY_KERNELS: Dict[str, Callable[[Any, Any], Any]] = {
+BINARY_KERNELS: dict[str, Callable[[Any, Any], Any]] = {
     "==": lambda a, b: pc().equal(a, b),
     "!=": lambda a, b: pc().not_equal(a, b),
     ">": lambda a, b: pc().greater(a, b),
@@ -57,7 +58,7 @@ BINARY_KERNELS: Dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
-class PyArrowExprVisitor(ExprVisitor["pyarrow.compute.Expression"]):  # noqa: F821
+class PyArrowExprVisitor(ExprVisitor["pyarrow.compute.Expression"]):
     """Translates to a :class:`pyarrow.compute.Expression`.
 
     ``udf`` and ``download`` expressions run Python code and have no translation.
@@ -67,7 +68,7 @@ class PyArrowExprVisitor(ExprVisitor["pyarrow.compute.Expression"]):  # noqa: F8
             filtered (a file whose columns are named differently, say); identity by default.
     """
 
-    def __init__(self, column_name: Optional[Callable[[str], str]] = None):
+    def __init__(self, column_name: Callable[[str], str] | None = None):
         self._column_name = column_name
 
     def visit_column(self, expr: ColumnExpr) -> Any:

@@ -13,7 +13,7 @@ schema tells the types of the results without running user code.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, List, Optional
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -158,7 +158,7 @@ def evaluate(expr: Expr, table: pa.Table, dry_run: bool = False) -> pa.ChunkedAr
     return result
 
 
-def download_files(uris: List[Optional[str]], filesystem: Any = None) -> List[Optional[bytes]]:
+def download_files(uris: list[str | None], filesystem: Any = None) -> list[bytes | None]:
     """The bytes of each file (None for a null URI), read by a pool of threads.
 
     Raises:
@@ -174,14 +174,19 @@ def download_files(uris: List[Optional[str]], filesystem: Any = None) -> List[Op
     path_of = dict(zip(wanted, paths))
     retry = RetryConfig()
 
-    def read(uri: Optional[str]) -> Optional[bytes]:
+    def read(uri: str | None) -> bytes | None:
         if uri is None:
             return None
         try:
-            return call_with_retry(lambda: fs.cat_file(path_of[uri]), description=f"download {redact(uri)}",
-                                   config=retry)
+            return call_with_retry(
+                lambda: fs.cat_file(path_of[uri]),
+                description=f"download {redact(uri)}",
+                config=retry,
+            )
         except Exception as exc:
-            raise OSError(redact_text(f"download: cannot read {uri}: {type(exc).__name__}: {exc}")) from exc
+            raise OSError(
+                redact_text(f"download: cannot read {uri}: {type(exc).__name__}: {exc}")
+            ) from exc
 
     if len(uris) == 1:
         return [read(uris[0])]

@@ -92,7 +92,11 @@ def _compare(op: Any, left: Expr, right_node: Any, text: str) -> Expr:
     if name in ("In", "NotIn"):
         expr = IsInExpr(left, _literal_list(right_node, text))
         return expr if name == "In" else NotExpr(expr)
-    if name in ("Is", "IsNot") and isinstance(right_node, ast.Constant) and right_node.value is None:
+    if (
+        name in ("Is", "IsNot")
+        and isinstance(right_node, ast.Constant)
+        and right_node.value is None
+    ):
         expr = IsNullExpr(left)
         return expr if name == "Is" else NotExpr(expr)
     raise ValueError(f"Unsupported comparison in expression {text!r}.")
@@ -102,9 +106,7 @@ def _literal_list(node: Any, text: str) -> list:
     try:
         return list(ast.literal_eval(node))
     except (ValueError, TypeError):
-        raise ValueError(
-            f"In expression {text!r}, 'in' needs a list of constants."
-        ) from None
+        raise ValueError(f"In expression {text!r}, 'in' needs a list of constants.") from None
 
 
 def _call(node: Any, text: str) -> Expr:

@@ -22,17 +22,11 @@ Examples:
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterable, Iterator
 from typing import (
     Any,
-    Callable,
     ClassVar,
-    Dict,
     Generic,
-    Iterable,
-    Iterator,
-    Optional,
-    Set,
-    Tuple,
     TypeVar,
 )
 
@@ -78,19 +72,19 @@ class Expr:
     """
 
     kind: ClassVar[str] = ""
-    name: Optional[str] = None
+    name: str | None = None
 
-    def children(self) -> Tuple["Expr", ...]:
+    def children(self) -> tuple[Expr, ...]:
         """The sub-expressions, for walks that do not care about the kind."""
         return ()
 
-    def walk(self) -> Iterator["Expr"]:
+    def walk(self) -> Iterator[Expr]:
         """This expression and every sub-expression, depth first."""
         yield self
         for child in self.children():
             yield from child.walk()
 
-    def to_pyarrow(self) -> "pyarrow.compute.Expression":  # noqa: F821
+    def to_pyarrow(self) -> pyarrow.compute.Expression:  # noqa: F821
         """Translate to a :class:`pyarrow.compute.Expression`.
 
         Raises:
@@ -98,7 +92,7 @@ class Expr:
         """
         return PyArrowExprVisitor().visit(self)
 
-    def referenced_columns(self) -> Set[str]:
+    def referenced_columns(self) -> set[str]:
         """Names of the columns the expression reads."""
         return {e.name for e in self.walk() if isinstance(e, ColumnExpr)}
 
@@ -118,86 +112,88 @@ class Expr:
         if type(other) is not type(self) or self._key() != other._key():
             return False
         mine, theirs = self.children(), other.children()
-        return len(mine) == len(theirs) and all(a.structurally_equals(b) for a, b in zip(mine, theirs))
+        return len(mine) == len(theirs) and all(
+            a.structurally_equals(b) for a, b in zip(mine, theirs)
+        )
 
-    def _key(self) -> Tuple[Any, ...]:
+    def _key(self) -> tuple[Any, ...]:
         """What identifies this node apart from its children (for structurally_equals)."""
         return ()
 
-    def _binary(self, op: str, other: Any, reverse: bool = False) -> "BinaryExpr":
+    def _binary(self, op: str, other: Any, reverse: bool = False) -> BinaryExpr:
         other = other if isinstance(other, Expr) else LiteralExpr(other)
         return BinaryExpr(op, other, self) if reverse else BinaryExpr(op, self, other)
 
-    def __eq__(self, other: Any) -> "BinaryExpr":  # type: ignore[override]
+    def __eq__(self, other: Any) -> BinaryExpr:  # type: ignore[override]
         return self._binary("==", other)
 
-    def __ne__(self, other: Any) -> "BinaryExpr":  # type: ignore[override]
+    def __ne__(self, other: Any) -> BinaryExpr:  # type: ignore[override]
         return self._binary("!=", other)
 
-    def __gt__(self, other: Any) -> "BinaryExpr":
+    def __gt__(self, other: Any) -> BinaryExpr:
         return self._binary(">", other)
 
-    def __ge__(self, other: Any) -> "BinaryExpr":
+    def __ge__(self, other: Any) -> BinaryExpr:
         return self._binary(">=", other)
 
-    def __lt__(self, other: Any) -> "BinaryExpr":
+    def __lt__(self, other: Any) -> BinaryExpr:
         return self._binary("<", other)
 
-    def __le__(self, other: Any) -> "BinaryExpr":
+    def __le__(self, other: Any) -> BinaryExpr:
         return self._binary("<=", other)
 
-    def __and__(self, other: Any) -> "BinaryExpr":
+    def __and__(self, other: Any) -> BinaryExpr:
         return self._binary("&", other)
 
-    def __rand__(self, other: Any) -> "BinaryExpr":
+    def __rand__(self, other: Any) -> BinaryExpr:
         return self._binary("&", other, reverse=True)
 
-    def __or__(self, other: Any) -> "BinaryExpr":
+    def __or__(self, other: Any) -> BinaryExpr:
         return self._binary("|", other)
 
-    def __ror__(self, other: Any) -> "BinaryExpr":
+    def __ror__(self, other: Any) -> BinaryExpr:
         return self._binary("|", other, reverse=True)
 
-    def __add__(self, other: Any) -> "BinaryExpr":
+    def __add__(self, other: Any) -> BinaryExpr:
         return self._binary("+", other)
 
-    def __radd__(self, other: Any) -> "BinaryExpr":
+    def __radd__(self, other: Any) -> BinaryExpr:
         return self._binary("+", other, reverse=True)
 
-    def __sub__(self, other: Any) -> "BinaryExpr":
+    def __sub__(self, other: Any) -> BinaryExpr:
         return self._binary("-", other)
 
-    def __rsub__(self, other: Any) -> "BinaryExpr":
+    def __rsub__(self, other: Any) -> BinaryExpr:
         return self._binary("-", other, reverse=True)
 
-    def __mul__(self, other: Any) -> "BinaryExpr":
+    def __mul__(self, other: Any) -> BinaryExpr:
         return self._binary("*", other)
 
-    def __rmul__(self, other: Any) -> "BinaryExpr":
+    def __rmul__(self, other: Any) -> BinaryExpr:
         return self._binary("*", other, reverse=True)
 
-    def __truediv__(self, other: Any) -> "BinaryExpr":
+    def __truediv__(self, other: Any) -> BinaryExpr:
         return self._binary("/", other)
 
-    def __rtruediv__(self, other: Any) -> "BinaryExpr":
+    def __rtruediv__(self, other: Any) -> BinaryExpr:
         return self._binary("/", other, reverse=True)
 
-    def __floordiv__(self, other: Any) -> "BinaryExpr":
+    def __floordiv__(self, other: Any) -> BinaryExpr:
         return self._binary("//", other)
 
-    def __rfloordiv__(self, other: Any) -> "BinaryExpr":
+    def __rfloordiv__(self, other: Any) -> BinaryExpr:
         return self._binary("//", other, reverse=True)
 
-    def __mod__(self, other: Any) -> "BinaryExpr":
+    def __mod__(self, other: Any) -> BinaryExpr:
         return self._binary("%", other)
 
-    def __rmod__(self, other: Any) -> "BinaryExpr":
+    def __rmod__(self, other: Any) -> BinaryExpr:
         return self._binary("%", other, reverse=True)
 
-    def __neg__(self) -> "BinaryExpr":
+    def __neg__(self) -> BinaryExpr:
         return BinaryExpr("-", LiteralExpr(0), self)
 
-    def __invert__(self) -> "NotExpr":
+    def __invert__(self) -> NotExpr:
         return NotExpr(self)
 
     def __bool__(self) -> bool:
@@ -208,23 +204,23 @@ class Expr:
 
     __hash__ = object.__hash__
 
-    def is_null(self) -> "IsNullExpr":
+    def is_null(self) -> IsNullExpr:
         """True where the value is null."""
         return IsNullExpr(self)
 
-    def is_not_null(self) -> "NotExpr":
+    def is_not_null(self) -> NotExpr:
         """True where the value is not null."""
         return NotExpr(IsNullExpr(self))
 
-    def is_in(self, values: Iterable[Any]) -> "IsInExpr":
+    def is_in(self, values: Iterable[Any]) -> IsInExpr:
         """True where the value is one of ``values`` (a null value is in no list)."""
         return IsInExpr(self, _literal_values(values, "is_in"))
 
-    def not_in(self, values: Iterable[Any]) -> "NotExpr":
+    def not_in(self, values: Iterable[Any]) -> NotExpr:
         """True where the value is none of ``values`` (a null value is in no list)."""
         return NotExpr(IsInExpr(self, _literal_values(values, "not_in")))
 
-    def alias(self, name: str) -> "AliasExpr":
+    def alias(self, name: str) -> AliasExpr:
         """The same values under the output name ``name``.
 
         Examples:
@@ -235,7 +231,7 @@ class Expr:
         operand = self.operand if isinstance(self, AliasExpr) else self
         return AliasExpr(operand, name)
 
-    def cast(self, target_type: DataType, *, safe: bool = True) -> "CastExpr":
+    def cast(self, target_type: DataType, *, safe: bool = True) -> CastExpr:
         """The values converted to ``target_type`` (a :class:`DataType`).
 
         Args:
@@ -271,7 +267,7 @@ class ColumnExpr(Expr):
             raise TypeError(f"A column name must be a non-empty string, got {name!r}.")
         self.name = name
 
-    def _key(self) -> Tuple[Any, ...]:
+    def _key(self) -> tuple[Any, ...]:
         return (self.name,)
 
     def __repr__(self) -> str:
@@ -290,7 +286,7 @@ class LiteralExpr(Expr):
     def data_type(self) -> DataType:
         return DataType.infer_dtype(self.value)
 
-    def _key(self) -> Tuple[Any, ...]:
+    def _key(self) -> tuple[Any, ...]:
         return (type(self.value), repr(self.value))
 
     def __repr__(self) -> str:
@@ -307,10 +303,10 @@ class BinaryExpr(Expr):
             raise ValueError(f"Unknown operator {op!r}; expected one of {sorted(_ALL_OPS)}.")
         self.op, self.left, self.right = op, left, right
 
-    def children(self) -> Tuple[Expr, ...]:
+    def children(self) -> tuple[Expr, ...]:
         return (self.left, self.right)
 
-    def _key(self) -> Tuple[Any, ...]:
+    def _key(self) -> tuple[Any, ...]:
         return (self.op,)
 
     def __repr__(self) -> str:
@@ -325,7 +321,7 @@ class NotExpr(Expr):
     def __init__(self, operand: Expr):
         self.operand = operand
 
-    def children(self) -> Tuple[Expr, ...]:
+    def children(self) -> tuple[Expr, ...]:
         return (self.operand,)
 
     def __repr__(self) -> str:
@@ -340,7 +336,7 @@ class IsNullExpr(Expr):
     def __init__(self, operand: Expr):
         self.operand = operand
 
-    def children(self) -> Tuple[Expr, ...]:
+    def children(self) -> tuple[Expr, ...]:
         return (self.operand,)
 
     def __repr__(self) -> str:
@@ -355,10 +351,10 @@ class IsInExpr(Expr):
     def __init__(self, operand: Expr, values: list):
         self.operand, self.values = operand, values
 
-    def children(self) -> Tuple[Expr, ...]:
+    def children(self) -> tuple[Expr, ...]:
         return (self.operand,)
 
-    def _key(self) -> Tuple[Any, ...]:
+    def _key(self) -> tuple[Any, ...]:
         return (repr(self.values),)
 
     def __repr__(self) -> str:
@@ -375,10 +371,10 @@ class AliasExpr(Expr):
             raise TypeError(f"An alias must be a non-empty string, got {name!r}.")
         self.operand, self.name = operand, name
 
-    def children(self) -> Tuple[Expr, ...]:
+    def children(self) -> tuple[Expr, ...]:
         return (self.operand,)
 
-    def _key(self) -> Tuple[Any, ...]:
+    def _key(self) -> tuple[Any, ...]:
         return (self.name,)
 
     def __repr__(self) -> str:
@@ -406,10 +402,10 @@ class CastExpr(Expr):
     def arrow_type(self) -> pa.DataType:
         return self.data_type.to_arrow_dtype()
 
-    def children(self) -> Tuple[Expr, ...]:
+    def children(self) -> tuple[Expr, ...]:
         return (self.operand,)
 
-    def _key(self) -> Tuple[Any, ...]:
+    def _key(self) -> tuple[Any, ...]:
         return (self.data_type, self.safe)
 
     def __repr__(self) -> str:
@@ -425,14 +421,24 @@ class UDFExpr(Expr):
 
     kind = "udf"
 
-    def __init__(self, fn: Callable[..., Any], args: Tuple[Expr, ...], kwargs: Dict[str, Expr],
-                 return_dtype: DataType):
-        self.fn, self.args, self.kwargs, self.return_dtype = fn, tuple(args), dict(kwargs), return_dtype
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Expr, ...],
+        kwargs: dict[str, Expr],
+        return_dtype: DataType,
+    ):
+        self.fn, self.args, self.kwargs, self.return_dtype = (
+            fn,
+            tuple(args),
+            dict(kwargs),
+            return_dtype,
+        )
 
-    def children(self) -> Tuple[Expr, ...]:
+    def children(self) -> tuple[Expr, ...]:
         return self.args + tuple(self.kwargs.values())
 
-    def _key(self) -> Tuple[Any, ...]:
+    def _key(self) -> tuple[Any, ...]:
         return (self.fn, tuple(self.kwargs), self.return_dtype)
 
     def __repr__(self) -> str:
@@ -450,10 +456,10 @@ class DownloadExpr(Expr):
             raise TypeError(f"download needs a column name, got {uri_column_name!r}.")
         self.uri_column_name, self.filesystem = uri_column_name, filesystem
 
-    def children(self) -> Tuple[Expr, ...]:
+    def children(self) -> tuple[Expr, ...]:
         return (ColumnExpr(self.uri_column_name),)
 
-    def _key(self) -> Tuple[Any, ...]:
+    def _key(self) -> tuple[Any, ...]:
         return (self.uri_column_name,)
 
     def __repr__(self) -> str:
@@ -490,7 +496,7 @@ class ExprVisitor(Generic[T]):
         """Translate ``expr`` by calling the method for its kind."""
         if not isinstance(expr, Expr):
             raise TypeError(f"{type(self).__name__} visits expressions, got {type(expr).__name__}.")
-        method: Optional[Callable[[Expr], T]] = getattr(self, f"visit_{expr.kind}", None)
+        method: Callable[[Expr], T] | None = getattr(self, f"visit_{expr.kind}", None)
         if method is None:
             return self.visit_unsupported(expr)
         return method(expr)
@@ -584,7 +590,7 @@ def download(uri_column_name: str, *, filesystem: Any = None) -> DownloadExpr:
 class _LazyInstance:
     """A callable class's instance, created on first call in the process that runs it."""
 
-    def __init__(self, cls: type, args: Tuple[Any, ...], kwargs: Dict[str, Any]):
+    def __init__(self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]):
         self.cls, self.args, self.kwargs = cls, args, kwargs
         self._instance: Any = None
         self.__name__ = cls.__name__
@@ -594,19 +600,24 @@ class _LazyInstance:
             self._instance = self.cls(*self.args, **self.kwargs)
         return self._instance(*args, **kwargs)
 
-    def __getstate__(self) -> Dict[str, Any]:
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_instance"] = None  # every process builds its own
         return state
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _LazyInstance) and (self.cls, self.args, self.kwargs) == (
-            other.cls, other.args, other.kwargs)
+            other.cls,
+            other.args,
+            other.kwargs,
+        )
 
     __hash__ = object.__hash__
 
 
-def _expr_args(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[Tuple[Expr, ...], Dict[str, Expr]]:
+def _expr_args(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Expr, ...], dict[str, Expr]]:
     def as_expr(value: Any) -> Expr:
         return value if isinstance(value, Expr) else LiteralExpr(value)
 
@@ -657,7 +668,7 @@ def udf(return_dtype: DataType) -> Callable[[Any], Any]:
 
 
 def _udf_class(cls: type, return_dtype: DataType) -> type:
-    if not callable(getattr(cls, "__call__", None)):
+    if not callable(getattr(cls, "__call__", None)):  # noqa: B004  (instances, not the class)
         raise TypeError(f"udf decorates callable classes; {cls.__name__} has no __call__.")
 
     class ExpressionCallable:
@@ -693,8 +704,27 @@ from shardflow.sdk.expression_arrow import PyArrowExprVisitor  # noqa: E402
 from shardflow.sdk.expression_parsing import parse_expr  # noqa: E402
 
 __all__ = [
-    "AliasExpr", "BinaryExpr", "CastExpr", "ColumnExpr", "ColumnNotFoundError", "DataType",
-    "DownloadExpr", "Expr", "ExprVisitor", "IsInExpr", "IsNullExpr", "LiteralExpr", "NotExpr",
-    "PyArrowExprVisitor", "UDFExpr", "UnsupportedExpressionError", "and_all", "col",
-    "conjuncts", "download", "lit", "parse_expr", "udf",
+    "AliasExpr",
+    "BinaryExpr",
+    "CastExpr",
+    "ColumnExpr",
+    "ColumnNotFoundError",
+    "DataType",
+    "DownloadExpr",
+    "Expr",
+    "ExprVisitor",
+    "IsInExpr",
+    "IsNullExpr",
+    "LiteralExpr",
+    "NotExpr",
+    "PyArrowExprVisitor",
+    "UDFExpr",
+    "UnsupportedExpressionError",
+    "and_all",
+    "col",
+    "conjuncts",
+    "download",
+    "lit",
+    "parse_expr",
+    "udf",
 ]

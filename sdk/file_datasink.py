@@ -12,19 +12,20 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import pyarrow as pa
 
 from shardflow.sdk.block import Block, block_to_rows
 from shardflow.sdk.datasink import Datasink, TaskCancelled, TaskContext, WriteResult
-from shardflow.sdk.filename_provider import FilenameProvider, TaskFileNamer
 from shardflow.sdk.file_writing import (
     BlockFileWriter,
     WholeFileWriter,
     make_open_file,
     stream_into_files,
 )
+from shardflow.sdk.filename_provider import FilenameProvider, TaskFileNamer
 from shardflow.sdk.filesystems import (
     basename,
     display_path,
@@ -43,7 +44,11 @@ from shardflow.sdk.write_journal import WriteJournal, resumable_staging_name
 logger = logging.getLogger(__name__)
 
 _FILE_MODES = (
-    SaveMode.ERROR, SaveMode.CREATE, SaveMode.APPEND, SaveMode.OVERWRITE, SaveMode.IGNORE
+    SaveMode.ERROR,
+    SaveMode.CREATE,
+    SaveMode.APPEND,
+    SaveMode.OVERWRITE,
+    SaveMode.IGNORE,
 )
 STAGING_PREFIX = ".shardflow-staging-"
 _TRASH_PREFIX = ".shardflow-trash-"
@@ -109,18 +114,18 @@ class FileDatasink(Datasink):
 
     def __init__(
         self,
-        path: Union[str, "os.PathLike[str]", List[Any]],
+        path: str | os.PathLike[str] | list[Any],
         *,
         filesystem: Any = None,
         try_create_dir: bool = True,
-        open_stream_args: Optional[Dict[str, Any]] = None,
-        filename_provider: Optional[FilenameProvider] = None,
-        dataset_uuid: Optional[str] = None,
-        file_format: Optional[str] = None,
-        mode: Union[SaveMode, str] = SaveMode.ERROR,
-        min_rows_per_file: Optional[int] = None,
-        partition_cols: Optional[List[str]] = None,
-        storage_options: Optional[Dict[str, Any]] = None,
+        open_stream_args: dict[str, Any] | None = None,
+        filename_provider: FilenameProvider | None = None,
+        dataset_uuid: str | None = None,
+        file_format: str | None = None,
+        mode: SaveMode | str = SaveMode.ERROR,
+        min_rows_per_file: int | None = None,
+        partition_cols: list[str] | None = None,
+        storage_options: dict[str, Any] | None = None,
         retry: Any = None,
     ):
         path = _single_path(path)
@@ -165,8 +170,8 @@ class FileDatasink(Datasink):
         self._write_id = ""
         self._staging = ""
         self._created_dest = False
-        self._journal: Optional[WriteJournal] = None
-        self._resumed: Dict[int, Dict[str, Any]] = {}
+        self._journal: WriteJournal | None = None
+        self._resumed: dict[int, dict[str, Any]] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(path={self.path!r}, mode={self.mode.value!r})"
@@ -177,7 +182,7 @@ class FileDatasink(Datasink):
         return not self.unresolved_path.lower().startswith("local://")
 
     @property
-    def min_rows_per_write(self) -> Optional[int]:
+    def min_rows_per_write(self) -> int | None:
         """Rows each write task should get: ``min_rows_per_file``, so files reach that size."""
         return self.min_rows_per_file
 
@@ -188,7 +193,7 @@ class FileDatasink(Datasink):
 
     # -- driver: start ------------------------------------------------------------------
 
-    def on_write_start(self, schema: Optional[pa.Schema] = None) -> None:
+    def on_write_start(self, schema: pa.Schema | None = None) -> None:
         fs, dest = self._fs, self._path
         _quiet(lambda: fs.invalidate_cache(dest))
         if schema is not None and self.partition_cols:
@@ -243,11 +248,11 @@ class FileDatasink(Datasink):
         """The id of this write (the same on every resumed run)."""
         return self._write_id
 
-    def resumed_tasks(self) -> Dict[int, Dict[str, Any]]:
+    def resumed_tasks(self) -> dict[int, dict[str, Any]]:
         """Tasks a previous run already staged: {task index: {"files", "rows", "bytes"}}."""
         return dict(self._resumed)
 
-    def _visible_entries(self) -> List[str]:
+    def _visible_entries(self) -> list[str]:
         """Top-level entries of the destination, without hidden ones (staging, ``_SUCCESS``)."""
         try:
             listing = self._fs.ls(self._path, detail=False, refresh=True)
@@ -261,7 +266,7 @@ class FileDatasink(Datasink):
 
     # -- worker: write ------------------------------------------------------------------
 
-    def write(self, blocks: Iterable[Block], ctx: TaskContext) -> List[str]:
+    def write(self, blocks: Iterable[Block], ctx: TaskContext) -> list[str]:
         """Write the task's blocks under the staging folder; returns the staged relative paths.
 
         Blocks are written as they arrive (see :mod:`shardflow.sdk.file_writing`): a task
@@ -287,13 +292,13 @@ class FileDatasink(Datasink):
             self._journal.record(ctx.task_idx, staged, counts[0], counts[1])
         return staged
 
-    def _write_task(self, blocks: Iterable[Block], namer: TaskFileNamer) -> List[str]:
+    def _write_task(self, blocks: Iterable[Block], namer: TaskFileNamer) -> list[str]:
         raise NotImplementedError
 
     def _namer(self, write_uuid: str, task_index: int) -> TaskFileNamer:
         return TaskFileNamer(self.filename_provider, write_uuid, task_index)
 
-    def _split_partitions(self, block: Block) -> Iterator[Tuple[str, Block]]:
+    def _split_partitions(self, block: Block) -> Iterator[tuple[str, Block]]:
         if not self.partition_cols:
             yield "", block
             return
@@ -327,7 +332,7 @@ class FileDatasink(Datasink):
 
     def _write_part(
         self, block: Block, folder: str, namer: TaskFileNamer, block_index: int
-    ) -> List[str]:
+    ) -> list[str]:
         raise NotImplementedError
 
     def _write_file(self, relative: str, write_fn: Any) -> str:
@@ -363,7 +368,9 @@ class FileDatasink(Datasink):
             raise TaskCancelled(f"writing {self.path} was cancelled")
         if supports_rename(self._fs):
             if not self._fs.exists(self._staging):
-                raise TaskCancelled(f"writing {self.path} was cancelled (its staging folder is gone)")
+                raise TaskCancelled(
+                    f"writing {self.path} was cancelled (its staging folder is gone)"
+                )
             self._fs.makedirs(parent(target), exist_ok=True)
         return target
 
@@ -406,14 +413,14 @@ class FileDatasink(Datasink):
         self._remove_staging()
         self._remove_created_dest()
 
-    def _first_missing_ancestor(self) -> Optional[str]:
+    def _first_missing_ancestor(self) -> str | None:
         """The outermost folder this write creates (the destination or one of its parents)."""
         if not supports_rename(self._fs):
             return None
         created = self._path
         while True:
             up = parent(created)
-            if not up or up == created or _quiet(lambda: self._fs.exists(up), default=True):
+            if not up or up == created or _quiet(lambda up=up: self._fs.exists(up), default=True):
                 return created
             created = up
 
@@ -445,12 +452,12 @@ class FileDatasink(Datasink):
                 "Could not delete staging folder %s: %s", display_path(self._fs, self._staging), exc
             )
 
-    def _targets(self, staged: List[str]) -> List[Tuple[str, str]]:
+    def _targets(self, staged: list[str]) -> list[tuple[str, str]]:
         return [
             (join(self._fs, self._staging, rel), join(self._fs, self._path, rel)) for rel in staged
         ]
 
-    def _check_clashes(self, pairs: List[Tuple[str, str]]) -> None:
+    def _check_clashes(self, pairs: list[tuple[str, str]]) -> None:
         if self.mode == SaveMode.OVERWRITE:
             return
         clashes = [dst for _, dst in pairs if self._fs.exists(dst)]
@@ -461,13 +468,13 @@ class FileDatasink(Datasink):
                 "use mode='overwrite'. Nothing was written."
             )
 
-    def _commit_by_rename(self, staged: List[str]) -> None:
+    def _commit_by_rename(self, staged: list[str]) -> None:
         fs = self._fs
         pairs = self._targets(staged)
         self._check_clashes(pairs)
         trash = join(fs, self._path, _TRASH_PREFIX + self._write_id)
-        trashed: List[Tuple[str, str]] = []
-        moved: List[str] = []
+        trashed: list[tuple[str, str]] = []
+        moved: list[str] = []
         step = "move the files it replaces aside"
         try:
             if self.mode == SaveMode.OVERWRITE:
@@ -498,7 +505,7 @@ class FileDatasink(Datasink):
         if trashed or fs.exists(trash):
             _quiet(lambda: fs.rm(trash, recursive=True))
 
-    def _commit_by_copy(self, staged: List[str]) -> None:
+    def _commit_by_copy(self, staged: list[str]) -> None:
         """Commit on an object store (no rename): back up what an overwrite replaces, copy the
         new objects into place, delete the old ones. If any step fails, the destination is
         put back to exactly its old content and the error names the step."""
@@ -506,7 +513,7 @@ class FileDatasink(Datasink):
         pairs = self._targets(staged)
         if type(self.filename_provider) is not FilenameProvider:
             self._check_clashes(pairs)
-        old: List[str] = []
+        old: list[str] = []
         if self.mode == SaveMode.OVERWRITE:
             found = _quiet(lambda: fs.find(self._path), default=[]) or []
             prefix = self._path.rstrip("/") + "/"
@@ -516,17 +523,21 @@ class FileDatasink(Datasink):
                 if not any(part.startswith((".", "_")) for part in p[len(prefix) :].split("/"))
             ]
         backup_root = join(fs, self._path, _TRASH_PREFIX + self._write_id)
-        backups: List[Tuple[str, str]] = []
-        copied: List[str] = []
+        backups: list[tuple[str, str]] = []
+        copied: list[str] = []
         step = "back up the files it replaces"
         try:
             for path in old:
                 backup = join(fs, backup_root, path[len(self._path.rstrip("/")) + 1 :])
-                self._retried(lambda path=path, backup=backup: fs.copy(path, backup), f"back up {path}")
+                self._retried(
+                    lambda path=path, backup=backup: fs.copy(path, backup), f"back up {path}"
+                )
                 backups.append((path, backup))
             step = "copy the new files into place"
             for src, dst in pairs:
-                self._retried(lambda src=src, dst=dst: fs.copy(src, dst), f"copy to {display_path(fs, dst)}")
+                self._retried(
+                    lambda src=src, dst=dst: fs.copy(src, dst), f"copy to {display_path(fs, dst)}"
+                )
                 copied.append(dst)
             step = "delete the files it replaces"
             new = {dst for _, dst in pairs}
@@ -552,7 +563,9 @@ class FileDatasink(Datasink):
     def _retried(self, fn: Any, description: str) -> Any:
         return call_with_retry(fn, description=description, config=self._retry)
 
-    def _roll_back_copy(self, copied: List[str], backups: List[Tuple[str, str]], backup_root: str) -> bool:
+    def _roll_back_copy(
+        self, copied: list[str], backups: list[tuple[str, str]], backup_root: str
+    ) -> bool:
         """Undo a partial copy commit; True when the old content is back."""
         fs = self._fs
         originals = {path for path, _ in backups}
@@ -561,7 +574,9 @@ class FileDatasink(Datasink):
             if added:
                 self._retried(lambda: fs.rm(added), f"remove new files from {self.path}")
             for path, backup in backups:
-                self._retried(lambda path=path, backup=backup: fs.copy(backup, path), f"restore {path}")
+                self._retried(
+                    lambda path=path, backup=backup: fs.copy(backup, path), f"restore {path}"
+                )
         except Exception as exc:
             logger.error("Could not roll back the failed commit to %s: %s", self.path, exc)
             return False
@@ -585,7 +600,7 @@ class BlockBasedFileDatasink(FileDatasink):
             f"{type(self).__name__} must implement write_block_to_file(block, f)."
         )
 
-    def open_block_writer(self, f: Any, block: Block) -> Optional[BlockFileWriter]:
+    def open_block_writer(self, f: Any, block: Block) -> BlockFileWriter | None:
         """A :class:`~shardflow.sdk.file_writing.BlockFileWriter` for a new file ``f`` whose
         first block is ``block`` (not yet written), or None (the default) to gather each
         file's blocks and write them with one ``write_block_to_file`` call."""
@@ -596,15 +611,15 @@ class BlockBasedFileDatasink(FileDatasink):
         subclass may cast it to a schema)."""
         return block
 
-    def _max_rows_per_file(self) -> Optional[int]:
+    def _max_rows_per_file(self) -> int | None:
         return None
 
     def _file_name(self, namer: TaskFileNamer, block: Block, folder: str, index: int) -> str:
         """The staged relative path of the next file of ``folder``."""
         return namer.block_file(block, index, folder)
 
-    def _write_task(self, blocks: Iterable[Block], namer: TaskFileNamer) -> List[str]:
-        def split(block: Block) -> Iterator[Tuple[str, Block]]:
+    def _write_task(self, blocks: Iterable[Block], namer: TaskFileNamer) -> list[str]:
+        def split(block: Block) -> Iterator[tuple[str, Block]]:
             for folder, part in self._split_partitions(block):
                 yield folder, self._prepare_block(part)
 
@@ -630,7 +645,7 @@ class BlockBasedFileDatasink(FileDatasink):
 
     def _write_part(
         self, block: Block, folder: str, namer: TaskFileNamer, block_index: int
-    ) -> List[str]:
+    ) -> list[str]:
         """Write ``block`` as one whole file (with retries)."""
         relative = namer.block_file(block, block_index, folder)
         return [self._write_file(relative, lambda f: self.write_block_to_file(block, f))]
@@ -643,17 +658,17 @@ class RowBasedFileDatasink(FileDatasink):
     open binary file ``f``. It runs in a worker and may be retried on a fresh file.
     """
 
-    def write_row_to_file(self, row: Dict[str, Any], f: Any) -> None:
+    def write_row_to_file(self, row: dict[str, Any], f: Any) -> None:
         raise NotImplementedError(
             f"{type(self).__name__} must implement write_row_to_file(row, f)."
         )
 
-    def _write_task(self, blocks: Iterable[Block], namer: TaskFileNamer) -> List[str]:
+    def _write_task(self, blocks: Iterable[Block], namer: TaskFileNamer) -> list[str]:
         # Files are named by group (all of a task's rows, or groups of min_rows_per_file
         # rows) and row number within the group and folder, block by block.
-        written: List[str] = []
+        written: list[str] = []
         group = group_rows = 0
-        numbers: Dict[str, int] = {}
+        numbers: dict[str, int] = {}
         for block in blocks:
             if block.num_rows == 0:
                 continue
@@ -663,7 +678,9 @@ class RowBasedFileDatasink(FileDatasink):
                     numbers[folder] = number + 1
                     relative = namer.row_file(row, group, number, folder)
                     written.append(
-                        self._write_file(relative, lambda f, row=row: self.write_row_to_file(row, f))
+                        self._write_file(
+                            relative, lambda f, row=row: self.write_row_to_file(row, f)
+                        )
                     )
             group_rows += block.num_rows
             if self.min_rows_per_file and group_rows >= self.min_rows_per_file:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any
 
 import pyarrow as pa
 
@@ -50,7 +51,7 @@ class FileShuffleConfig:
         FileShuffleConfig(seed=42)
     """
 
-    seed: Optional[int] = None
+    seed: int | None = None
 
 
 _HIVE = object()  # marks the default partitioning argument
@@ -121,8 +122,8 @@ class FileBasedDatasource(Datasource):
         ...         yield pa.table({"lines": [len(f.read().splitlines())]})
     """
 
-    _FILE_EXTENSIONS: Optional[List[str]] = None
-    _ROWS_PER_FILE: Optional[int] = None
+    _FILE_EXTENSIONS: list[str] | None = None
+    _ROWS_PER_FILE: int | None = None
     _ENCODING_RATIO: float = 1.0
     _INFER_COMPRESSION: bool = False
     _RANDOM_ACCESS: bool = False
@@ -130,19 +131,19 @@ class FileBasedDatasource(Datasource):
 
     def __init__(
         self,
-        paths: Union[str, List[str]],
+        paths: str | list[str],
         *,
         filesystem: Any = None,
-        schema: Optional[pa.Schema] = None,
-        open_stream_args: Optional[Dict[str, Any]] = None,
-        partitioning: Optional[Partitioning] = _HIVE,  # type: ignore[assignment]
-        partition_filter: Union[PathPartitionFilter, Callable[[Dict[str, Any]], bool], None] = None,
+        schema: pa.Schema | None = None,
+        open_stream_args: dict[str, Any] | None = None,
+        partitioning: Partitioning | None = _HIVE,  # type: ignore[assignment]
+        partition_filter: PathPartitionFilter | Callable[[dict[str, Any]], bool] | None = None,
         include_paths: bool = False,
-        file_extensions: Optional[List[str]] = None,
+        file_extensions: list[str] | None = None,
         ignore_missing_paths: bool = False,
-        shuffle: Union[str, FileShuffleConfig, None] = None,
+        shuffle: str | FileShuffleConfig | None = None,
         on_bad_file: str = "raise",
-        storage_options: Optional[Dict[str, Any]] = None,
+        storage_options: dict[str, Any] | None = None,
         **file_args: Any,
     ):
         path_list = normalize_paths_arg(paths)
@@ -188,13 +189,13 @@ class FileBasedDatasource(Datasource):
         self._shuffle = shuffle
         self._on_bad_file = on_bad_file
         self._file_args = file_args
-        self._units: Optional[List[FileUnit]] = None
-        self._partition_schema: Optional[pa.Schema] = None
-        self._conflict_reference: Optional[ReferenceSchema] = None
+        self._units: list[FileUnit] | None = None
+        self._partition_schema: pa.Schema | None = None
+        self._conflict_reference: ReferenceSchema | None = None
 
     # -- pickling: tasks carry their own files, not the whole listing ---------------------
 
-    def __getstate__(self) -> Dict[str, Any]:
+    def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_units"] = None
         return state
@@ -209,13 +210,13 @@ class FileBasedDatasource(Datasource):
 
     # -- listing (driver) -----------------------------------------------------------------
 
-    def _file_units(self) -> List[FileUnit]:
+    def _file_units(self) -> list[FileUnit]:
         """The files to read, expanded, filtered and with partition values (cached)."""
         if self._units is None:
             self._units = self._expand()
         return self._units
 
-    def _expand(self) -> List[FileUnit]:
+    def _expand(self) -> list[FileUnit]:
         files = expand_paths(self._fs, self._paths, ignore_missing_paths=self._ignore_missing_paths)
         listed = len(files)
         files = filter_extensions(files, self._file_extensions)
@@ -233,14 +234,14 @@ class FileBasedDatasource(Datasource):
         shown = ", ".join(repr(self._display(p)) for p in self._paths[:3])
         return shown + (f" and {len(self._paths) - 3} more" if len(self._paths) > 3 else "")
 
-    def _parser(self) -> Optional[Partitioning]:
+    def _parser(self) -> Partitioning | None:
         if self._partitioning is not None:
             return self._partitioning
         if isinstance(self._partition_filter, PathPartitionFilter):
             return self._partition_filter.partitioning
         return None
 
-    def _raw_partition(self, parser: Partitioning, info: FileInfo) -> Dict[str, Optional[str]]:
+    def _raw_partition(self, parser: Partitioning, info: FileInfo) -> dict[str, str | None]:
         if parser.base_dir:
             base = resolve_filesystem([parser.base_dir], self._fs)[1][0].rstrip("/")
             relative = info.path[len(base) + 1 :] if info.path.startswith(base + "/") else info.path
@@ -250,7 +251,7 @@ class FileBasedDatasource(Datasource):
             relative = info.relative_path
         return parser.parse(relative)
 
-    def _apply_partitions(self, files: List[FileInfo]) -> List[FileUnit]:
+    def _apply_partitions(self, files: list[FileInfo]) -> list[FileUnit]:
         parser = self._parser()
         if parser is None:
             return [FileUnit(f.path, f.size) for f in files]
@@ -277,7 +278,7 @@ class FileBasedDatasource(Datasource):
 
     # -- planning (driver) ----------------------------------------------------------------
 
-    def estimate_inmemory_data_size(self) -> Optional[int]:
+    def estimate_inmemory_data_size(self) -> int | None:
         sizes = [u.size for u in self._file_units()]
         if any(s is None for s in sizes):
             return None
@@ -286,9 +287,9 @@ class FileBasedDatasource(Datasource):
     def get_read_tasks(
         self,
         parallelism: int,
-        per_task_row_limit: Optional[int] = None,
-        data_context: Optional[Any] = None,
-    ) -> List[ReadTask]:
+        per_task_row_limit: int | None = None,
+        data_context: Any | None = None,
+    ) -> list[ReadTask]:
         units = self._units_to_read(list(self._file_units()))
         if not units:
             return []
@@ -328,7 +329,7 @@ class FileBasedDatasource(Datasource):
             )
         return tasks
 
-    def _infer_conflict_reference(self, units: List[FileUnit]) -> Optional[ReferenceSchema]:
+    def _infer_conflict_reference(self, units: list[FileUnit]) -> ReferenceSchema | None:
         """The schema inferred from the start of the first file, which every file's blocks
         are checked against (see :mod:`shardflow.sdk.schema_conflicts`); None when there is
         one file, a schema was given, or the format infers no types."""
@@ -348,16 +349,16 @@ class FileBasedDatasource(Datasource):
             return None
         return reference_from(self._display(first), inferred)
 
-    def _schema_of_start(self, head: bytes) -> Optional[pa.Schema]:
+    def _schema_of_start(self, head: bytes) -> pa.Schema | None:
         """The column types that the first ``_PROBE_BYTES`` of a file (``head``) give, for
         formats that infer types from content (set ``_PROBE_BYTES`` to use it)."""
         return None
 
-    def _units_to_read(self, units: List[FileUnit]) -> List[FileUnit]:
+    def _units_to_read(self, units: list[FileUnit]) -> list[FileUnit]:
         """The units of this execution; subclasses may prune (e.g. by a pushed predicate)."""
         return units
 
-    def _split_file(self, unit: FileUnit, target_bytes: int) -> List[FileUnit]:
+    def _split_file(self, unit: FileUnit, target_bytes: int) -> list[FileUnit]:
         """Split a large file into parts read by different tasks; default: never."""
         return [unit]
 
@@ -389,7 +390,7 @@ class FileBasedDatasource(Datasource):
         """Yield the blocks of the open binary file ``f`` (named ``path``). Required."""
         raise NotImplementedError(f"{type(self).__name__} must implement _read_stream(f, path).")
 
-    def _static_schema(self) -> Optional[pa.Schema]:
+    def _static_schema(self) -> pa.Schema | None:
         """Schema of what ``_read_stream`` yields when known without reading."""
         return None
 
@@ -428,7 +429,7 @@ class FileBasedDatasource(Datasource):
             block = block.select(list(columns)).rename_columns(list(self.pushdowns.output_names))
         return block
 
-    def _output_schema(self) -> Optional[pa.Schema]:
+    def _output_schema(self) -> pa.Schema | None:
         """The schema of the read tasks' blocks when known without reading."""
         base = self._schema or self._static_schema()
         if base is None:
@@ -481,7 +482,7 @@ def conform_to_schema(
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def group_by_size(units: List[FileUnit], num_groups: int) -> List[List[FileUnit]]:
+def group_by_size(units: list[FileUnit], num_groups: int) -> list[list[FileUnit]]:
     """Split ``units`` into at most ``num_groups`` contiguous groups of similar total size.
 
     Unknown sizes count as the mean of the known ones. Never makes more groups than units.
@@ -495,8 +496,8 @@ def group_by_size(units: List[FileUnit], num_groups: int) -> List[List[FileUnit]
     if not any(sizes):
         sizes = [1.0] * len(units)
     total = sum(sizes)
-    groups: List[List[FileUnit]] = []
-    current: List[FileUnit] = []
+    groups: list[list[FileUnit]] = []
+    current: list[FileUnit] = []
     cumulative = 0.0
     for i, unit in enumerate(units):
         current.append(unit)

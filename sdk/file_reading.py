@@ -14,8 +14,9 @@ from __future__ import annotations
 import copy
 import logging
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, List, Optional, Sequence, Tuple
+from typing import Any
 
 import pyarrow as pa
 
@@ -51,8 +52,8 @@ class FileUnit:
     """
 
     path: str
-    size: Optional[int]
-    partition: Tuple[Tuple[str, Any], ...] = ()
+    size: int | None
+    partition: tuple[tuple[str, Any], ...] = ()
     split: Any = None
 
 
@@ -98,10 +99,10 @@ def coalesce(tables: Iterator[Block], min_bytes: int) -> Iterator[Block]:
     when their schemas agree. Empty tables are dropped, except that a source of only empty
     tables yields its first one, so an empty file still tells its schema.
     """
-    pending: List[Block] = []
+    pending: list[Block] = []
     size = 0
     produced = False
-    first_empty: Optional[Block] = None
+    first_empty: Block | None = None
     for table in tables:
         if table.num_rows == 0:
             if first_empty is None:
@@ -123,7 +124,7 @@ def coalesce(tables: Iterator[Block], min_bytes: int) -> Iterator[Block]:
         yield first_empty
 
 
-def _concat(tables: List[Block]) -> Block:
+def _concat(tables: list[Block]) -> Block:
     return tables[0] if len(tables) == 1 else concat_blocks(tables)
 
 
@@ -156,7 +157,7 @@ class FileReadTask:
         emitted = 0
         attempt = 1
         while True:
-            buffered: List[Block] = []
+            buffered: list[Block] = []
             to_skip = emitted
             try:
                 for block in self._blocks(unit):

@@ -14,7 +14,8 @@ file, as before streaming writers existed.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from shardflow.sdk.block import Block, concat_blocks
 
@@ -63,7 +64,7 @@ class WholeFileWriter(BlockFileWriter):
 
     def __init__(self, write_block_to_file: Callable[[Block, Any], None], f: Any):
         self._write, self._f = write_block_to_file, f
-        self._blocks: List[Block] = []
+        self._blocks: list[Block] = []
 
     def write(self, block: Block) -> bool:
         self._blocks.append(block)
@@ -110,10 +111,10 @@ def stream_into_files(
     blocks: Iterable[Block],
     *,
     split: Callable[[Block], Iterable[Any]],
-    open_file: Callable[[str, Block, int], "_OpenFile"],
-    min_rows: Optional[int],
-    max_rows: Optional[int],
-) -> List[str]:
+    open_file: Callable[[str, Block, int], _OpenFile],
+    min_rows: int | None,
+    max_rows: int | None,
+) -> list[str]:
     """Write ``blocks`` into files, one open file per partition folder at a time.
 
     Args:
@@ -129,9 +130,9 @@ def stream_into_files(
     Returns:
         The staged relative paths, in the order the files were finished.
     """
-    open_files: Dict[str, _OpenFile] = {}
-    opened: Dict[str, int] = {}
-    staged: List[str] = []
+    open_files: dict[str, _OpenFile] = {}
+    opened: dict[str, int] = {}
+    staged: list[str] = []
 
     def finish(folder: str) -> None:
         staged.append(open_files.pop(folder).finish())

@@ -8,12 +8,12 @@ the extension, as Ray Data does. Providers written against the older API, which 
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 from shardflow.sdk.block import Block
 
 
-def split_base_and_ext(filename: str) -> Tuple[str, str]:
+def split_base_and_ext(filename: str) -> tuple[str, str]:
     """``("name", ".ext")`` for ``"name.ext"``; ``(filename, "")`` without a dot."""
     if "." in filename:
         base, ext = filename.rsplit(".", 1)
@@ -40,7 +40,7 @@ class FilenameProvider:
         'part_abc_000003.csv'
     """
 
-    def __init__(self, dataset_uuid: Optional[str] = None, file_format: Optional[str] = None):
+    def __init__(self, dataset_uuid: str | None = None, file_format: str | None = None):
         self.dataset_uuid = dataset_uuid
         self.file_format = file_format
 
@@ -56,14 +56,14 @@ class FilenameProvider:
         return f"{name}.{file_format}" if file_format is not None else name
 
     def get_filename_for_block(
-        self, block: Optional[Block], write_uuid: str, task_index: int, block_index: int
+        self, block: Block | None, write_uuid: str, task_index: int, block_index: int
     ) -> str:
         """Older API: the file name for a block. Override ``get_filename_for_task`` instead."""
         raise NotImplementedError
 
     def get_filename_for_row(
         self,
-        row: Dict[str, Any],
+        row: dict[str, Any],
         write_uuid: str,
         task_index: int,
         block_index: int,
@@ -95,7 +95,7 @@ class TaskFileNamer:
         self.write_uuid = write_uuid
         self.task_index = task_index
         self.indexed = indexed
-        self._counts: Dict[str, int] = {}
+        self._counts: dict[str, int] = {}
         legacy_block = _overrides(provider, "get_filename_for_block")
         legacy_row = _overrides(provider, "get_filename_for_row")
         modern = _overrides(provider, "get_filename_for_task")
@@ -129,7 +129,7 @@ class TaskFileNamer:
         return f"{folder}/{name}" if folder else name
 
     def row_file(
-        self, row: Dict[str, Any], block_index: int, row_index: int, folder: str = ""
+        self, row: dict[str, Any], block_index: int, row_index: int, folder: str = ""
     ) -> str:
         """The name of the file holding one row."""
         if self._legacy_row:

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 from shardflow.sdk.optional import missing_message
 
@@ -55,7 +56,7 @@ def redact_text(text: str) -> str:
     return _USERINFO_IN_TEXT_RE.sub(r"\1", text)
 
 
-def protocol_of(path: str) -> Optional[str]:
+def protocol_of(path: str) -> str | None:
     """The scheme of ``path`` (``"s3"``, ``"gs"``, ...), or None for a plain local path."""
     match = _SCHEME_RE.match(str(path))
     if not match:
@@ -63,7 +64,7 @@ def protocol_of(path: str) -> Optional[str]:
     return _PROTOCOL_ALIASES.get(match.group(1).lower(), match.group(1).lower())
 
 
-def _protocols(fs: Any) -> Tuple[str, ...]:
+def _protocols(fs: Any) -> tuple[str, ...]:
     protocol = getattr(fs, "protocol", ())
     return (protocol,) if isinstance(protocol, str) else tuple(protocol)
 
@@ -87,7 +88,7 @@ def supports_rename(fs: Any) -> bool:
     return is_local(fs) or is_memory(fs)
 
 
-def _check_storage_options(storage_options: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+def _check_storage_options(storage_options: dict[str, Any] | None) -> dict[str, Any]:
     if storage_options is None:
         return {}
     if not isinstance(storage_options, dict):
@@ -95,7 +96,7 @@ def _check_storage_options(storage_options: Optional[Dict[str, Any]]) -> Dict[st
     return dict(storage_options)
 
 
-def _make_fsspec(protocol: str, storage_options: Dict[str, Any]) -> Any:
+def _make_fsspec(protocol: str, storage_options: dict[str, Any]) -> Any:
     import fsspec
 
     try:
@@ -174,8 +175,8 @@ def display_path(fs: Any, path: str) -> str:
 def resolve_filesystem(
     paths: Sequence[str],
     filesystem: Any = None,
-    storage_options: Optional[Dict[str, Any]] = None,
-) -> Tuple[Any, List[str]]:
+    storage_options: dict[str, Any] | None = None,
+) -> tuple[Any, list[str]]:
     """The fsspec filesystem for ``paths`` and the paths as it names them.
 
     Args:
@@ -209,14 +210,14 @@ class ResolvedPaths:
     """
 
     fs: Any
-    paths: List[str]
+    paths: list[str]
     native: Any = None
 
 
 def resolve_paths(
     paths: Sequence[str],
     filesystem: Any = None,
-    storage_options: Optional[Dict[str, Any]] = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> ResolvedPaths:
     """:func:`resolve_filesystem`, plus the native filesystem for the files' bytes.
 
@@ -245,7 +246,9 @@ def resolve_paths(
     return ResolvedPaths(fs, [strip_path(fs, p) for p in paths], native_for(protocol, options))
 
 
-def _move_credentials(paths: List[str], protocol: str, options: Dict[str, Any]) -> Tuple[List[str], Dict[str, Any]]:
+def _move_credentials(
+    paths: list[str], protocol: str, options: dict[str, Any]
+) -> tuple[list[str], dict[str, Any]]:
     """Take ``user:password@`` out of the paths and into the storage options, so that the
     credentials reach the filesystem but never a path that could be shown or logged."""
     found = None

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 # Compression that fsspec infers from a file name and Arrow can decompress as a stream.
 _ARROW_CODECS = {"gzip": "gzip", "bz2": "bz2", "zstd": "zstd"}
@@ -38,7 +38,7 @@ _S3_TOP_KEYS = {"key", "secret", "token", "anon", "endpoint_url", "client_kwargs
 _S3_CLIENT_KEYS = {"endpoint_url", "region_name"}
 _GCS_KEYS = {"token", "project", "endpoint_url"}
 
-_CACHE: Dict["NativeFileSystem", Any] = {}
+_CACHE: dict[NativeFileSystem, Any] = {}
 _CACHE_LOCK = threading.Lock()
 
 
@@ -53,7 +53,7 @@ class NativeFileSystem:
 
     __slots__ = ("kind", "options", "given")
 
-    def __init__(self, kind: str, options: Tuple[Tuple[str, Any], ...] = (), given: Any = None):
+    def __init__(self, kind: str, options: tuple[tuple[str, Any], ...] = (), given: Any = None):
         self.kind, self.options, self.given = kind, options, given
 
     def __repr__(self) -> str:  # never the options: they may hold credentials
@@ -69,10 +69,10 @@ class NativeFileSystem:
     def __hash__(self) -> int:
         return hash((self.kind, self.options, id(self.given)))
 
-    def __getstate__(self) -> Tuple[str, Any, Any]:
+    def __getstate__(self) -> tuple[str, Any, Any]:
         return (self.kind, self.options, self.given)
 
-    def __setstate__(self, state: Tuple[str, Any, Any]) -> None:
+    def __setstate__(self, state: tuple[str, Any, Any]) -> None:
         self.kind, self.options, self.given = state
 
     @property
@@ -115,7 +115,7 @@ class NativeFileSystem:
 
     # -- opening files ----------------------------------------------------------------
 
-    def open_input(self, path: str, compression: Optional[str] = None) -> Any:
+    def open_input(self, path: str, compression: str | None = None) -> Any:
         """Open ``path`` for reading: a seekable file, or a stream when ``compression`` is set
         (or random access is not available)."""
         fs = self.filesystem()
@@ -129,7 +129,9 @@ class NativeFileSystem:
         return self.filesystem().open_output_stream(path)
 
 
-def stream_compression(path: str, open_args: Dict[str, Any], infer: bool) -> Tuple[bool, Optional[str]]:
+def stream_compression(
+    path: str, open_args: dict[str, Any], infer: bool
+) -> tuple[bool, str | None]:
     """Whether a file opened with ``open_args`` can be read natively, and with which codec.
 
     ``open_args`` are the fsspec ``open`` arguments of the read; only ``compression`` (a codec
@@ -157,8 +159,8 @@ def stream_compression(path: str, open_args: Dict[str, Any], infer: bool) -> Tup
 
 
 def native_for(
-    protocol: str, storage_options: Dict[str, Any], filesystem: Any = None
-) -> Optional[NativeFileSystem]:
+    protocol: str, storage_options: dict[str, Any], filesystem: Any = None
+) -> NativeFileSystem | None:
     """The native filesystem that can stand in for the fsspec one, or None.
 
     Args:
@@ -179,7 +181,7 @@ def native_for(
     return None
 
 
-def _from_given(filesystem: Any) -> Optional[NativeFileSystem]:
+def _from_given(filesystem: Any) -> NativeFileSystem | None:
     try:
         import pyarrow.fs as pafs
     except ImportError:  # pragma: no cover - pyarrow is a dependency
@@ -192,7 +194,7 @@ def _from_given(filesystem: Any) -> Optional[NativeFileSystem]:
     return None  # an fsspec filesystem object stays with fsspec
 
 
-def _endpoint(url: str) -> Tuple[str, str]:
+def _endpoint(url: str) -> tuple[str, str]:
     """``(host[:port][/path], scheme)`` of an endpoint URL for Arrow's ``endpoint_override``."""
     scheme, sep, rest = url.partition("://")
     if not sep:
@@ -200,7 +202,7 @@ def _endpoint(url: str) -> Tuple[str, str]:
     return rest.rstrip("/"), scheme.lower()
 
 
-def _s3(options: Dict[str, Any]) -> Optional[NativeFileSystem]:
+def _s3(options: dict[str, Any]) -> NativeFileSystem | None:
     if set(options) - _S3_TOP_KEYS:
         return None
     client = options.get("client_kwargs") or {}
@@ -212,7 +214,7 @@ def _s3(options: Dict[str, Any]) -> Optional[NativeFileSystem]:
     s3_config = config.get("s3") or {}
     if not isinstance(s3_config, dict) or set(s3_config) - {"addressing_style"}:
         return None
-    args: Dict[str, Any] = {}
+    args: dict[str, Any] = {}
     key, secret, token = options.get("key"), options.get("secret"), options.get("token")
     if options.get("anon"):
         if key or secret:
@@ -252,10 +254,10 @@ def _s3(options: Dict[str, Any]) -> Optional[NativeFileSystem]:
     return NativeFileSystem("s3", tuple(sorted(args.items())))
 
 
-def _gcs(options: Dict[str, Any]) -> Optional[NativeFileSystem]:
+def _gcs(options: dict[str, Any]) -> NativeFileSystem | None:
     if set(options) - _GCS_KEYS:
         return None
-    args: Dict[str, Any] = {}
+    args: dict[str, Any] = {}
     token = options.get("token")
     if token == "anon":
         args["anonymous"] = True

@@ -14,7 +14,8 @@ run arbitrary code.
 from __future__ import annotations
 
 import pickle
-from typing import Any, Iterable, List
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -71,7 +72,7 @@ def objects_to_arrow(values: Iterable[Any]) -> pa.Array:
     """A column holding ``values`` (any picklable objects; None stays null)."""
     import cloudpickle
 
-    cells: List[Any] = [None if v is None else cloudpickle.dumps(v) for v in values]
+    cells: list[Any] = [None if v is None else cloudpickle.dumps(v) for v in values]
     storage = pa.array(cells, pa.large_binary())
     return pa.ExtensionArray.from_storage(PythonObjectType(), storage)
 

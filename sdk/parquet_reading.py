@@ -22,7 +22,8 @@ Examples:
 
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Optional, Sequence, Tuple
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -42,7 +43,7 @@ def row_group_start(row_group: Any) -> int:
     return min(starts) if starts else 0
 
 
-def row_groups_in_split(metadata: Any, split: Optional[Tuple[int, int]]) -> List[int]:
+def row_groups_in_split(metadata: Any, split: tuple[int, int] | None) -> list[int]:
     """Indices of the row groups that start in the byte range ``split`` (all when None).
 
     Splitting a file into ranges ``[0, a), [a, b), ..., [z, size + 1)`` gives every row group
@@ -60,8 +61,8 @@ def open_parquet_fragment(
     filesystem: Any = None,
     *,
     partition_expression: Any = None,
-    pre_buffer: Optional[bool] = None,
-    format_kwargs: Optional[dict] = None,
+    pre_buffer: bool | None = None,
+    format_kwargs: dict | None = None,
 ) -> Any:
     """A ``pyarrow.dataset.ParquetFileFragment`` over an open file, or a path on ``filesystem``.
 
@@ -78,7 +79,9 @@ def open_parquet_fragment(
 
     format_kwargs = dict(format_kwargs or {})
     if pre_buffer is not None and "default_fragment_scan_options" not in format_kwargs:
-        format_kwargs["default_fragment_scan_options"] = pads.ParquetFragmentScanOptions(pre_buffer=pre_buffer)
+        format_kwargs["default_fragment_scan_options"] = pads.ParquetFragmentScanOptions(
+            pre_buffer=pre_buffer
+        )
     fmt = pads.ParquetFileFormat(**format_kwargs)
     kwargs = {}
     if filesystem is None and isinstance(source, str):
@@ -95,13 +98,13 @@ def open_parquet_fragment(
 def read_parquet_fragment(
     fragment: Any,
     *,
-    columns: Optional[Sequence[str]] = None,
+    columns: Sequence[str] | None = None,
     filter: Any = None,
-    schema: Optional[pa.Schema] = None,
-    split: Optional[Tuple[int, int]] = None,
-    row_groups: Optional[Sequence[int]] = None,
-    batch_size: Optional[int] = None,
-    deleted_positions: Optional[Sequence[int]] = None,
+    schema: pa.Schema | None = None,
+    split: tuple[int, int] | None = None,
+    row_groups: Sequence[int] | None = None,
+    batch_size: int | None = None,
+    deleted_positions: Sequence[int] | None = None,
     use_threads: bool = False,
 ) -> Iterator[Block]:
     """Yield one table per row group of ``fragment`` that may hold matching rows.
@@ -159,14 +162,14 @@ def read_parquet_fragment(
         yield table
 
 
-def _positions(deleted_positions: Optional[Sequence[int]]) -> Optional[np.ndarray]:
+def _positions(deleted_positions: Sequence[int] | None) -> np.ndarray | None:
     if deleted_positions is None:
         return None
     positions = np.unique(np.asarray(deleted_positions, dtype=np.int64))
     return positions if positions.size else None
 
 
-def _row_offsets(metadata: Any) -> List[int]:
+def _row_offsets(metadata: Any) -> list[int]:
     offsets, total = [], 0
     for i in range(metadata.num_row_groups):
         offsets.append(total)

@@ -8,8 +8,9 @@ folders; ``"dir"``: bare values named by ``field_names``), and :class:`PathParti
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any
 
 import pyarrow as pa
 
@@ -66,9 +67,9 @@ class Partitioning:
     """
 
     style: str = "hive"
-    base_dir: Optional[str] = None
-    field_names: Optional[List[str]] = None
-    field_types: Dict[str, Any] = field(default_factory=dict)
+    base_dir: str | None = None
+    field_names: list[str] | None = None
+    field_types: dict[str, Any] = field(default_factory=dict)
     filesystem: Any = None
 
     def __post_init__(self) -> None:
@@ -77,13 +78,13 @@ class Partitioning:
         if self.style == "dir" and not self.field_names:
             raise ValueError('Partitioning("dir") needs field_names, one per folder level.')
         self.field_types = dict(self.field_types or {})
-        for name, value in self.field_types.items():
+        for value in self.field_types.values():
             to_arrow_type(value)  # validate early
 
-    def parse(self, relative_path: str) -> Dict[str, Optional[str]]:
+    def parse(self, relative_path: str) -> dict[str, str | None]:
         """Raw (string) partition values in ``relative_path`` (relative to the base folder)."""
         folders = [p for p in str(relative_path).split("/")[:-1] if p]
-        values: Dict[str, Optional[str]] = {}
+        values: dict[str, str | None] = {}
         if self.style == "hive":
             for folder in folders:
                 if "=" not in folder:
@@ -100,10 +101,10 @@ class Partitioning:
         return values
 
 
-def partition_schema(partitioning: Partitioning, raw: List[Dict[str, Optional[str]]]) -> pa.Schema:
+def partition_schema(partitioning: Partitioning, raw: list[dict[str, str | None]]) -> pa.Schema:
     """The schema of partition fields seen in ``raw``: strings, unless ``field_types`` says
     otherwise (as Ray Data types them)."""
-    names: Dict[str, None] = {}
+    names: dict[str, None] = {}
     for values in raw:
         for key in values:
             names.setdefault(key, None)
@@ -116,7 +117,7 @@ def partition_schema(partitioning: Partitioning, raw: List[Dict[str, Optional[st
     return pa.schema(fields)
 
 
-def convert_value(value: Optional[str], arrow_type: pa.DataType, where: str) -> Any:
+def convert_value(value: str | None, arrow_type: pa.DataType, where: str) -> Any:
     """A raw partition value as a Python value of ``arrow_type``; ``where`` names the path."""
     if value is None:
         return None
@@ -161,7 +162,7 @@ class PathPartitionFilter:
         ['root/year=2024/b.csv']
     """
 
-    def __init__(self, partitioning: Partitioning, filter_fn: Callable[[Dict[str, Any]], bool]):
+    def __init__(self, partitioning: Partitioning, filter_fn: Callable[[dict[str, Any]], bool]):
         if not callable(filter_fn):
             raise TypeError(f"filter_fn must be callable, got {type(filter_fn).__name__}.")
         self.partitioning = partitioning
@@ -170,19 +171,19 @@ class PathPartitionFilter:
     @classmethod
     def of(
         cls,
-        filter_fn: Callable[[Dict[str, Any]], bool],
+        filter_fn: Callable[[dict[str, Any]], bool],
         style: str = "hive",
-        base_dir: Optional[str] = None,
-        field_names: Optional[List[str]] = None,
-        field_types: Optional[Dict[str, Any]] = None,
+        base_dir: str | None = None,
+        field_names: list[str] | None = None,
+        field_types: dict[str, Any] | None = None,
         filesystem: Any = None,
-    ) -> "PathPartitionFilter":
+    ) -> PathPartitionFilter:
         """A filter over paths partitioned as described (see :class:`Partitioning`)."""
         return cls(
             Partitioning(style, base_dir, field_names, field_types or {}, filesystem), filter_fn
         )
 
-    def keep(self, values: Dict[str, Optional[str]], where: str) -> bool:
+    def keep(self, values: dict[str, str | None], where: str) -> bool:
         """Whether to keep a file with raw partition ``values``; ``where`` names it."""
         typed = {}
         for key, value in values.items():
@@ -193,7 +194,7 @@ class PathPartitionFilter:
                 typed[key] = value
         return bool(self.filter_fn(typed))
 
-    def __call__(self, paths: List[str]) -> List[str]:
+    def __call__(self, paths: list[str]) -> list[str]:
         kept = []
         for path in paths:
             relative = path
@@ -207,7 +208,7 @@ class PathPartitionFilter:
 
 def as_filter_fn(
     partition_filter: Any,
-) -> Optional[Callable[[Dict[str, Optional[str]], str], bool]]:
+) -> Callable[[dict[str, str | None], str], bool] | None:
     """Normalize ``partition_filter`` (a PathPartitionFilter or a function of the dict)."""
     if partition_filter is None:
         return None

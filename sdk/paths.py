@@ -12,8 +12,9 @@ from __future__ import annotations
 import functools
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any
 
 from shardflow.sdk.filesystems import basename, display_path, is_local, parent
 from shardflow.sdk.retry import RetryConfig, call_with_retry
@@ -37,7 +38,7 @@ class FileInfo:
     """
 
     path: str
-    size: Optional[int]
+    size: int | None
     root: str
 
     @property
@@ -67,11 +68,11 @@ def _glob_root(pattern: str) -> str:
     return "/".join(head) or "/"
 
 
-def _is_dir(info: Dict[str, Any]) -> bool:
+def _is_dir(info: dict[str, Any]) -> bool:
     return info.get("type") == "directory"
 
 
-def _size(info: Dict[str, Any]) -> Optional[int]:
+def _size(info: dict[str, Any]) -> int | None:
     size = info.get("size")
     return int(size) if isinstance(size, (int, float)) else None
 
@@ -82,7 +83,7 @@ def _normalize_name(fs: Any, name: str) -> str:
     return name
 
 
-def _walk_local(folder: str) -> List[FileInfo]:
+def _walk_local(folder: str) -> list[FileInfo]:
     """A local folder's visible files, pruning hidden folders without descending into them."""
     files = []
     pending = [folder]
@@ -100,7 +101,7 @@ def _walk_local(folder: str) -> List[FileInfo]:
     return files
 
 
-def _list_folder(fs: Any, folder: str, retry: RetryConfig) -> List[FileInfo]:
+def _list_folder(fs: Any, folder: str, retry: RetryConfig) -> list[FileInfo]:
     if is_local(fs) and os.path.isdir(folder):
         return _walk_local(folder)
     found = call_with_retry(
@@ -120,14 +121,14 @@ def _list_folder(fs: Any, folder: str, retry: RetryConfig) -> List[FileInfo]:
     return files
 
 
-def _expand_glob(fs: Any, pattern: str, retry: RetryConfig) -> List[FileInfo]:
+def _expand_glob(fs: Any, pattern: str, retry: RetryConfig) -> list[FileInfo]:
     matches = call_with_retry(
         lambda: fs.glob(pattern, detail=True),
         description=f"glob {display_path(fs, pattern)}",
         config=retry,
     )
     root = _glob_root(pattern)
-    files: List[FileInfo] = []
+    files: list[FileInfo] = []
     for name, info in sorted(matches.items()):
         path = _normalize_name(fs, info.get("name", name)).rstrip("/")
         if basename(path).startswith((".", "_")):
@@ -139,8 +140,8 @@ def _expand_glob(fs: Any, pattern: str, retry: RetryConfig) -> List[FileInfo]:
     return files
 
 
-def _info_or_none(fs: Any, path: str, retry: RetryConfig) -> Optional[Dict[str, Any]]:
-    def info() -> Optional[Dict[str, Any]]:
+def _info_or_none(fs: Any, path: str, retry: RetryConfig) -> dict[str, Any] | None:
+    def info() -> dict[str, Any] | None:
         try:
             return fs.info(path)
         except FileNotFoundError:
@@ -149,12 +150,12 @@ def _info_or_none(fs: Any, path: str, retry: RetryConfig) -> Optional[Dict[str, 
     return call_with_retry(info, description=f"look up {display_path(fs, path)}", config=retry)
 
 
-def _batch_infos(fs: Any, paths: Sequence[str], retry: RetryConfig) -> Dict[str, Dict[str, Any]]:
+def _batch_infos(fs: Any, paths: Sequence[str], retry: RetryConfig) -> dict[str, dict[str, Any]]:
     """Infos of many explicit paths, one listing per distinct parent folder."""
-    by_parent: Dict[str, List[str]] = {}
+    by_parent: dict[str, list[str]] = {}
     for path in paths:
         by_parent.setdefault(parent(path), []).append(path)
-    infos: Dict[str, Dict[str, Any]] = {}
+    infos: dict[str, dict[str, Any]] = {}
     for folder in by_parent:
         try:
             listing = call_with_retry(
@@ -174,8 +175,8 @@ def expand_paths(
     paths: Sequence[str],
     *,
     ignore_missing_paths: bool = False,
-    retry: Optional[RetryConfig] = None,
-) -> List[FileInfo]:
+    retry: RetryConfig | None = None,
+) -> list[FileInfo]:
     """The files named by ``paths`` (files, folders, globs), in a deterministic order.
 
     Explicit files keep the given order; the contents of a folder or glob are sorted. A file
@@ -191,10 +192,10 @@ def expand_paths(
         for path in paths:  # object-store clients cache listings; another process may have written
             fs.invalidate_cache(_glob_root(path) if has_glob(path) else path)
     plain = [p for p in paths if not has_glob(p)]
-    batched: Dict[str, Dict[str, Any]] = {}
+    batched: dict[str, dict[str, Any]] = {}
     if len(plain) > _BATCH_INFO_THRESHOLD:
         batched = _batch_infos(fs, plain, retry)
-    files: List[FileInfo] = []
+    files: list[FileInfo] = []
     for path in paths:
         if has_glob(path):
             found = _expand_glob(fs, path, retry)
@@ -228,11 +229,19 @@ def _refuse_special_file(fs: Any, path: str) -> None:
     except OSError:
         return
     if not stat.S_ISREG(mode):
-        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
-        raise ValueError(f"Cannot read {path}: it is {kind}. Give regular files or folders of them.")
+        kind = (
+            "a FIFO"
+            if stat.S_ISFIFO(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "not a regular file"
+        )
+        raise ValueError(
+            f"Cannot read {path}: it is {kind}. Give regular files or folders of them."
+        )
 
 
-def filter_extensions(files: List[FileInfo], extensions: Optional[Sequence[str]]) -> List[FileInfo]:
+def filter_extensions(files: list[FileInfo], extensions: Sequence[str] | None) -> list[FileInfo]:
     """Keep files whose name ends with ``.<ext>`` for one of ``extensions`` (any case)."""
     if extensions is None:
         return files
@@ -240,7 +249,7 @@ def filter_extensions(files: List[FileInfo], extensions: Optional[Sequence[str]]
     return [f for f in files if f.path.lower().endswith(suffixes)]
 
 
-def normalize_paths_arg(paths: Any) -> List[str]:
+def normalize_paths_arg(paths: Any) -> list[str]:
     """``paths`` as a non-empty list of strings.
 
     Accepts a string, a ``pathlib.Path`` (any ``os.PathLike``), or a list or tuple of them.
@@ -261,6 +270,5 @@ def normalize_paths_arg(paths: Any) -> List[str]:
             out.append(os.fspath(p))
         return out
     raise TypeError(
-        "paths must be a string, a pathlib.Path, or a list of them; got "
-        f"{type(paths).__name__}."
+        f"paths must be a string, a pathlib.Path, or a list of them; got {type(paths).__name__}."
     )

@@ -19,12 +19,12 @@ Examples:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Dict, Optional, Set, Tuple
+from typing import Any
 
 from shardflow.sdk.expressions import Expr
 
 
-def _check_projection(projection_map: Any) -> Optional[Tuple[Tuple[str, str], ...]]:
+def _check_projection(projection_map: Any) -> tuple[tuple[str, str], ...] | None:
     if projection_map is None:
         return None
     if not isinstance(projection_map, dict) or not all(
@@ -39,7 +39,7 @@ def _check_projection(projection_map: Any) -> Optional[Tuple[Tuple[str, str], ..
     return tuple(projection_map.items())
 
 
-def _check_limit(limit: Any) -> Optional[int]:
+def _check_limit(limit: Any) -> int | None:
     if limit is None:
         return None
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
@@ -59,9 +59,9 @@ class Pushdowns:
         limit: The most rows each read task needs to produce; None for no limit.
     """
 
-    projection: Optional[Tuple[Tuple[str, str], ...]] = None
-    filter: Optional[Expr] = None
-    limit: Optional[int] = None
+    projection: tuple[tuple[str, str], ...] | None = None
+    filter: Expr | None = None
+    limit: int | None = None
 
     def __post_init__(self) -> None:
         if self.projection is not None:
@@ -75,20 +75,20 @@ class Pushdowns:
     # -- reading the value ------------------------------------------------------------------
 
     @property
-    def columns(self) -> Optional[Tuple[str, ...]]:
+    def columns(self) -> tuple[str, ...] | None:
         """Source columns to read, in output order; None for all."""
         return None if self.projection is None else tuple(src for src, _ in self.projection)
 
     @property
-    def output_names(self) -> Optional[Tuple[str, ...]]:
+    def output_names(self) -> tuple[str, ...] | None:
         """Names of the columns in the output, parallel to :attr:`columns`."""
         return None if self.projection is None else tuple(out for _, out in self.projection)
 
-    def projection_map(self) -> Optional[Dict[str, str]]:
+    def projection_map(self) -> dict[str, str] | None:
         """The projection as ``{source column: output name}``, or None for all columns."""
         return None if self.projection is None else dict(self.projection)
 
-    def filter_columns(self) -> Set[str]:
+    def filter_columns(self) -> set[str]:
         """Source columns the filter reads."""
         return set() if self.filter is None else self.filter.referenced_columns()
 
@@ -98,11 +98,11 @@ class Pushdowns:
 
     # -- new values -------------------------------------------------------------------------
 
-    def with_projection(self, projection_map: Optional[Dict[str, str]]) -> "Pushdowns":
+    def with_projection(self, projection_map: dict[str, str] | None) -> Pushdowns:
         """Replace the projection (the optimizer passes one already composed with the current)."""
         return replace(self, projection=_check_projection(projection_map))
 
-    def with_filter(self, expr: Expr) -> "Pushdowns":
+    def with_filter(self, expr: Expr) -> Pushdowns:
         """AND ``expr`` with the current filter."""
         if not isinstance(expr, Expr):
             raise TypeError(
@@ -110,7 +110,7 @@ class Pushdowns:
             )
         return replace(self, filter=expr if self.filter is None else (self.filter & expr))
 
-    def with_limit(self, limit: Optional[int]) -> "Pushdowns":
+    def with_limit(self, limit: int | None) -> Pushdowns:
         """Cap the rows per read task; the smaller of two limits wins."""
         limit = _check_limit(limit)
         if limit is None:

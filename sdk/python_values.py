@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import datetime
-from typing import Any, List, Optional
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +36,7 @@ def tensor_to_numpy(value: Any) -> Any:
     return value
 
 
-def datetime_unit(values: List[Any]) -> Optional[str]:
+def datetime_unit(values: list[Any]) -> str | None:
     """The finest timestamp unit that ``values`` (naive datetimes or None) need, or None
     when they are not all naive datetimes."""
     finest = 0
@@ -54,7 +54,7 @@ def datetime_unit(values: List[Any]) -> Optional[str]:
     return _UNITS[finest] if seen else None
 
 
-def values_to_arrow(values: List[Any]) -> pa.Array:
+def values_to_arrow(values: list[Any]) -> pa.Array:
     """A column of the Python ``values`` of one field of many rows."""
     unit = datetime_unit(values) if values and _first_present_is_datetime(values) else None
     if unit is not None:
@@ -75,7 +75,7 @@ def object_ndarray_to_arrow(values: np.ndarray) -> pa.Array:
         return objects_to_arrow(list(values))
 
 
-def _first_present_is_datetime(values: List[Any]) -> bool:
+def _first_present_is_datetime(values: list[Any]) -> bool:
     for value in values:
         if value is not None:
             return isinstance(value, datetime.datetime)

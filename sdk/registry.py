@@ -14,13 +14,15 @@ shows as unavailable, with that hint, in listings).
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import importlib.util
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata as importlib_metadata
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any
 
 from shardflow.sdk.optional import install_command
 
@@ -41,10 +43,10 @@ class ConnectorSpec:
     """
 
     name: str
-    datasource: Optional[Callable[..., Any]] = None
-    datasink: Optional[Callable[..., Any]] = None
+    datasource: Callable[..., Any] | None = None
+    datasink: Callable[..., Any] | None = None
     package: str = "<code>"
-    capabilities: List[str] = field(default_factory=list)
+    capabilities: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -59,13 +61,13 @@ class LazyConnector:
         package: The distribution that provides the connector.
     """
 
-    datasource: Optional[str] = None
-    datasink: Optional[str] = None
-    requires: Tuple[str, ...] = ()
+    datasource: str | None = None
+    datasink: str | None = None
+    requires: tuple[str, ...] = ()
     install: str = ""
     package: str = "shardflow"
 
-    def missing_requirement(self) -> Optional[str]:
+    def missing_requirement(self) -> str | None:
         """The first required module that is not installed, or None."""
         for module in self.requires:
             try:
@@ -90,7 +92,7 @@ def _import_object(dotted: str) -> Any:
 
 _CONNECTORS = "shardflow.connectors"
 
-BUILTIN_CONNECTORS: Dict[str, LazyConnector] = {
+BUILTIN_CONNECTORS: dict[str, LazyConnector] = {
     "range": LazyConnector(f"{_CONNECTORS}.range.RangeDatasource"),
     "parquet": LazyConnector(
         f"{_CONNECTORS}.parquet.ParquetDatasource", f"{_CONNECTORS}.parquet.ParquetDatasink"
@@ -126,10 +128,10 @@ class ConnectorRegistry:
             first looked up. The process-wide registry starts with :data:`BUILTIN_CONNECTORS`.
     """
 
-    def __init__(self, lazy: Optional[Dict[str, LazyConnector]] = None) -> None:
-        self._specs: Dict[str, ConnectorSpec] = {}
-        self._lazy: Dict[str, LazyConnector] = dict(lazy or {})
-        self._broken: Dict[str, str] = {}
+    def __init__(self, lazy: dict[str, LazyConnector] | None = None) -> None:
+        self._specs: dict[str, ConnectorSpec] = {}
+        self._lazy: dict[str, LazyConnector] = dict(lazy or {})
+        self._broken: dict[str, str] = {}
         self._entry_points_loaded = False
         self._lock = threading.RLock()
 
@@ -146,8 +148,8 @@ class ConnectorRegistry:
         self,
         name: str,
         *,
-        datasource: Optional[Callable[..., Any]] = None,
-        datasink: Optional[Callable[..., Any]] = None,
+        datasource: Callable[..., Any] | None = None,
+        datasink: Callable[..., Any] | None = None,
         package: str = "<code>",
         replace: bool = False,
     ) -> ConnectorSpec:
@@ -173,7 +175,9 @@ class ConnectorRegistry:
                     f"Two connectors are named {name!r}: one from package {existing.package!r} "
                     f"and one from {package!r}. Uninstall one, or register with replace=True."
                 )
-            spec = ConnectorSpec(name, datasource, datasink, package, _capabilities(datasource, datasink))
+            spec = ConnectorSpec(
+                name, datasource, datasink, package, _capabilities(datasource, datasink)
+            )
             self._specs[name] = spec
             return spec
 
@@ -192,7 +196,7 @@ class ConnectorRegistry:
             "that provides it, or call shardflow.register_connector()."
         )
 
-    def list(self) -> List[ConnectorSpec]:
+    def list(self) -> builtins.list[ConnectorSpec]:
         """Every usable connector, sorted by name (imports the lazily registered ones)."""
         self._load_entry_points()
         with self._lock:
@@ -206,7 +210,7 @@ class ConnectorRegistry:
                         logger.warning("Connector %r failed to load and is skipped: %s", name, exc)
             return [self._specs[name] for name in sorted(self._specs)]
 
-    def broken(self) -> Dict[str, str]:
+    def broken(self) -> dict[str, str]:
         """Connectors that cannot be used: name to reason (a failed entry point, or an optional
         dependency to install)."""
         self._load_entry_points()
@@ -274,7 +278,9 @@ class ConnectorRegistry:
                 except Exception as exc:
                     reason = f"{type(exc).__name__}: {exc} (entry point {ep.value!r} of {package})"
                     self._broken[ep.name] = reason
-                    logger.warning("Connector %r failed to load and is skipped: %s", ep.name, reason)
+                    logger.warning(
+                        "Connector %r failed to load and is skipped: %s", ep.name, reason
+                    )
 
 
 def _spec_from_entry_point(name: str, obj: Any) -> ConnectorSpec:
@@ -297,7 +303,7 @@ def _spec_from_entry_point(name: str, obj: Any) -> ConnectorSpec:
     )
 
 
-def _capabilities(datasource: Any, datasink: Any) -> List[str]:
+def _capabilities(datasource: Any, datasink: Any) -> list[str]:
     caps = []
     if datasource is not None:
         caps.append("read")
@@ -305,12 +311,14 @@ def _capabilities(datasource: Any, datasink: Any) -> List[str]:
             from shardflow.sdk.datasource import Datasource
 
             base = Datasource
-            if getattr(datasource, "supports_projection_pushdown", None) is not getattr(
-                base, "supports_projection_pushdown"
+            if (
+                getattr(datasource, "supports_projection_pushdown", None)
+                is not base.supports_projection_pushdown
             ):
                 caps.append("projection")
-            if getattr(datasource, "supports_predicate_pushdown", None) is not getattr(
-                base, "supports_predicate_pushdown"
+            if (
+                getattr(datasource, "supports_predicate_pushdown", None)
+                is not base.supports_predicate_pushdown
             ):
                 caps.append("filter")
     if datasink is not None:
@@ -329,8 +337,8 @@ def get_registry() -> ConnectorRegistry:
 def register_connector(
     name: str,
     *,
-    datasource: Optional[Callable[..., Any]] = None,
-    datasink: Optional[Callable[..., Any]] = None,
+    datasource: Callable[..., Any] | None = None,
+    datasink: Callable[..., Any] | None = None,
     replace: bool = False,
 ) -> ConnectorSpec:
     """Register a connector under ``name`` so ``read_datasource(name, ...)`` finds it.

@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional, TypeVar
+from typing import Any, TypeVar
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ class RetryConfig:
             raise ValueError("Backoff times must be >= 0.")
 
     @classmethod
-    def from_policy(cls, policy: Any) -> "RetryConfig":
+    def from_policy(cls, policy: Any) -> RetryConfig:
         """Copy any object with ``max_attempts``, ``initial_backoff_s`` and ``max_backoff_s``
         (the engine's ``RetryPolicy``); None gives the defaults."""
         if policy is None:
@@ -112,7 +113,7 @@ class RetryConfig:
         )
 
     @classmethod
-    def from_data_context(cls, data_context: Any) -> "RetryConfig":
+    def from_data_context(cls, data_context: Any) -> RetryConfig:
         """The retry policy of an engine DataContext (or the defaults when None)."""
         return cls.from_policy(getattr(data_context, "retry", None))
 
@@ -122,7 +123,7 @@ class RetryConfig:
         return base * (0.5 + random.random() / 2)
 
 
-def _status_of(exc: BaseException) -> Optional[int]:
+def _status_of(exc: BaseException) -> int | None:
     for attr in ("status", "status_code", "code", "http_status"):
         value = getattr(exc, attr, None)
         if isinstance(value, int) and not isinstance(value, bool):
@@ -139,7 +140,7 @@ def _status_of(exc: BaseException) -> Optional[int]:
     return None
 
 
-def _chain(exc: Optional[BaseException]) -> Iterator[BaseException]:
+def _chain(exc: BaseException | None) -> Iterator[BaseException]:
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -175,7 +176,7 @@ def call_with_retry(
     fn: Callable[[], T],
     *,
     description: str,
-    config: Optional[RetryConfig] = None,
+    config: RetryConfig | None = None,
     is_retryable: Callable[[BaseException], bool] = is_transient_error,
 ) -> T:
     """Call ``fn`` until it succeeds, retrying transient errors with exponential backoff.

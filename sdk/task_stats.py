@@ -9,12 +9,11 @@ tasks running side by side in one process do not mix their counts.
 from __future__ import annotations
 
 import threading
-from typing import Dict
 
 _local = threading.local()
 
 
-def _counters() -> Dict[str, int]:
+def _counters() -> dict[str, int]:
     counters = getattr(_local, "counters", None)
     if counters is None:
         counters = _local.counters = {}
@@ -32,7 +31,7 @@ def record_skipped_file() -> None:
     counters["skipped_files"] = counters.get("skipped_files", 0) + 1
 
 
-def take() -> Dict[str, int]:
+def take() -> dict[str, int]:
     """The counts of this thread since the last reset, and reset them."""
     counters = _counters()
     _local.counters = {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from shardflow.sdk.filesystems import join
 
@@ -42,9 +42,9 @@ class WriteJournal:
         self._write(join(self.fs, self.staging, _WRITE_FILE), {"write_uuid": write_uuid})
         return write_uuid
 
-    def done_tasks(self) -> Dict[int, Dict[str, Any]]:
+    def done_tasks(self) -> dict[int, dict[str, Any]]:
         """{task index: {"files": [...], "rows": n, "bytes": b}} of the tasks recorded."""
-        done: Dict[int, Dict[str, Any]] = {}
+        done: dict[int, dict[str, Any]] = {}
         try:
             names = self.fs.ls(self.staging, detail=False)
         except FileNotFoundError:
@@ -57,19 +57,19 @@ class WriteJournal:
                     done[int(entry["task"])] = entry
         return done
 
-    def record(self, task_index: int, files: List[str], rows: int, size: int) -> None:
+    def record(self, task_index: int, files: list[str], rows: int, size: int) -> None:
         """A task staged all its files."""
         entry = {"task": task_index, "files": files, "rows": rows, "bytes": size}
         self._write(join(self.fs, self.staging, f"{_TASK_PREFIX}{task_index:08d}.json"), entry)
 
-    def _read(self, path: str) -> Optional[Dict[str, Any]]:
+    def _read(self, path: str) -> dict[str, Any] | None:
         try:
             with self.fs.open(path, "rb") as f:
                 return json.loads(f.read().decode())
         except (FileNotFoundError, ValueError, OSError):
             return None
 
-    def _write(self, path: str, entry: Dict[str, Any]) -> None:
+    def _write(self, path: str, entry: dict[str, Any]) -> None:
         # Written whole to a temporary name and moved where the store can (local disk), so a
         # task killed mid-write never leaves a half-written entry.
         payload = json.dumps(entry).encode()

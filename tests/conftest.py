@@ -13,11 +13,11 @@ import pytest
 os.environ.setdefault("SHARDFLOW_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-import shardflow as sf  # noqa: E402
+import shardflow as sf
 
 # S3 (moto) and GCS (emulator) servers and the ``store`` fixtures, for every test folder.
 pytest_plugins = ["storage_fixtures"]
-from shardflow.engine.context import DataContext  # noqa: E402
+from shardflow.engine.context import DataContext
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Dict, List
+from typing import Any
 
 import pytest
 
@@ -28,7 +28,7 @@ class Store:
 
     kind: str
     root: str
-    storage_options: Dict[str, Any] = field(default_factory=dict)
+    storage_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def fs(self) -> Any:
@@ -40,11 +40,11 @@ class Store:
     def path(self, *parts: str) -> str:
         return "/".join([self.root.rstrip("/"), *[p.strip("/") for p in parts]])
 
-    def options(self) -> Dict[str, Any]:
+    def options(self) -> dict[str, Any]:
         """Keyword arguments for read_*/write_* calls."""
         return {"storage_options": self.storage_options} if self.storage_options else {}
 
-    def listing(self, *parts: str) -> List[str]:
+    def listing(self, *parts: str) -> list[str]:
         """Every object or file under a path, relative to it, sorted (hidden ones included)."""
         fs = self.fs
         fs.invalidate_cache()

@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
-from shardflow.sdk import registry as registry_module
 
 from shardflow.cli import main
+from shardflow.sdk import registry as registry_module
 
 # -- fake installed packages ------------------------------------------------------------------
 

@@ -18,9 +18,10 @@ import logging
 import random
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any
 
 import pyarrow as pa
 
@@ -51,9 +52,9 @@ class RowRemoval:
     (an overwrite), or whose ``join_cols`` equal a row of ``keys`` (an upsert)."""
 
     iceberg_filter: Any = None
-    residual: Optional[Expr] = None
-    keys: Optional[pa.Table] = None
-    join_cols: List[str] = field(default_factory=list)
+    residual: Expr | None = None
+    keys: pa.Table | None = None
+    join_cols: list[str] = field(default_factory=list)
     case_sensitive: bool = True
 
     def whole_file(self, planned: PlannedFile) -> bool:
@@ -109,7 +110,7 @@ class Committer:
         load_table: Callable[[], Any],
         table_name: str,
         write_uuid: str,
-        snapshot_properties: Dict[str, str],
+        snapshot_properties: dict[str, str],
         max_attempts: int = 5,
     ):
         self._load_table = load_table
@@ -118,16 +119,16 @@ class Committer:
         self._properties = {**snapshot_properties, WRITE_ID_PROPERTY: write_uuid}
         self._max_attempts = max_attempts
 
-    def commit(self, data_files: List[Any], removal: Optional[RowRemoval]) -> None:
+    def commit(self, data_files: list[Any], removal: RowRemoval | None) -> None:
         """Commit ``data_files`` (and the removal); on failure delete them and raise."""
         from pyiceberg.exceptions import CommitFailedException, ValidationException
 
         if not data_files and removal is None:
             return
         io = None
-        last: Optional[BaseException] = None
+        last: BaseException | None = None
         for attempt in range(1, self._max_attempts + 1):
-            rewritten: List[Any] = []
+            rewritten: list[Any] = []
             try:
                 table = self._load_table()
                 io = table.io
@@ -193,8 +194,8 @@ class Committer:
         )
 
     def _stage_removal(
-        self, table: Any, removal: Optional[RowRemoval], attempt: int
-    ) -> Tuple[List[Any], List[Any]]:
+        self, table: Any, removal: RowRemoval | None, attempt: int
+    ) -> tuple[list[Any], list[Any]]:
         """The data files to remove and the new files holding the rows they keep."""
         from pyiceberg.expressions import AlwaysTrue
 
@@ -222,7 +223,7 @@ class Committer:
         )
         counter_base = REWRITE_COUNTER_START + attempt * 10_000_000
         removed = [p.data_file for p in whole]
-        rewritten: List[Any] = []
+        rewritten: list[Any] = []
         if partial:
             with ThreadPoolExecutor(max_workers=min(4, len(partial))) as pool:
                 results = list(
@@ -246,7 +247,7 @@ class Committer:
         removal: RowRemoval,
         metadata: Any,
         counter_start: int,
-    ) -> Tuple[Optional[Any], List[Any]]:
+    ) -> tuple[Any | None, list[Any]]:
         """Read one file; if rows of it go, write the others and return (old file, new files)."""
         import itertools
 

@@ -9,8 +9,9 @@ wrote and leaves the table's snapshot as it was.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any
 
 import pyarrow as pa
 
@@ -47,7 +48,7 @@ def _mode(mode: Any) -> str:
     return value.lower()
 
 
-def _check_kwargs(kwargs: Optional[Dict[str, Any]], allowed: tuple, what: str) -> Dict[str, Any]:
+def _check_kwargs(kwargs: dict[str, Any] | None, allowed: tuple, what: str) -> dict[str, Any]:
     kwargs = dict(kwargs or {})
     unknown = sorted(set(kwargs) - set(allowed))
     if unknown:
@@ -62,8 +63,8 @@ class IcebergWriteResult:
     """What one write task returns: its data files (uncommitted) and, for an upsert, the
     values of the join columns it wrote."""
 
-    data_files: List[Any] = field(default_factory=list)
-    upsert_keys: Optional[pa.Table] = None
+    data_files: list[Any] = field(default_factory=list)
+    upsert_keys: pa.Table | None = None
     num_rows: int = 0
 
 
@@ -73,12 +74,12 @@ class IcebergDatasink(Datasink[IcebergWriteResult]):
     def __init__(
         self,
         table_identifier: str,
-        catalog_kwargs: Optional[Dict[str, Any]] = None,
-        snapshot_properties: Optional[Dict[str, str]] = None,
+        catalog_kwargs: dict[str, Any] | None = None,
+        snapshot_properties: dict[str, str] | None = None,
         mode: Any = "append",
         overwrite_filter: Any = None,
-        upsert_kwargs: Optional[Dict[str, Any]] = None,
-        overwrite_kwargs: Optional[Dict[str, Any]] = None,
+        upsert_kwargs: dict[str, Any] | None = None,
+        overwrite_kwargs: dict[str, Any] | None = None,
         *,
         catalog: Any = None,
     ):
@@ -133,14 +134,14 @@ class IcebergDatasink(Datasink[IcebergWriteResult]):
         self._overwrite_filter = overwrite_filter
         self._metadata: Any = None
         self._io: Any = None
-        self._write_uuid: Optional[str] = None
-        self._schema_check: Optional[TableSchemaCheck] = None
-        self._join_cols: List[str] = []
+        self._write_uuid: str | None = None
+        self._schema_check: TableSchemaCheck | None = None
+        self._join_cols: list[str] = []
 
     def get_name(self) -> str:
         return "Iceberg"
 
-    def __getstate__(self) -> Dict[str, Any]:
+    def __getstate__(self) -> dict[str, Any]:
         # Write tasks need the table's schema, spec, properties and FileIO: not the catalog (a
         # database or HTTP client), nor the table's history, which can be long.
         state = self.__dict__.copy()
@@ -161,7 +162,7 @@ class IcebergDatasink(Datasink[IcebergWriteResult]):
             catalog = pyiceberg_api.load_catalog(self._catalog_kwargs)
         return pyiceberg_api.load_table(catalog, self.table_identifier)
 
-    def on_write_start(self, schema: Optional[pa.Schema] = None) -> None:
+    def on_write_start(self, schema: pa.Schema | None = None) -> None:
         """Load the table, and check ``schema`` against it when known (before any file)."""
         table = self._load_table()
         self._metadata = table.metadata
@@ -183,7 +184,7 @@ class IcebergDatasink(Datasink[IcebergWriteResult]):
             if missing:
                 raise IcebergSchemaError(f"The dataset lacks the upsert join column(s) {missing}.")
 
-    def _resolve_join_cols(self, table_schema: Any) -> List[str]:
+    def _resolve_join_cols(self, table_schema: Any) -> list[str]:
         join_cols = self._upsert_kwargs.get("join_cols")
         case_sensitive = self._upsert_kwargs.get("case_sensitive", True)
         if not join_cols:
@@ -223,7 +224,7 @@ class IcebergDatasink(Datasink[IcebergWriteResult]):
         )
         committer.commit(data_files, removal)
 
-    def _removal(self, results: List[IcebergWriteResult]) -> Optional[RowRemoval]:
+    def _removal(self, results: list[IcebergWriteResult]) -> RowRemoval | None:
         import pyarrow.compute as pc
 
         if self._mode == "overwrite":
@@ -274,10 +275,10 @@ class IcebergDatasink(Datasink[IcebergWriteResult]):
         if self._metadata is None or self._schema_check is None:
             raise RuntimeError("IcebergDatasink.write was called before on_write_start.")
         counter = task_counter(ctx.task_idx)
-        pending: List[pa.Table] = []
+        pending: list[pa.Table] = []
         pending_bytes = rows = 0
-        files: List[Any] = []
-        keys: List[pa.Table] = []
+        files: list[Any] = []
+        keys: list[pa.Table] = []
         try:
             for block in blocks:
                 if not block.num_columns and not block.num_rows:
@@ -300,7 +301,7 @@ class IcebergDatasink(Datasink[IcebergWriteResult]):
             raise
         return IcebergWriteResult(files, concat_keys(keys), rows)
 
-    def _flush(self, tables: List[pa.Table], counter: Any) -> List[Any]:
+    def _flush(self, tables: list[pa.Table], counter: Any) -> list[Any]:
         if not tables:
             return []
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import datetime
 import logging
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any
 
 import pyarrow as pa
 
@@ -32,7 +33,7 @@ _SCAN_KWARGS = ("case_sensitive", "options", "limit", "snapshot_id")
 _ENCODING_RATIO = 5.0
 
 
-def _as_millis(as_of_timestamp: Any) -> Optional[int]:
+def _as_millis(as_of_timestamp: Any) -> int | None:
     if as_of_timestamp is None:
         return None
     if isinstance(as_of_timestamp, datetime.datetime):
@@ -53,8 +54,8 @@ class _Scan:
     """A planned scan, cached on the datasource between planning calls."""
 
     context: ReadContext
-    files: List[PlannedFile]
-    field_ids: Optional[set]
+    files: list[PlannedFile]
+    field_ids: set | None
     table_name: str
 
 
@@ -67,7 +68,7 @@ class IcebergReadTask:
         files: Sequence[PlannedFile],
         table_name: str,
         retry: RetryConfig,
-        batch_size: Optional[int] = None,
+        batch_size: int | None = None,
     ):
         self.context = context
         self.files = list(files)
@@ -126,14 +127,14 @@ class IcebergDatasource(Datasource):
     def __init__(
         self,
         table_identifier: str,
-        row_filter: Union[str, Any, Expr, None] = None,
-        selected_fields: Tuple[str, ...] = ("*",),
-        snapshot_id: Optional[int] = None,
-        scan_kwargs: Optional[Dict[str, Any]] = None,
-        catalog_kwargs: Optional[Dict[str, Any]] = None,
+        row_filter: str | Any | Expr | None = None,
+        selected_fields: tuple[str, ...] = ("*",),
+        snapshot_id: int | None = None,
+        scan_kwargs: dict[str, Any] | None = None,
+        catalog_kwargs: dict[str, Any] | None = None,
         *,
         catalog: Any = None,
-        as_of_timestamp: Union[datetime.datetime, int, None] = None,
+        as_of_timestamp: datetime.datetime | int | None = None,
     ):
         pyiceberg_api.require_pyiceberg("read_iceberg")
         if not isinstance(table_identifier, str) or not table_identifier.strip():
@@ -180,7 +181,7 @@ class IcebergDatasource(Datasource):
         self._catalog = catalog
         self._catalog_given = catalog is not None
         self._table: Any = None
-        self._scan_cache: Optional[_Scan] = None
+        self._scan_cache: _Scan | None = None
         pushdowns = Pushdowns(limit=scan_kwargs.pop("limit", None))
         if tuple(selected_fields) != ("*",):
             pushdowns = pushdowns.with_projection({c: c for c in selected_fields})
@@ -192,14 +193,14 @@ class IcebergDatasource(Datasource):
     def __repr__(self) -> str:
         return f"IcebergDatasource(table_identifier={self.table_identifier!r})"
 
-    def __getstate__(self) -> Dict[str, Any]:
+    def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_table"] = None
         state["_scan_cache"] = None
         state["_catalog"] = None  # a catalog (a database or HTTP client) stays in its process
         return state
 
-    def with_pushdowns(self, pushdowns: Pushdowns) -> "IcebergDatasource":
+    def with_pushdowns(self, pushdowns: Pushdowns) -> IcebergDatasource:
         clone = super().with_pushdowns(pushdowns)
         clone._scan_cache = None  # planned with other columns or another filter
         return clone
@@ -275,7 +276,7 @@ class IcebergDatasource(Datasource):
 
     def _resolve_projection(
         self, schema: Any
-    ) -> Tuple[Optional[Tuple[Tuple[str, str], ...]], Optional[set]]:
+    ) -> tuple[tuple[tuple[str, str], ...] | None, set | None]:
         """The projection with the table's spelling of each column, and their field ids."""
         projection = self.pushdowns.projection
         if projection is None:
@@ -293,7 +294,7 @@ class IcebergDatasource(Datasource):
             ids.add(field.field_id)
         return tuple(resolved), ids
 
-    def _estimate(self, planned: PlannedFile, field_ids: Optional[set]) -> int:
+    def _estimate(self, planned: PlannedFile, field_ids: set | None) -> int:
         data_file = planned.data_file
         sizes = data_file.column_sizes
         on_disk = planned.size
@@ -301,16 +302,16 @@ class IcebergDatasource(Datasource):
             on_disk = sum(sizes[i] for i in field_ids)
         return int(on_disk * _ENCODING_RATIO)
 
-    def estimate_inmemory_data_size(self) -> Optional[int]:
+    def estimate_inmemory_data_size(self) -> int | None:
         scan = self._plan()
         return sum(self._estimate(f, scan.field_ids) for f in scan.files)
 
     def get_read_tasks(
         self,
         parallelism: int,
-        per_task_row_limit: Optional[int] = None,
-        data_context: Optional[Any] = None,
-    ) -> List[ReadTask]:
+        per_task_row_limit: int | None = None,
+        data_context: Any | None = None,
+    ) -> list[ReadTask]:
         scan = self._plan()
         if not scan.files:
             return []

@@ -15,7 +15,7 @@ import datetime
 import decimal
 import math
 import uuid
-from typing import Any, List, Optional, Tuple
+from typing import Any
 
 from shardflow.sdk.expressions import (
     BOOLEAN_OPS,
@@ -170,8 +170,8 @@ right=IsNull(term=Reference(name='name')))
 
 
 def split_predicate(
-    predicate: Optional[Expr], schema: Any, case_sensitive: bool = True
-) -> Tuple[Any, Optional[Expr]]:
+    predicate: Expr | None, schema: Any, case_sensitive: bool = True
+) -> tuple[Any, Expr | None]:
     """Split an engine predicate into an Iceberg filter and the rest.
 
     Returns:
@@ -184,8 +184,8 @@ def split_predicate(
     if predicate is None:
         return AlwaysTrue(), None
     visitor = IcebergExprVisitor(schema, case_sensitive)
-    translated: List[Any] = []
-    rest: List[Expr] = []
+    translated: list[Any] = []
+    rest: list[Expr] = []
     for term in conjuncts(predicate):
         try:
             translated.append(visitor.visit(term))
@@ -218,7 +218,7 @@ def check_row_filter(row_filter: Any) -> None:
 
 def parse_row_filter(
     row_filter: Any, schema: Any, case_sensitive: bool = True
-) -> Tuple[Any, Optional[Expr]]:
+) -> tuple[Any, Expr | None]:
     """``row_filter`` as given to ``read_iceberg`` (None, a string in Iceberg's filter syntax,
     a pyiceberg BooleanExpression, or an engine expression) as ``(iceberg_filter, residual)``."""
     from pyiceberg.expressions import AlwaysTrue, BooleanExpression

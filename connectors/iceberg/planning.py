@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 INITIAL_SEQUENCE_NUMBER = 0
 
@@ -35,8 +36,8 @@ class PlannedFile:
     """
 
     data_file: Any
-    position_deletes: Tuple[Any, ...] = ()
-    equality_deletes: Tuple[Any, ...] = ()
+    position_deletes: tuple[Any, ...] = ()
+    equality_deletes: tuple[Any, ...] = ()
     residual: Any = None
 
     @property
@@ -51,7 +52,7 @@ class PlannedFile:
     def has_deletes(self) -> bool:
         return bool(self.position_deletes or self.equality_deletes)
 
-    def rows_if_exact(self) -> Optional[int]:
+    def rows_if_exact(self) -> int | None:
         """The file's row count when the manifests know it exactly (no deletes, no residual)."""
         from pyiceberg.expressions import AlwaysTrue
 
@@ -62,8 +63,8 @@ class PlannedFile:
 
 @dataclass
 class _EqualityDeletes:
-    by_partition: Dict[Tuple[int, Any], List[Tuple[int, Any]]] = field(default_factory=dict)
-    global_deletes: List[Tuple[int, Any]] = field(default_factory=list)
+    by_partition: dict[tuple[int, Any], list[tuple[int, Any]]] = field(default_factory=dict)
+    global_deletes: list[tuple[int, Any]] = field(default_factory=list)
 
     def add(self, delete_file: Any, sequence_number: int, unpartitioned: bool) -> None:
         if unpartitioned:
@@ -72,13 +73,13 @@ class _EqualityDeletes:
             key = (delete_file.spec_id or 0, delete_file.partition)
             self.by_partition.setdefault(key, []).append((sequence_number, delete_file))
 
-    def for_data_file(self, sequence_number: int, data_file: Any) -> Tuple[Any, ...]:
+    def for_data_file(self, sequence_number: int, data_file: Any) -> tuple[Any, ...]:
         key = (data_file.spec_id or 0, data_file.partition)
         candidates = itertools.chain(self.global_deletes, self.by_partition.get(key, ()))
         return tuple(d for seq, d in candidates if seq > sequence_number)
 
 
-def resolve_snapshot(metadata: Any, snapshot_id: Optional[int], as_of_ms: Optional[int]) -> Any:
+def resolve_snapshot(metadata: Any, snapshot_id: int | None, as_of_ms: int | None) -> Any:
     """The snapshot to read: by id, as of a time (milliseconds since the epoch), or current."""
     if snapshot_id is not None:
         snapshot = metadata.snapshot_by_id(snapshot_id)
@@ -110,8 +111,8 @@ def plan_files(
     snapshot: Any,
     row_filter: Any,
     case_sensitive: bool = True,
-    options: Optional[Dict[str, str]] = None,
-) -> List[PlannedFile]:
+    options: dict[str, str] | None = None,
+) -> list[PlannedFile]:
     """The data files of ``snapshot`` that may hold rows matching ``row_filter``.
 
     Args:
@@ -153,7 +154,7 @@ def plan_files(
             equality.add(data_file, sequence_number, spec is None or spec.is_unpartitioned())
         else:
             raise ValueError(f"Unknown content {data_file.content} of {data_file.file_path}.")
-    residuals: Dict[int, Any] = {}
+    residuals: dict[int, Any] = {}
     planned = []
     for entry in data_entries:
         data_file = entry.data_file
@@ -187,12 +188,12 @@ def _residual_evaluator(metadata: Any, spec_id: int, row_filter: Any, case_sensi
     )
 
 
-def balance(files: Sequence[PlannedFile], groups: int) -> List[List[PlannedFile]]:
+def balance(files: Sequence[PlannedFile], groups: int) -> list[list[PlannedFile]]:
     """Split files into at most ``groups`` groups of similar total size (largest first, each
     to the lightest group), keeping each group in the files' original order."""
     groups = max(1, min(groups, len(files)))
     heap = [(0, i) for i in range(groups)]
-    assigned: List[List[int]] = [[] for _ in range(groups)]
+    assigned: list[list[int]] = [[] for _ in range(groups)]
     order = sorted(range(len(files)), key=lambda i: files[i].size, reverse=True)
     for index in order:
         size, group = heapq.heappop(heap)

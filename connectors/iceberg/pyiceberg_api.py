@@ -14,7 +14,7 @@ properties, and writing Arrow data as data files. The ``iceberg`` extra pins pyi
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any
 
 from shardflow.sdk.optional import require
 
@@ -24,7 +24,7 @@ def require_pyiceberg(what: str) -> None:
     require("pyiceberg", "iceberg", what)
 
 
-def load_catalog(catalog_kwargs: Dict[str, Any]) -> Any:
+def load_catalog(catalog_kwargs: dict[str, Any]) -> Any:
     """A pyiceberg catalog from Ray Data-style ``catalog_kwargs`` (``name`` plus properties)."""
     from pyiceberg.catalog import load_catalog as _load_catalog
 
@@ -68,7 +68,7 @@ def without_history(table_metadata: Any) -> Any:
 
 
 def to_requested_schema(
-    requested: Any, file_schema: Any, batch: Any, missing_values: Optional[Dict[int, Any]] = None
+    requested: Any, file_schema: Any, batch: Any, missing_values: dict[int, Any] | None = None
 ) -> Any:
     """Conform a record batch read with ``file_schema`` to the Iceberg schema ``requested``
     (``missing_values``: values by field id for columns the file lacks)."""
@@ -92,7 +92,7 @@ def arrow_schema(schema: Any) -> Any:
     return _pyarrow_schema_ensure_small_types(schema_to_pyarrow(schema, include_field_ids=False))
 
 
-def read_position_deletes(io: Any, delete_file: Any) -> Dict[str, Any]:
+def read_position_deletes(io: Any, delete_file: Any) -> dict[str, Any]:
     """``{data file path: positions}`` from one position delete file (or deletion vector)."""
     from pyiceberg.io.pyarrow import _read_deletes
 
@@ -100,8 +100,8 @@ def read_position_deletes(io: Any, delete_file: Any) -> Dict[str, Any]:
 
 
 def missing_column_values(
-    data_file: Any, read_schema: Any, table_schema: Any, spec: Optional[Any], file_field_ids: Any
-) -> Dict[int, Any]:
+    data_file: Any, read_schema: Any, table_schema: Any, spec: Any | None, file_field_ids: Any
+) -> dict[int, Any]:
     """Values of columns a data file lacks that its identity partition holds (by field id)."""
     from pyiceberg.io.pyarrow import _get_column_projection_values
 
@@ -157,7 +157,7 @@ def with_field_ids(file_schema: Any, table: Any) -> Any:
     return pa.Table.from_batches(batches)
 
 
-def parquet_writer_options(properties: Dict[str, str]) -> Dict[str, Any]:
+def parquet_writer_options(properties: dict[str, str]) -> dict[str, Any]:
     """pyarrow ParquetWriter options from the table's ``write.parquet.*`` properties."""
     from pyiceberg.io.pyarrow import _get_parquet_writer_kwargs
 

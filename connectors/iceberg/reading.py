@@ -17,8 +17,9 @@ added and promoted columns read correctly. For each file:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -48,16 +49,16 @@ class ReadContext:
 
     io: Any
     schema: Any
-    specs: Dict[int, Any]
+    specs: dict[int, Any]
     name_mapping: Any
     format_version: int
     row_filter: Any
-    residual: Optional[Expr]
-    projection: Optional[Tuple[Tuple[str, str], ...]]
+    residual: Expr | None
+    projection: tuple[tuple[str, str], ...] | None
     output_schema: pa.Schema
     case_sensitive: bool = True
 
-    def columns(self) -> List[str]:
+    def columns(self) -> list[str]:
         if self.projection is None:
             return [f.name for f in self.schema.columns]
         return [src for src, _ in self.projection]
@@ -67,10 +68,10 @@ class DeleteCache:
     """Delete files read once per read task (one delete file often covers many data files)."""
 
     def __init__(self) -> None:
-        self._positions: Dict[str, Dict[str, np.ndarray]] = {}
-        self._keys: Dict[str, pa.Table] = {}
+        self._positions: dict[str, dict[str, np.ndarray]] = {}
+        self._keys: dict[str, pa.Table] = {}
 
-    def positions(self, io: Any, delete_file: Any, data_path: str) -> Optional[np.ndarray]:
+    def positions(self, io: Any, delete_file: Any, data_path: str) -> np.ndarray | None:
         path = delete_file.file_path
         if path not in self._positions:
             by_file = pyiceberg_api.read_position_deletes(io, delete_file)
@@ -89,7 +90,7 @@ class DeleteCache:
         return self._keys[path]
 
 
-def _fragment(io: Any, location: str) -> Tuple[Any, Any]:
+def _fragment(io: Any, location: str) -> tuple[Any, Any]:
     """A Parquet fragment of ``location`` and the file object to close afterwards (or None)."""
     fs_by_scheme = getattr(io, "fs_by_scheme", None)
     if fs_by_scheme is not None and hasattr(io, "parse_location"):
@@ -143,7 +144,7 @@ def _read_equality_keys(ctx: ReadContext, delete_file: Any) -> pa.Table:
     return pa.Table.from_batches(batches)
 
 
-def rows_in(table: pa.Table, keys: pa.Table, names: List[str]) -> np.ndarray:
+def rows_in(table: pa.Table, keys: pa.Table, names: list[str]) -> np.ndarray:
     """Which rows of ``table`` have values of ``names`` equal to a row of ``keys``; nulls
     equal nulls (as in Iceberg equality deletes)."""
     import pyarrow.compute as pc
@@ -168,7 +169,7 @@ def rows_in(table: pa.Table, keys: pa.Table, names: List[str]) -> np.ndarray:
 
 
 def read_planned_file(
-    ctx: ReadContext, planned: PlannedFile, deletes: DeleteCache, batch_size: Optional[int] = None
+    ctx: ReadContext, planned: PlannedFile, deletes: DeleteCache, batch_size: int | None = None
 ) -> Iterator[pa.Table]:
     """Yield the rows of one planned data file, as blocks of ``ctx.output_schema``."""
     from pyiceberg.expressions import AlwaysTrue
@@ -181,7 +182,7 @@ def read_planned_file(
     names = list(dict.fromkeys(ctx.columns()))
     needed = set(names) | (ctx.residual.referenced_columns() if ctx.residual is not None else set())
     bound_filter = bind(ctx.schema, ctx.row_filter, case_sensitive=ctx.case_sensitive)
-    equality_names: List[List[str]] = []
+    equality_names: list[list[str]] = []
     for delete_file in planned.equality_deletes:
         equality_names.append([ctx.schema.find_column_name(i) for i in delete_file.equality_ids])
     needed |= {n for group in equality_names for n in group}
@@ -253,9 +254,7 @@ def _filter_ids(bound_filter: Any) -> set:
     return set(extract_field_ids(bound_filter))
 
 
-def _positions(
-    ctx: ReadContext, planned: PlannedFile, deletes: DeleteCache
-) -> Optional[np.ndarray]:
+def _positions(ctx: ReadContext, planned: PlannedFile, deletes: DeleteCache) -> np.ndarray | None:
     found = [deletes.positions(ctx.io, d, planned.path) for d in planned.position_deletes]
     found = [p for p in found if p is not None and p.size]
     if not found:
@@ -270,9 +269,9 @@ def _finish(
     file_project: Any,
     planned: PlannedFile,
     deletes: DeleteCache,
-    equality_names: List[List[str]],
-    names: List[str],
-    missing: Dict[int, Any],
+    equality_names: list[list[str]],
+    names: list[str],
+    missing: dict[int, Any],
 ) -> pa.Table:
     if read_schema is None:
         return table.select([])  # no column needed (count): keep only the number of rows

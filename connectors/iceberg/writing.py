@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import logging
 import uuid
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 import pyarrow as pa
 
@@ -91,7 +91,7 @@ class TableSchemaCheck:
         self.table_name = table_name
         self.arrow = pyiceberg_api.arrow_schema(iceberg_schema)
         self.required = {f.name for f in iceberg_schema.columns if f.required}
-        self._checked: Dict[pa.Schema, None] = {}
+        self._checked: dict[pa.Schema, None] = {}
 
     def check(self, schema: pa.Schema) -> None:
         """Raise :class:`IcebergSchemaError` naming the first column that does not fit."""
@@ -177,8 +177,8 @@ def write_files(
     io: Any,
     table: pa.Table,
     write_uuid: str,
-    counter: "itertools.count[int]",
-) -> List[Any]:
+    counter: itertools.count[int],
+) -> list[Any]:
     """Write a conformed table as Parquet data files of the table (one per partition, split
     at the table's target file size); returns their DataFile entries, uncommitted."""
     from pyiceberg.schema import sanitize_column_names
@@ -257,7 +257,7 @@ def _write_one(table_metadata: Any, io: Any, rows: pa.Table, partition_key: Any,
     )
 
 
-def task_counter(task_idx: int) -> "itertools.count[int]":
+def task_counter(task_idx: int) -> itertools.count[int]:
     """File-name numbers of one write task (a range no other task of the write uses)."""
     return itertools.count(int(task_idx) * FILES_PER_TASK)
 
@@ -269,7 +269,7 @@ def data_location(table_metadata: Any) -> str:
     return location.rstrip("/")
 
 
-def _list_files(io: Any, location: str) -> List[Tuple[str, str]]:
+def _list_files(io: Any, location: str) -> list[tuple[str, str]]:
     """``(uri, path)`` of every file under ``location``."""
     fs_by_scheme = getattr(io, "fs_by_scheme", None)
     if fs_by_scheme is not None and hasattr(io, "parse_location"):
@@ -287,7 +287,7 @@ def _list_files(io: Any, location: str) -> List[Tuple[str, str]]:
     return [(f"{protocol}://{p}", p) for p in fs.find(path)]
 
 
-def delete_files(io: Any, locations: List[str]) -> List[str]:
+def delete_files(io: Any, locations: list[str]) -> list[str]:
     """Delete files, logging (not raising) what cannot be deleted; returns those left."""
     left = []
     for location in locations:
@@ -301,7 +301,7 @@ def delete_files(io: Any, locations: List[str]) -> List[str]:
     return left
 
 
-def delete_files_of_write(io: Any, table_metadata: Any, write_uuid: str) -> List[str]:
+def delete_files_of_write(io: Any, table_metadata: Any, write_uuid: str) -> list[str]:
     """Delete every data file a write (by its uuid) left under the table's data location."""
     try:
         found = _list_files(io, data_location(table_metadata))
@@ -313,7 +313,7 @@ def delete_files_of_write(io: Any, table_metadata: Any, write_uuid: str) -> List
     return [uri for uri in ours if uri not in left]
 
 
-def concat_keys(tables: List[Optional[pa.Table]]) -> Optional[pa.Table]:
+def concat_keys(tables: list[pa.Table | None]) -> pa.Table | None:
     """The join-column values written by all tasks (for an upsert)."""
     tables = [t for t in tables if t is not None and t.num_rows]
     return pa.concat_tables(tables) if tables else None

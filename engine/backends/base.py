@@ -9,8 +9,9 @@ False means the task was cancelled and must stop.
 from __future__ import annotations
 
 import queue
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Protocol
+from typing import Any, Protocol
 
 from shardflow.engine.transforms import FusedTransform
 from shardflow.sdk.datasink import TaskContext
@@ -38,14 +39,14 @@ class TaskSpec:
     task_id: int
     op_name: str
     transform: FusedTransform
-    inputs: List[Any]
+    inputs: list[Any]
     ctx: TaskContext
     kind: str
-    events: "queue.Queue"
+    events: queue.Queue
     gate: Gate
-    spill_dir: Optional[str] = None  # local backend: store produced blocks as files here
-    actor: Optional["ActorHandle"] = None  # run on this actor (an actor pool's task)
-    remote_args: Dict[str, Any] = field(default_factory=dict)  # Ray: resources of the task
+    spill_dir: str | None = None  # local backend: store produced blocks as files here
+    actor: ActorHandle | None = None  # run on this actor (an actor pool's task)
+    remote_args: dict[str, Any] = field(default_factory=dict)  # Ray: resources of the task
 
 
 @dataclass
@@ -56,11 +57,11 @@ class ActorSpec:
     actor_id: int
     op_name: str
     transform: FusedTransform
-    events: "queue.Queue"
+    events: queue.Queue
     num_cpus: float
     num_gpus: float
-    remote_args: Dict[str, Any] = field(default_factory=dict)
-    on_exit: Optional[Callable[[], None]] = None  # called once when the actor has ended
+    remote_args: dict[str, Any] = field(default_factory=dict)
+    on_exit: Callable[[], None] | None = None  # called once when the actor has ended
 
 
 @dataclass
@@ -103,14 +104,18 @@ class Backend:
         """Best-effort stop of a running task (its gate also answers False)."""
 
     def plan_actor_pool(
-        self, op_name: str, min_size: int, max_size: float, num_cpus: Optional[float],
-        num_gpus: Optional[float],
+        self,
+        op_name: str,
+        min_size: int,
+        max_size: float,
+        num_cpus: float | None,
+        num_gpus: float | None,
     ) -> ActorPoolPlan:
         """Resources of one pool's actors; raises ValueError when ``min_size`` actors can
         never have the GPUs they ask for."""
         raise NotImplementedError(f"the {self.name} backend has no actors")
 
-    def start_actor(self, spec: ActorSpec) -> Optional[ActorHandle]:
+    def start_actor(self, spec: ActorSpec) -> ActorHandle | None:
         """Start an actor, or return None when its resources are taken for now."""
         raise NotImplementedError(f"the {self.name} backend has no actors")
 

@@ -14,12 +14,11 @@ import glob
 import math
 import os
 import threading
-from typing import Dict, List, Optional, Tuple
 
 _EPS = 1e-9
 
 
-def visible_devices(declared: Optional[int] = None) -> List[str]:
+def visible_devices(declared: int | None = None) -> list[str]:
     """Device ids this process may hand out: declared ones, else the machine's."""
     if declared is not None:
         return [str(i) for i in range(declared)]
@@ -42,23 +41,23 @@ def actors_that_fit(num_devices: int, num_gpus: float) -> float:
 class GpuAllocator:
     """Hands out devices to actors; one per set of devices, shared by every execution."""
 
-    _instances: Dict[Tuple[str, ...], "GpuAllocator"] = {}
+    _instances: dict[tuple[str, ...], GpuAllocator] = {}
     _instances_lock = threading.Lock()
 
-    def __init__(self, devices: List[str]):
+    def __init__(self, devices: list[str]):
         self.devices = list(devices)
-        self._free = {d: 1.0 for d in self.devices}
+        self._free = dict.fromkeys(self.devices, 1.0)
         self._lock = threading.Lock()
 
     @classmethod
-    def for_devices(cls, devices: List[str]) -> "GpuAllocator":
+    def for_devices(cls, devices: list[str]) -> GpuAllocator:
         key = tuple(devices)
         with cls._instances_lock:
             if key not in cls._instances:
                 cls._instances[key] = GpuAllocator(devices)
             return cls._instances[key]
 
-    def acquire(self, num_gpus: float) -> Optional[List[Tuple[str, float]]]:
+    def acquire(self, num_gpus: float) -> list[tuple[str, float]] | None:
         """(device, share) pairs for one actor, or None when not enough is free now."""
         with self._lock:
             if num_gpus >= 1:
@@ -77,11 +76,11 @@ class GpuAllocator:
                 self._free[device] -= share
             return taken
 
-    def release(self, taken: List[Tuple[str, float]]) -> None:
+    def release(self, taken: list[tuple[str, float]]) -> None:
         with self._lock:
             for device, share in taken:
                 self._free[device] = min(1.0, self._free[device] + share)
 
-    def free(self) -> Dict[str, float]:
+    def free(self) -> dict[str, float]:
         with self._lock:
             return dict(self._free)

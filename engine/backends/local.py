@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, List, Optional
+from typing import Any
 
 import pyarrow as pa
 
@@ -42,7 +43,7 @@ class LocalBackend(Backend):
 
     name = "local"
 
-    def __init__(self, num_cpus: int, num_gpus: Optional[int] = None):
+    def __init__(self, num_cpus: int, num_gpus: int | None = None):
         self._num_cpus = num_cpus
         self._gpus = GpuAllocator.for_devices(visible_devices(num_gpus))
         self._declared_gpus = num_gpus
@@ -72,16 +73,23 @@ class LocalBackend(Backend):
     # -- actors -------------------------------------------------------------------------
 
     def plan_actor_pool(
-        self, op_name: str, min_size: int, max_size: float, num_cpus: Optional[float],
-        num_gpus: Optional[float],
+        self,
+        op_name: str,
+        min_size: int,
+        max_size: float,
+        num_cpus: float | None,
+        num_gpus: float | None,
     ) -> ActorPoolPlan:
         cpus = 1.0 if num_cpus is None else float(num_cpus)
         gpus = float(num_gpus or 0)
         devices = len(self._gpus.devices)
         fit = actors_that_fit(devices, gpus)
         if min_size > fit:
-            where = (f"{devices} declared with sf.init(num_gpus={self._declared_gpus})"
-                     if self._declared_gpus is not None else f"{devices} on this machine")
+            where = (
+                f"{devices} declared with sf.init(num_gpus={self._declared_gpus})"
+                if self._declared_gpus is not None
+                else f"{devices} on this machine"
+            )
             raise ValueError(
                 f"{op_name} needs {min_size} actor(s) with num_gpus={num_gpus} each, but there "
                 f"are only {devices} GPU(s) ({where}). Lower num_gpus or the pool's size, or "
@@ -92,11 +100,11 @@ class LocalBackend(Backend):
             max_size = max(min_size, int(self._num_cpus // cpus) if cpus > 0 else self._num_cpus)
         return ActorPoolPlan(cpus, gpus, int(min(max_size, fit)))
 
-    def start_actor(self, spec: ActorSpec) -> Optional[ActorHandle]:
+    def start_actor(self, spec: ActorSpec) -> ActorHandle | None:
         from shardflow.engine.backends.local_actors import ProcessActor, ThreadActor
         from shardflow.engine.backends.process_worker import in_worker
 
-        gpus: Optional[List[Any]] = None
+        gpus: list[Any] | None = None
         if spec.num_gpus > 0:
             gpus = self._gpus.acquire(spec.num_gpus)
             if gpus is None:

@@ -18,7 +18,6 @@ import os
 import queue
 import sys
 import threading
-from typing import Dict, List, Optional, Tuple
 
 from shardflow.engine.backends.base import ActorSpec, TaskSpec
 from shardflow.engine.backends.task_runner import DONE, ERROR, drive_task
@@ -29,9 +28,9 @@ from shardflow.engine.refs import MemoryRef
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
-def actor_env(num_cpus: float, gpu_ids: Optional[List[str]]) -> Dict[str, str]:
+def actor_env(num_cpus: float, gpu_ids: list[str] | None) -> dict[str, str]:
     """The environment overrides of one actor process."""
-    env: Dict[str, str] = {}
+    env: dict[str, str] = {}
     threads = str(max(1, int(num_cpus)))
     for name in THREAD_ENV:
         if name not in os.environ:  # the user's own setting wins
@@ -41,7 +40,7 @@ def actor_env(num_cpus: float, gpu_ids: Optional[List[str]]) -> Dict[str, str]:
     return env
 
 
-def preloads() -> List[str]:
+def preloads() -> list[str]:
     """Heavy modules the driver uses that actors will likely import too (a driver that
     defines a torch model has imported torch): the zygote imports them once for all."""
     from shardflow.engine.backends.zygote import PRELOADABLE
@@ -52,10 +51,10 @@ def preloads() -> List[str]:
 class _QueuedActor:
     """What both kinds of local actor share: a task queue served by one driver thread."""
 
-    def __init__(self, spec: ActorSpec, gpus: Optional[List[Tuple[str, float]]]):
+    def __init__(self, spec: ActorSpec, gpus: list[tuple[str, float]] | None):
         self.spec = spec
         self.gpus = gpus
-        self._tasks: "queue.Queue[Optional[TaskSpec]]" = queue.Queue()
+        self._tasks: queue.Queue[TaskSpec | None] = queue.Queue()
         self._lock = threading.Lock()
         self._ended = False
         self._killed = threading.Event()
@@ -64,10 +63,10 @@ class _QueuedActor:
         )
 
     @property
-    def gpu_ids(self) -> Optional[List[str]]:
+    def gpu_ids(self) -> list[str] | None:
         return None if self.gpus is None else [device for device, _ in self.gpus]
 
-    def start(self) -> "_QueuedActor":
+    def start(self) -> _QueuedActor:
         self._thread.start()
         return self
 
@@ -88,13 +87,13 @@ class _QueuedActor:
         self._killed.set()
         self._tasks.put(None)
 
-    def _post_started(self, failure: Optional[TaskFailure]) -> None:
+    def _post_started(self, failure: TaskFailure | None) -> None:
         if failure is None:
             self.spec.events.put((DONE, self.spec.actor_id, None, None))
         else:
             self.spec.events.put((ERROR, self.spec.actor_id, failure, None))
 
-    def _next_task(self) -> Optional[TaskSpec]:
+    def _next_task(self) -> TaskSpec | None:
         task = self._tasks.get()
         return None if self._killed.is_set() else task
 
@@ -128,7 +127,7 @@ class _QueuedActor:
 class ProcessActor(_QueuedActor):
     """An actor in a worker process of its own."""
 
-    def __init__(self, spec: ActorSpec, gpus: Optional[List[Tuple[str, float]]]):
+    def __init__(self, spec: ActorSpec, gpus: list[tuple[str, float]] | None):
         super().__init__(spec, gpus)
         self._worker = None
 
@@ -150,7 +149,7 @@ class ProcessActor(_QueuedActor):
         return super().alive()
 
     @property
-    def pid(self) -> Optional[int]:
+    def pid(self) -> int | None:
         return None if self._worker is None else self._worker.pid
 
     def _serve(self) -> None:
@@ -158,8 +157,9 @@ class ProcessActor(_QueuedActor):
 
         spec = self.spec
         try:
-            self._worker = worker = WorkerProcess(actor_env(spec.num_cpus, self.gpu_ids),
-                                                  preload=preloads())
+            self._worker = worker = WorkerProcess(
+                actor_env(spec.num_cpus, self.gpu_ids), preload=preloads()
+            )
         except Exception as exc:  # the zygote could not start a process
             self._post_started(TaskFailure(spec.op_name, exc))
             return

@@ -17,7 +17,8 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from typing import Any, Callable, Dict, Optional
+from collections.abc import Callable
+from typing import Any
 
 from shardflow.engine.backends.base import ActorPoolPlan, ActorSpec, TaskSpec
 from shardflow.engine.backends.task_runner import DONE, ERROR
@@ -33,13 +34,13 @@ class _MapActor:
 
     def __init__(self, transform: Any, op_name: str):
         self._transform = transform
-        self._failure: Optional[TaskFailure] = None
+        self._failure: TaskFailure | None = None
         try:
             transform.setup()
         except BaseException as exc:
             self._failure = TaskFailure(op_name, exc)
 
-    def ready(self) -> Optional[TaskFailure]:
+    def ready(self) -> TaskFailure | None:
         return self._failure
 
     def run(self, ctx: Any, *inputs: Any):
@@ -73,8 +74,14 @@ class CpuLedger:
 
 
 def plan_pool(
-    ledger: CpuLedger, total_cpus: float, total_gpus: float, op_name: str, min_size: int,
-    max_size: float, num_cpus: Optional[float], num_gpus: Optional[float],
+    ledger: CpuLedger,
+    total_cpus: float,
+    total_gpus: float,
+    op_name: str,
+    min_size: int,
+    max_size: float,
+    num_cpus: float | None,
+    num_gpus: float | None,
 ) -> ActorPoolPlan:
     gpus = float(num_gpus or 0)
     cpus = float(num_cpus) if num_cpus is not None else (0.0 if gpus else 1.0)
@@ -89,7 +96,11 @@ def plan_pool(
         fitted = math.floor(free / min_size * 100) / 100
         logger.info(
             "%s: %d actor(s) with num_cpus=%g would leave no CPU for tasks; each actor "
-            "reserves %g CPU instead.", op_name, min_size, cpus, fitted,
+            "reserves %g CPU instead.",
+            op_name,
+            min_size,
+            cpus,
+            fitted,
         )
         cpus = fitted
     if math.isinf(max_size):
@@ -108,7 +119,7 @@ class RayActor:
         if _remote_class is None:
             _remote_class = ray.remote(_MapActor)
         # The pool retries a dead actor's tasks itself (on other actors), so Ray does not.
-        options: Dict[str, Any] = {"max_restarts": 0, "max_task_retries": 0, **spec.remote_args}
+        options: dict[str, Any] = {"max_restarts": 0, "max_task_retries": 0, **spec.remote_args}
         options.update(num_cpus=spec.num_cpus, num_gpus=spec.num_gpus)
         self._backend = backend
         self._spec = spec

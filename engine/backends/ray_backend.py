@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, Optional
+from typing import Any
 
 from shardflow.engine.backends.base import DRIVER, ActorPoolPlan, ActorSpec, Backend, TaskSpec
 from shardflow.engine.backends.ray_actors import CpuLedger, RayActor, plan_pool
@@ -43,7 +43,7 @@ def _run_transform(transform, ctx, *inputs):
     yield from stream_blocks(transform, ctx, inputs)
 
 
-def ensure_ray(address: Optional[str] = None, **init_kwargs: Any) -> None:
+def ensure_ray(address: str | None = None, **init_kwargs: Any) -> None:
     """Start or join Ray. A Ray started here listens on 127.0.0.1 only."""
     ray = require("ray", "ray", "The Ray backend (shardflow.init(backend='ray'))")
 
@@ -77,7 +77,7 @@ class RayBackend(Backend):
         self._drivers = self.drivers = ThreadPoolExecutor(
             max_workers=64, thread_name_prefix="shardflow-ray"
         )
-        self._generators: Dict[int, Any] = {}
+        self._generators: dict[int, Any] = {}
         self._cancelling: set = set()
         self._cancel_lock = threading.Lock()
         self._cancellers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="shardflow-cancel")
@@ -109,13 +109,18 @@ class RayBackend(Backend):
     # -- actors -------------------------------------------------------------------------
 
     def plan_actor_pool(
-        self, op_name: str, min_size: int, max_size: float, num_cpus: Optional[float],
-        num_gpus: Optional[float],
+        self,
+        op_name: str,
+        min_size: int,
+        max_size: float,
+        num_cpus: float | None,
+        num_gpus: float | None,
     ) -> ActorPoolPlan:
-        return plan_pool(self._ledger, self._cpus, self._gpus, op_name, min_size, max_size,
-                         num_cpus, num_gpus)
+        return plan_pool(
+            self._ledger, self._cpus, self._gpus, op_name, min_size, max_size, num_cpus, num_gpus
+        )
 
-    def start_actor(self, spec: ActorSpec) -> Optional[RayActor]:
+    def start_actor(self, spec: ActorSpec) -> RayActor | None:
         if not self._ledger.reserve(spec.num_cpus):
             return None
         cpus, ended = spec.num_cpus, spec.on_exit
@@ -156,7 +161,9 @@ class RayBackend(Backend):
                     break
                 block_ref = next(generator)
                 spec.gate.produced(nbytes)
-                spec.events.put((BLOCK, spec.task_id, RayRef(block_ref), BlockMetadata(rows, nbytes)))
+                spec.events.put(
+                    (BLOCK, spec.task_id, RayRef(block_ref), BlockMetadata(rows, nbytes))
+                )
             spec.events.put((DONE, spec.task_id, counters, None))
         except BaseException as exc:
             spec.gate.unused()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from shardflow.engine.errors import TaskFailure
 from shardflow.sdk import task_stats

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import cloudpickle
 
@@ -34,7 +34,7 @@ from shardflow.sdk.block import BlockMetadata
 class Zygote:
     """The driver's handle on its zygote process, started on first use."""
 
-    _instance: Optional["Zygote"] = None
+    _instance: Zygote | None = None
     _lock = threading.Lock()
 
     def __init__(self) -> None:
@@ -43,7 +43,13 @@ class Zygote:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "shardflow.engine.backends.zygote", str(theirs.fileno()), str(os.getpid())],
+            [
+                sys.executable,
+                "-m",
+                "shardflow.engine.backends.zygote",
+                str(theirs.fileno()),
+                str(os.getpid()),
+            ],
             pass_fds=[theirs.fileno()],
             env=env,
             stdin=subprocess.DEVNULL,
@@ -53,14 +59,19 @@ class Zygote:
         self._guard = threading.Lock()
 
     @classmethod
-    def instance(cls) -> "Zygote":
+    def instance(cls) -> Zygote:
         with cls._lock:
             if cls._instance is None or cls._instance._process.poll() is not None:
                 cls._instance = Zygote()
             return cls._instance
 
-    def fork(self, inbox_fd: int, outbox_fd: int, env: Optional[Dict[str, str]] = None,
-             preload: Optional[List[str]] = None) -> int:
+    def fork(
+        self,
+        inbox_fd: int,
+        outbox_fd: int,
+        env: dict[str, str] | None = None,
+        preload: list[str] | None = None,
+    ) -> int:
         """A new worker reading ``inbox_fd`` and writing ``outbox_fd``; returns its pid.
 
         ``preload``: modules the zygote imports first (see zygote.PRELOADABLE)."""
@@ -70,7 +81,7 @@ class Zygote:
             reply, _ = receive_message(self._control)
         return int(reply["pid"])
 
-    def exit_code(self, pid: int) -> Optional[int]:
+    def exit_code(self, pid: int) -> int | None:
         """A worker's exit code once it has ended (None while it runs or when unknown)."""
         try:
             with self._guard:
@@ -91,9 +102,7 @@ class Zygote:
 class WorkerProcess:
     """One long-lived worker process and the protocol to drive it."""
 
-    def __init__(
-        self, env: Optional[Dict[str, str]] = None, preload: Optional[List[str]] = None
-    ) -> None:
+    def __init__(self, env: dict[str, str] | None = None, preload: list[str] | None = None) -> None:
         self._zygote = Zygote.instance()
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
@@ -105,7 +114,7 @@ class WorkerProcess:
         self.inbox = os.fdopen(to_worker_w, "wb")
         self.outbox = os.fdopen(from_worker_r, "rb")
         self._ended = False
-        self._exit_code: Optional[int] = None
+        self._exit_code: int | None = None
         self.killed = False
 
     def alive(self) -> bool:
@@ -126,7 +135,7 @@ class WorkerProcess:
             return False
         return True
 
-    def exit_code(self) -> Optional[int]:
+    def exit_code(self) -> int | None:
         if self._exit_code is None:
             for _ in range(40):  # the pipe closes a moment before the zygote reaps the process
                 self._exit_code = self._zygote.exit_code(self.pid)
@@ -164,7 +173,7 @@ class WorkerProcess:
             "a user function may have crashed the interpreter or run out of memory."
         )
 
-    def setup(self, transform: Any, op_name: str) -> Optional[TaskFailure]:
+    def setup(self, transform: Any, op_name: str) -> TaskFailure | None:
         """Make this worker an actor: ``transform.setup()`` runs in it once.
 
         Returns the failure (the user's constructor raised, or the worker died), or None.
@@ -178,11 +187,14 @@ class WorkerProcess:
             reply = self._receive()
         except (EOFError, BrokenPipeError, OSError, ValueError):
             code = self.exit_code()
-            return TaskFailure(op_name, WorkerCrashedError(
-                f"{op_name}: the actor process (pid {self.pid}) died"
-                f"{'' if code is None else f' with exit code {code}'} while constructing the "
-                "user's class."
-            ))
+            return TaskFailure(
+                op_name,
+                WorkerCrashedError(
+                    f"{op_name}: the actor process (pid {self.pid}) died"
+                    f"{'' if code is None else f' with exit code {code}'} while constructing the "
+                    "user's class."
+                ),
+            )
         return reply[1] if reply[0] == "error" else None
 
     def run(self, spec: TaskSpec, store: Any, actor_call: bool = False) -> bool:
@@ -190,7 +202,7 @@ class WorkerProcess:
 
         ``actor_call``: the worker is an actor (see ``setup``) and receives only the inputs.
         """
-        shared: List[Any] = []
+        shared: list[Any] = []
         try:
             inputs = [for_transfer(item) for item in spec.inputs]
             shared = [item for item in inputs if isinstance(item, ShmRef)]
@@ -282,17 +294,17 @@ class _EndAwareReader:
 class WorkerProcessPool:
     """Process-wide pool of worker processes, created on first use and stopped at exit."""
 
-    _instance: Optional["WorkerProcessPool"] = None
+    _instance: WorkerProcessPool | None = None
     _lock = threading.Lock()
 
     def __init__(self) -> None:
-        self._idle: "queue.LifoQueue[WorkerProcess]" = queue.LifoQueue()
-        self._all: List[WorkerProcess] = []
-        self._busy: Dict[int, WorkerProcess] = {}
+        self._idle: queue.LifoQueue[WorkerProcess] = queue.LifoQueue()
+        self._all: list[WorkerProcess] = []
+        self._busy: dict[int, WorkerProcess] = {}
         self._guard = threading.Lock()
 
     @classmethod
-    def instance(cls) -> "WorkerProcessPool":
+    def instance(cls) -> WorkerProcessPool:
         with cls._lock:
             if cls._instance is None:
                 cls._instance = WorkerProcessPool()

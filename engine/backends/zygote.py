@@ -29,7 +29,6 @@ import signal
 import socket
 import struct
 import sys
-from typing import Dict, List, Optional
 
 _LEN = struct.Struct("<I")
 _PR_SET_PDEATHSIG = 1
@@ -39,7 +38,7 @@ _PR_SET_PDEATHSIG = 1
 PRELOADABLE = ("torch",)
 
 
-def _preload(names: List[str]) -> None:
+def _preload(names: list[str]) -> None:
     import importlib
 
     for name in names:
@@ -50,7 +49,7 @@ def _preload(names: List[str]) -> None:
                 pass
 
 
-def send_message(sock: socket.socket, message: dict, fds: Optional[List[int]] = None) -> None:
+def send_message(sock: socket.socket, message: dict, fds: list[int] | None = None) -> None:
     payload = json.dumps(message).encode()
     data = _LEN.pack(len(payload)) + payload
     if fds:
@@ -73,7 +72,7 @@ def receive_message(sock: socket.socket, max_fds: int = 0) -> tuple:
             raise EOFError("the zygote control socket closed mid-message")
         data += more
     (length,) = _LEN.unpack(data[: _LEN.size])
-    return json.loads(data[_LEN.size:_LEN.size + length]), list(fds)
+    return json.loads(data[_LEN.size : _LEN.size + length]), list(fds)
 
 
 def die_with_parent() -> None:
@@ -89,7 +88,7 @@ def die_with_parent() -> None:
         pass
 
 
-def _run_child(inbox_fd: int, outbox_fd: int, env: Dict[str, str], driver_pid: int) -> None:
+def _run_child(inbox_fd: int, outbox_fd: int, env: dict[str, str], driver_pid: int) -> None:
     die_with_parent()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the driver
@@ -109,7 +108,7 @@ def _run_child(inbox_fd: int, outbox_fd: int, env: Dict[str, str], driver_pid: i
 
 
 def serve(control: socket.socket, driver_pid: int) -> None:
-    exit_codes: Dict[int, int] = {}
+    exit_codes: dict[int, int] = {}
     children: set = set()
 
     def reap() -> None:
@@ -159,8 +158,8 @@ def main() -> None:
     import numpy  # noqa: F401
     import pyarrow  # noqa: F401
 
-    from shardflow.engine.backends import process_worker  # noqa: F401
     from shardflow.engine import transforms  # noqa: F401
+    from shardflow.engine.backends import process_worker  # noqa: F401
 
     serve(control, driver_pid)
 

@@ -19,8 +19,9 @@ or spills them to disk, and delivers the outputs in partition order.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, List, Optional, Tuple
+from typing import Any
 
 import pyarrow as pa
 
@@ -35,8 +36,8 @@ class Run:
 
     input_index: int
     bundle: RefBundle
-    side: Optional[pa.Table] = None
-    order: Tuple[int, int, int] = (0, 0, 0)
+    side: pa.Table | None = None
+    order: tuple[int, int, int] = (0, 0, 0)
 
     @property
     def num_rows(self) -> int:
@@ -54,17 +55,17 @@ class ReducePlan:
     A plan with ``passthrough`` set runs no task: that run is emitted as it is.
     """
 
-    inputs: List[Any] = field(default_factory=list)
-    transform: Optional[Callable[[List[Any], TaskContext], Iterator[Block]]] = None
+    inputs: list[Any] = field(default_factory=list)
+    transform: Callable[[list[Any], TaskContext], Iterator[Block]] | None = None
     expected_bytes: int = 0
-    passthrough: Optional[RefBundle] = None
+    passthrough: RefBundle | None = None
 
 
 @dataclass
 class PlanContext:
     """What a spec may use to plan: settings, budget, and how many blocks came in."""
 
-    num_input_blocks: List[int]
+    num_input_blocks: list[int]
     memory_budget_bytes: int
     target_max_block_size: int
 
@@ -72,14 +73,14 @@ class PlanContext:
         """The largest partition the reduce side should handle comfortably."""
         return max(1, min(self.target_max_block_size, self.memory_budget_bytes // 8))
 
-    def num_partitions(self, requested: Optional[int], runs: List[Run], default: int) -> int:
+    def num_partitions(self, requested: int | None, runs: list[Run], default: int) -> int:
         """``requested`` when given, else ``default`` raised so partitions fit in memory."""
         if requested:
             return requested
         total = sum(r.size_bytes for r in runs)
         return max(1, default, math.ceil(total / self.partition_bytes()))
 
-    def reduce_tasks(self, outputs: int, runs: List[Run]) -> int:
+    def reduce_tasks(self, outputs: int, runs: list[Run]) -> int:
         """How many reduce tasks make ``outputs`` blocks: one per partition-sized share of
         the data at most, so each task reads large pieces of each run (many tiny pieces of
         memory-mapped runs would cost far more memory and time than their size)."""
@@ -97,12 +98,16 @@ class ExchangeSpec:
     #: prepare each block as it comes.
     gathers_inputs = True
 
-    def prepare(self, input_index: int) -> Optional[Callable[[List[Any], TaskContext], Iterator[Block]]]:
+    def prepare(
+        self, input_index: int
+    ) -> Callable[[list[Any], TaskContext], Iterator[Block]] | None:
         """The prepare transform for blocks of input ``input_index``; None keeps the input
         blocks as runs unchanged (no task, unless they must be spilled)."""
         return None
 
-    def prepare_for(self, input_index: int, spilling: bool) -> Optional[Callable[[List[Any], TaskContext], Iterator[Block]]]:
+    def prepare_for(
+        self, input_index: int, spilling: bool
+    ) -> Callable[[list[Any], TaskContext], Iterator[Block]] | None:
         """``prepare`` for a task whose run will (or will not) be spilled to disk."""
         return self.prepare(input_index)
 
@@ -110,10 +115,10 @@ class ExchangeSpec:
         """Whether the prepare transform yields a side block after the run."""
         return False
 
-    def validate(self, runs: List[Run]) -> None:
+    def validate(self, runs: list[Run]) -> None:
         """Raise before planning when the runs show the operation cannot succeed."""
 
-    def plan(self, runs: List[Run], ctx: PlanContext) -> List[ReducePlan]:
+    def plan(self, runs: list[Run], ctx: PlanContext) -> list[ReducePlan]:
         """The reduce tasks, in output order."""
         raise NotImplementedError
 
@@ -121,15 +126,17 @@ class ExchangeSpec:
 class PrepareTransform:
     """Base of prepare transforms: concatenate the task's inputs and prepare one run."""
 
-    def __call__(self, inputs: List[Any], ctx: TaskContext) -> Iterator[Block]:
-        block = concat_blocks([resolve(i) for i in inputs]) if len(inputs) != 1 else resolve(inputs[0])
+    def __call__(self, inputs: list[Any], ctx: TaskContext) -> Iterator[Block]:
+        block = (
+            concat_blocks([resolve(i) for i in inputs]) if len(inputs) != 1 else resolve(inputs[0])
+        )
         yield from self.prepare(block, ctx.task_idx)
 
     def prepare(self, block: Block, index: int) -> Iterator[Block]:
         raise NotImplementedError
 
 
-def gather(inputs: List[Any]) -> Block:
+def gather(inputs: list[Any]) -> Block:
     """The pieces of one partition as one block (zero-copy concatenation)."""
     blocks = [resolve(i) for i in inputs]
     if not blocks:
@@ -137,13 +144,13 @@ def gather(inputs: List[Any]) -> Block:
     return concat_blocks(blocks)
 
 
-def even_ranges(num_rows: int, parts: int) -> List[tuple]:
+def even_ranges(num_rows: int, parts: int) -> list[tuple]:
     """``parts`` contiguous (offset, length) ranges of ``num_rows`` rows, sizes within one."""
     bounds = [num_rows * j // parts for j in range(parts + 1)]
     return [(bounds[j], bounds[j + 1] - bounds[j]) for j in range(parts)]
 
 
-def spread(outputs: int, tasks: int) -> List[int]:
+def spread(outputs: int, tasks: int) -> list[int]:
     """How many of ``outputs`` blocks each of ``tasks`` tasks emits (as even as can be)."""
     return [length for _, length in even_ranges(outputs, tasks)]
 
@@ -154,7 +161,7 @@ def split_even(block: Block, parts: int) -> Iterator[Block]:
         yield block.slice(offset, length)
 
 
-def seeded_rng(seed: Optional[int], *stream: int) -> Any:
+def seeded_rng(seed: int | None, *stream: int) -> Any:
     """A generator that depends only on ``seed`` and the stream position (random if no seed)."""
     import numpy as np
 

@@ -8,13 +8,20 @@ states per group before the exchange, so only those states move.
 from __future__ import annotations
 
 import pickle
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from shardflow.engine.errors import wrap_user_exception
-from shardflow.engine.exchange.base import ExchangeSpec, PlanContext, PrepareTransform, ReducePlan, Run
+from shardflow.engine.exchange.base import (
+    ExchangeSpec,
+    PlanContext,
+    PrepareTransform,
+    ReducePlan,
+    Run,
+)
 from shardflow.engine.exchange.groups import first_rows, group_ids, group_starts, iter_groups
 from shardflow.engine.exchange.ranges import sample_keys, sort_block
 from shardflow.engine.exchange.sort import MergeRange, range_plans
@@ -28,9 +35,9 @@ def ascending(keys: Sequence[str]) -> SortKey:
     return SortKey(tuple(keys), (False,) * len(keys))
 
 
-def output_names(aggs: Sequence[Any]) -> List[str]:
+def output_names(aggs: Sequence[Any]) -> list[str]:
     """Output column names; a repeated name gets ``_2``, ``_3``, ... as in Ray Data."""
-    seen: Dict[str, int] = {}
+    seen: dict[str, int] = {}
     names = []
     for agg in aggs:
         count = seen.get(agg.name, 0) + 1
@@ -79,7 +86,7 @@ class PartialAggregate(PrepareTransform):
     """Prepare: one row per group of the block (keys + partial states), sorted by key, then a
     sample of the keys."""
 
-    def __init__(self, keys: Tuple[str, ...], aggs: Tuple[Any, ...]):
+    def __init__(self, keys: tuple[str, ...], aggs: tuple[Any, ...]):
         self.keys, self.aggs = keys, aggs
 
     def prepare(self, block: Block, index: int) -> Iterator[Block]:
@@ -93,35 +100,37 @@ class PartialAggregate(PrepareTransform):
         yield partial
         yield sample_keys(partial, ascending(self.keys)) if self.keys else pa.table({})
 
-    def _hashed(self, block: Block, bulks: List[Any]) -> Block:
+    def _hashed(self, block: Block, bulks: list[Any]) -> Block:
         """Every aggregation is built in: one Arrow hash aggregation over the block, then the
         (small) result sorted by key."""
-        columns: Dict[str, Any] = {k: block.column(k) for k in self.keys}
-        specs: List[tuple] = []
+        columns: dict[str, Any] = {k: block.column(k) for k in self.keys}
+        specs: list[tuple] = []
         for bulk in bulks:
             inputs, bulk_specs = bulk.block_specs(block)
             columns.update(inputs)
             specs += bulk_specs
         grouped = pa.table(columns).group_by(list(self.keys), use_threads=False).aggregate(specs)
-        out: Dict[str, Any] = {k: grouped.column(k) for k in self.keys}
+        out: dict[str, Any] = {k: grouped.column(k) for k in self.keys}
         for bulk in bulks:
             out.update(bulk.states(grouped))
         partial = pa.table(out)
         return sort_block(partial, ascending(self.keys)) if self.keys else partial
 
-    def _sorted(self, block: Block, bulks: List[Any]) -> Block:
+    def _sorted(self, block: Block, bulks: list[Any]) -> Block:
         """Some aggregation is custom: sort by key and fold each group's rows in Python."""
         ordered = sort_block(block, ascending(self.keys)) if self.keys else block
         starts = group_starts(ordered, self.keys)
         gid = group_ids(starts)
-        columns: Dict[str, Any] = {}
+        columns: dict[str, Any] = {}
         if self.keys:
             firsts = first_rows(ordered, self.keys, starts)
             columns.update({k: firsts.column(k) for k in self.keys})
         groups = len(starts) - 1
         for i, (agg, bulk) in enumerate(zip(self.aggs, bulks)):
             if bulk is not None:
-                columns.update(bulk.partial(ordered, gid) if groups else _empty_states(bulk, ordered))
+                columns.update(
+                    bulk.partial(ordered, gid) if groups else _empty_states(bulk, ordered)
+                )
                 continue
             states = []
             for g, rows in iter_groups(ordered, starts):
@@ -141,7 +150,7 @@ class PartialAggregate(PrepareTransform):
         return block.select(needed) if block.num_columns else block
 
 
-def _empty_states(bulk: Any, block: Block) -> Dict[str, pa.Array]:
+def _empty_states(bulk: Any, block: Block) -> dict[str, pa.Array]:
     return bulk.partial(block.slice(0, 0), np.zeros(0, dtype=np.int64)) if block.num_columns else {}
 
 
@@ -153,11 +162,13 @@ def _group_key(firsts: Block, g: int) -> Any:
 class CombineAggregate(MergeRange):
     """Reduce: merge the partial states of each group in a key range and finalize them."""
 
-    def __init__(self, keys: Tuple[str, ...], aggs: Tuple[Any, ...], lo: Optional[tuple], hi: Optional[tuple]):
+    def __init__(
+        self, keys: tuple[str, ...], aggs: tuple[Any, ...], lo: tuple | None, hi: tuple | None
+    ):
         super().__init__(ascending(keys) if keys else SortKey((), ()), lo, hi)
         self.keys, self.aggs = keys, aggs
 
-    def __call__(self, inputs: List[Any], ctx: TaskContext) -> Iterator[Block]:
+    def __call__(self, inputs: list[Any], ctx: TaskContext) -> Iterator[Block]:
         if self.keys:
             pieces = [p for p in self.pieces(inputs) if p.num_rows]
         else:
@@ -178,7 +189,7 @@ class CombineAggregate(MergeRange):
         starts = group_starts(partial, self.keys)
         gid = group_ids(starts)
         groups = len(starts) - 1
-        out: Dict[str, Any] = {}
+        out: dict[str, Any] = {}
         if self.keys:
             firsts = first_rows(partial, self.keys, starts)
             out.update({k: firsts.column(k) for k in self.keys})
@@ -198,7 +209,7 @@ class CombineAggregate(MergeRange):
         yield pa.table(out)
 
 
-def _column_of(values: List[Any]) -> pa.Array:
+def _column_of(values: list[Any]) -> pa.Array:
     try:
         return pa.array(values)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
@@ -211,7 +222,7 @@ class AggregateSpec(ExchangeSpec):
     name = "Aggregate"
     gathers_inputs = False
 
-    def __init__(self, keys: Tuple[str, ...], aggs: Tuple[Any, ...], num_partitions: Optional[int]):
+    def __init__(self, keys: tuple[str, ...], aggs: tuple[Any, ...], num_partitions: int | None):
         self.keys, self.aggs, self.num_partitions = keys, aggs, num_partitions
 
     def prepare(self, input_index: int) -> Any:
@@ -220,7 +231,7 @@ class AggregateSpec(ExchangeSpec):
     def has_side(self, input_index: int) -> bool:
         return True
 
-    def plan(self, runs: List[Run], ctx: PlanContext) -> List[ReducePlan]:
+    def plan(self, runs: list[Run], ctx: PlanContext) -> list[ReducePlan]:
         refs = [r.bundle.ref for r in runs]
         if not self.keys:
             return [ReducePlan(refs, CombineAggregate(self.keys, self.aggs, None, None))]
@@ -228,7 +239,10 @@ class AggregateSpec(ExchangeSpec):
             return []
         parts = ctx.num_partitions(self.num_partitions, runs, 1)
         return range_plans(
-            runs, ascending(self.keys), parts, None,
+            runs,
+            ascending(self.keys),
+            parts,
+            None,
             lambda lo, hi: CombineAggregate(self.keys, self.aggs, lo, hi),
         )
 
@@ -236,7 +250,7 @@ class AggregateSpec(ExchangeSpec):
 class SortByKey(PrepareTransform):
     """Prepare for map_groups: the block sorted by key, then a sample of the keys."""
 
-    def __init__(self, keys: Tuple[str, ...]):
+    def __init__(self, keys: tuple[str, ...]):
         self.keys = keys
 
     def prepare(self, block: Block, index: int) -> Iterator[Block]:
@@ -249,12 +263,19 @@ class SortByKey(PrepareTransform):
 class ApplyToGroups(MergeRange):
     """Reduce for map_groups: call the user function once per group of a key range."""
 
-    def __init__(self, keys: Tuple[str, ...], udf: UDFCall, batch_format: str, name: str,
-                 lo: Optional[tuple], hi: Optional[tuple]):
+    def __init__(
+        self,
+        keys: tuple[str, ...],
+        udf: UDFCall,
+        batch_format: str,
+        name: str,
+        lo: tuple | None,
+        hi: tuple | None,
+    ):
         super().__init__(ascending(keys) if keys else SortKey((), ()), lo, hi)
         self.keys, self.udf, self.batch_format, self.name = keys, udf, batch_format, name
 
-    def __call__(self, inputs: List[Any], ctx: TaskContext) -> Iterator[Block]:
+    def __call__(self, inputs: list[Any], ctx: TaskContext) -> Iterator[Block]:
         from shardflow.engine.refs import resolve
 
         if self.keys:
@@ -291,8 +312,14 @@ class MapGroupsSpec(ExchangeSpec):
 
     name = "MapGroups"
 
-    def __init__(self, keys: Tuple[str, ...], udf: UDFCall, batch_format: str, name: str,
-                 num_partitions: Optional[int]):
+    def __init__(
+        self,
+        keys: tuple[str, ...],
+        udf: UDFCall,
+        batch_format: str,
+        name: str,
+        num_partitions: int | None,
+    ):
         self.keys, self.udf, self.batch_format, self.op_name = keys, udf, batch_format, name
         self.num_partitions = num_partitions
 
@@ -302,10 +329,13 @@ class MapGroupsSpec(ExchangeSpec):
     def has_side(self, input_index: int) -> bool:
         return True
 
-    def plan(self, runs: List[Run], ctx: PlanContext) -> List[ReducePlan]:
+    def plan(self, runs: list[Run], ctx: PlanContext) -> list[ReducePlan]:
         if not runs:
             return []
-        make = lambda lo, hi: ApplyToGroups(self.keys, self.udf, self.batch_format, self.op_name, lo, hi)  # noqa: E731
+
+        def make(lo: Any, hi: Any) -> ApplyToGroups:
+            return ApplyToGroups(self.keys, self.udf, self.batch_format, self.op_name, lo, hi)
+
         if not self.keys:
             return [ReducePlan([r.bundle.ref for r in runs], make(None, None))]
         parts = ctx.num_partitions(self.num_partitions, runs, len(runs))

@@ -6,7 +6,7 @@ next to each other.
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence, Tuple
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -42,7 +42,9 @@ def _changes(column: pa.Array) -> np.ndarray:
     same_null = pc.and_(pc.is_null(tail), pc.is_null(head))
     result = pc.and_(differs, pc.invert(same_null))
     if pa.types.is_floating(column.type):
-        both_nan = pc.and_(pc.fill_null(pc.is_nan(tail), False), pc.fill_null(pc.is_nan(head), False))
+        both_nan = pc.and_(
+            pc.fill_null(pc.is_nan(tail), False), pc.fill_null(pc.is_nan(head), False)
+        )
         result = pc.and_(result, pc.invert(both_nan))
     return result.to_numpy(zero_copy_only=False)
 
@@ -53,7 +55,7 @@ def group_ids(starts: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
 
 
-def iter_groups(sorted_block: Block, starts: np.ndarray) -> Iterator[Tuple[int, Block]]:
+def iter_groups(sorted_block: Block, starts: np.ndarray) -> Iterator[tuple[int, Block]]:
     """(group number, rows of the group) for each group."""
     for g in range(len(starts) - 1):
         yield g, sorted_block.slice(int(starts[g]), int(starts[g + 1] - starts[g]))

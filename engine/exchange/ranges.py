@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Any, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -53,7 +54,7 @@ def sample_keys(sorted_block: Block, key: SortKey, count: int = SAMPLES_PER_RUN)
     return keys.take(pa.array(positions))
 
 
-def choose_boundaries(samples: Sequence[Block], key: SortKey, parts: int) -> List[Tuple[Any, ...]]:
+def choose_boundaries(samples: Sequence[Block], key: SortKey, parts: int) -> list[tuple[Any, ...]]:
     """``parts - 1`` boundaries splitting the sampled key distribution into equal parts."""
     tables = [s for s in samples if s is not None and s.num_rows]
     if parts <= 1 or not tables:
@@ -86,7 +87,7 @@ def compare_keys(a: Sequence[Any], b: Sequence[Any], descending: Sequence[bool])
 
 
 def lower_bound(
-    sorted_block: Block, key: SortKey, boundary: Optional[Tuple[Any, ...]], inclusive: bool = False
+    sorted_block: Block, key: SortKey, boundary: tuple[Any, ...] | None, inclusive: bool = False
 ) -> int:
     """The number of rows of a sorted block that come before ``boundary`` (None: none do);
     with ``inclusive``, rows equal to it count as before it too."""
@@ -116,7 +117,7 @@ def lower_bound(
 
 def _numeric_lower_bound(
     column: pa.ChunkedArray, descending: bool, value: Any, inclusive: bool = False
-) -> Optional[int]:
+) -> int | None:
     """Lower bound on one numeric key column by binary search, touching only the values it
     compares (runs may be memory-mapped files); None when the fast path does not apply."""
     arrow_type = column.type
@@ -129,7 +130,9 @@ def _numeric_lower_bound(
         return valid
     ordered = valid
     if pa.types.is_floating(arrow_type):  # NaNs sort after numbers, before nulls
-        ordered = bisect.bisect_left(range(valid), True, key=lambda i: math.isnan(column[i].as_py()))
+        ordered = bisect.bisect_left(
+            range(valid), True, key=lambda i: math.isnan(column[i].as_py())
+        )
     if isinstance(value, float) and math.isnan(value):
         return ordered
     position = 0
@@ -139,7 +142,9 @@ def _numeric_lower_bound(
             break
         values = chunk.slice(0, size).to_numpy(zero_copy_only=False)
         if descending:  # the rows before ``value`` are those greater than it
-            found = size - int(np.searchsorted(values[::-1], value, side="left" if inclusive else "right"))
+            found = size - int(
+                np.searchsorted(values[::-1], value, side="left" if inclusive else "right")
+            )
         else:
             found = int(np.searchsorted(values, value, side="right" if inclusive else "left"))
         if found < size:
@@ -162,7 +167,9 @@ def _before(column: Any, descending: bool, value: Any, inclusive: bool) -> Any:
     with ``inclusive``): numbers in order, then NaN, then nulls."""
     is_null = pc.is_null(column)
     is_nan = pc.fill_null(pc.is_nan(column), False) if pa.types.is_floating(column.type) else None
-    number = pc.invert(is_null) if is_nan is None else pc.and_(pc.invert(is_null), pc.invert(is_nan))
+    number = (
+        pc.invert(is_null) if is_nan is None else pc.and_(pc.invert(is_null), pc.invert(is_nan))
+    )
     if value is None:  # everything but nulls comes before a null boundary
         return pc.invert(is_null) if not inclusive else pc.scalar(True)
     if isinstance(value, float) and math.isnan(value):
@@ -174,7 +181,9 @@ def _before(column: Any, descending: bool, value: Any, inclusive: bool) -> Any:
     return pc.and_(number, pc.fill_null(compare(column, value), False))
 
 
-def _range_rows(block: Block, key: SortKey, lo: Optional[tuple], hi: Optional[tuple], inclusive: bool) -> Block:
+def _range_rows(
+    block: Block, key: SortKey, lo: tuple | None, hi: tuple | None, inclusive: bool
+) -> Block:
     column = block.column(key.columns[0])
     descending = key.descending[0]
     keep = None
@@ -191,7 +200,7 @@ def _range_rows(block: Block, key: SortKey, lo: Optional[tuple], hi: Optional[tu
 
 
 def partition_of(
-    run: Any, key: SortKey, lo: Optional[tuple], hi: Optional[tuple], inclusive: bool = False
+    run: Any, key: SortKey, lo: tuple | None, hi: tuple | None, inclusive: bool = False
 ) -> Block:
     """The rows of a sorted run (a block or a reference to one) from boundary ``lo``
     (inclusive) to ``hi`` (exclusive); with ``inclusive`` a row equal to a boundary belongs to
@@ -209,7 +218,9 @@ def partition_of(
     return block.slice(start, max(0, end - start))
 
 
-def _spilled_lower_bound(run: SpilledRef, key: SortKey, boundary: Optional[tuple], inclusive: bool = False) -> int:
+def _spilled_lower_bound(
+    run: SpilledRef, key: SortKey, boundary: tuple | None, inclusive: bool = False
+) -> int:
     if boundary is None or not run.batch_rows:
         return 0
     prefix = SortKey(key.columns[: len(boundary)], key.descending[: len(boundary)])
@@ -223,7 +234,11 @@ def _spilled_lower_bound(run: SpilledRef, key: SortKey, boundary: Optional[tuple
         lo, hi = 0, len(run.batch_rows)
         while lo < hi:  # the first batch whose last row is not before the boundary
             mid = (lo + hi) // 2
-            order = compare_keys(last_row(mid), boundary, prefix.descending) if run.batch_rows[mid] else 1
+            order = (
+                compare_keys(last_row(mid), boundary, prefix.descending)
+                if run.batch_rows[mid]
+                else 1
+            )
             if order < 0 or (inclusive and order == 0):
                 lo = mid + 1
             else:
@@ -234,7 +249,7 @@ def _spilled_lower_bound(run: SpilledRef, key: SortKey, boundary: Optional[tuple
     return int(starts[lo]) + lower_bound(batch, prefix, boundary, inclusive)
 
 
-def partition_limits(boundaries: List[tuple], j: int) -> Tuple[Optional[tuple], Optional[tuple]]:
+def partition_limits(boundaries: list[tuple], j: int) -> tuple[tuple | None, tuple | None]:
     """(lower, upper) boundary of partition ``j`` of ``len(boundaries) + 1``."""
     lo = boundaries[j - 1] if j > 0 else None
     hi = boundaries[j] if j < len(boundaries) else None

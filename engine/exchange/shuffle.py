@@ -3,7 +3,8 @@ shuffled), randomize_block_order."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +29,7 @@ from shardflow.sdk.datasink import TaskContext
 class _Permute(PrepareTransform):
     """Prepare: a random permutation of the block, so any row range is a random sample."""
 
-    def __init__(self, seed: Optional[int]):
+    def __init__(self, seed: int | None):
         self.seed = seed
 
     def prepare(self, block: Block, index: int) -> Iterator[Block]:
@@ -39,10 +40,10 @@ class _Permute(PrepareTransform):
 class _ConcatPermute:
     """Reduce: the partition's pieces, permuted once more, as ``outputs`` blocks."""
 
-    def __init__(self, seed: Optional[int], partition: int, outputs: int = 1):
+    def __init__(self, seed: int | None, partition: int, outputs: int = 1):
         self.seed, self.partition, self.outputs = seed, partition, outputs
 
-    def __call__(self, inputs: List[Any], ctx: TaskContext) -> Iterator[Block]:
+    def __call__(self, inputs: list[Any], ctx: TaskContext) -> Iterator[Block]:
         block = gather(inputs)
         rng = seeded_rng(self.seed, 1, self.partition)
         if block.num_rows > 1:
@@ -54,10 +55,10 @@ class _Concat:
     """Reduce: the partition's pieces, in order, as blocks of the given row counts (or as
     ``outputs`` nearly equal blocks)."""
 
-    def __init__(self, lengths: Optional[List[int]] = None, outputs: int = 1):
+    def __init__(self, lengths: list[int] | None = None, outputs: int = 1):
         self.lengths, self.outputs = lengths, outputs
 
-    def __call__(self, inputs: List[Any], ctx: TaskContext) -> Iterator[Block]:
+    def __call__(self, inputs: list[Any], ctx: TaskContext) -> Iterator[Block]:
         block = gather(inputs)
         if self.lengths is None:
             yield from split_even(block, self.outputs)
@@ -68,9 +69,9 @@ class _Concat:
             offset += length
 
 
-def _slices_of_each_run(runs: List[Run], parts: int) -> List[List[Any]]:
+def _slices_of_each_run(runs: list[Run], parts: int) -> list[list[Any]]:
     """For each of ``parts`` partitions, an even share of every run."""
-    pieces: List[List[Any]] = [[] for _ in range(parts)]
+    pieces: list[list[Any]] = [[] for _ in range(parts)]
     for run in runs:
         for j, (offset, length) in enumerate(even_ranges(run.num_rows, parts)):
             if length:
@@ -81,7 +82,7 @@ def _slices_of_each_run(runs: List[Run], parts: int) -> List[List[Any]]:
     return pieces
 
 
-def _expected(runs: List[Run], parts: int) -> int:
+def _expected(runs: list[Run], parts: int) -> int:
     return sum(r.size_bytes for r in runs) // max(1, parts)
 
 
@@ -94,13 +95,13 @@ class RandomShuffleSpec(ExchangeSpec):
 
     name = "RandomShuffle"
 
-    def __init__(self, seed: Optional[int], num_blocks: Optional[int]):
+    def __init__(self, seed: int | None, num_blocks: int | None):
         self.seed, self.num_blocks = seed, num_blocks
 
     def prepare(self, input_index: int) -> Any:
         return _Permute(self.seed)
 
-    def plan(self, runs: List[Run], ctx: PlanContext) -> List[ReducePlan]:
+    def plan(self, runs: list[Run], ctx: PlanContext) -> list[ReducePlan]:
         if not runs:
             return []
         outputs = ctx.num_partitions(self.num_blocks, runs, ctx.num_input_blocks[0])
@@ -108,7 +109,9 @@ class RandomShuffleSpec(ExchangeSpec):
         expected = _expected(runs, tasks)
         return [
             ReducePlan(pieces, _ConcatPermute(self.seed, j, count), expected)
-            for j, (pieces, count) in enumerate(zip(_slices_of_each_run(runs, tasks), spread(outputs, tasks)))
+            for j, (pieces, count) in enumerate(
+                zip(_slices_of_each_run(runs, tasks), spread(outputs, tasks))
+            )
         ]
 
 
@@ -121,7 +124,7 @@ class RepartitionSpec(ExchangeSpec):
     def __init__(self, num_blocks: int, shuffle: bool):
         self.num_blocks, self.shuffle = num_blocks, shuffle
 
-    def plan(self, runs: List[Run], ctx: PlanContext) -> List[ReducePlan]:
+    def plan(self, runs: list[Run], ctx: PlanContext) -> list[ReducePlan]:
         if not runs:
             return []
         tasks = ctx.reduce_tasks(self.num_blocks, runs)
@@ -135,7 +138,7 @@ class RepartitionSpec(ExchangeSpec):
         starts = np.cumsum([0] + [r.num_rows for r in runs])
         plans, first = [], 0
         for count in counts:
-            group = blocks[first:first + count]
+            group = blocks[first : first + count]
             first += count
             offset = group[0][0]
             end = group[-1][0] + group[-1][1]
@@ -146,7 +149,9 @@ class RepartitionSpec(ExchangeSpec):
                     pieces.append(slice_ref(run.bundle.ref, lo - int(start), hi - lo))
             if not pieces:  # keep the schema for empty blocks
                 pieces.append(slice_ref(runs[0].bundle.ref, 0, 0))
-            plans.append(ReducePlan(pieces, _Concat(lengths=[length for _, length in group]), expected))
+            plans.append(
+                ReducePlan(pieces, _Concat(lengths=[length for _, length in group]), expected)
+            )
         return plans
 
 
@@ -155,9 +160,9 @@ class RandomizeBlockOrderSpec(ExchangeSpec):
 
     name = "RandomizeBlockOrder"
 
-    def __init__(self, seed: Optional[int]):
+    def __init__(self, seed: int | None):
         self.seed = seed
 
-    def plan(self, runs: List[Run], ctx: PlanContext) -> List[ReducePlan]:
+    def plan(self, runs: list[Run], ctx: PlanContext) -> list[ReducePlan]:
         order = seeded_rng(self.seed, 2).permutation(len(runs))
         return [ReducePlan(passthrough=runs[i].bundle) for i in order]

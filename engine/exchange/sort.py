@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Optional, Tuple
+from collections.abc import Iterator
+from typing import Any
 
 from shardflow.engine.exchange.base import (
     ExchangeSpec,
@@ -50,26 +51,33 @@ class MergeRange:
     """Reduce: the rows of every run between two boundaries, sorted (or just gathered), as
     ``outputs`` blocks in order."""
 
-    def __init__(self, key: SortKey, lo: Optional[tuple], hi: Optional[tuple], sort: bool = True,
-                 outputs: int = 1, inclusive: bool = False):
+    def __init__(
+        self,
+        key: SortKey,
+        lo: tuple | None,
+        hi: tuple | None,
+        sort: bool = True,
+        outputs: int = 1,
+        inclusive: bool = False,
+    ):
         self.key, self.lo, self.hi, self.sort, self.outputs = key, lo, hi, sort, outputs
         self.inclusive = inclusive
 
-    def pieces(self, inputs: List[Any]) -> List[Block]:
+    def pieces(self, inputs: list[Any]) -> list[Block]:
         return [partition_of(i, self.key, self.lo, self.hi, self.inclusive) for i in inputs]
 
-    def __call__(self, inputs: List[Any], ctx: TaskContext) -> Iterator[Block]:
+    def __call__(self, inputs: list[Any], ctx: TaskContext) -> Iterator[Block]:
         block = concat_blocks(self.pieces(inputs))
         yield from split_even(sort_block(block, self.key) if self.sort else block, self.outputs)
 
 
 def range_plans(
-    runs: List[Run],
+    runs: list[Run],
     key: SortKey,
     parts: int,
-    boundaries: Optional[List[Tuple[Any, ...]]],
+    boundaries: list[tuple[Any, ...]] | None,
     make_reduce: Any,
-) -> List[ReducePlan]:
+) -> list[ReducePlan]:
     """One reduce plan per key range; every run goes whole to every reduce task, which cuts
     its own range out (a binary search over the sorted run)."""
     if boundaries is None:
@@ -88,7 +96,7 @@ class SortSpec(ExchangeSpec):
 
     name = "Sort"
 
-    def __init__(self, key: SortKey, boundaries: Optional[Tuple[Any, ...]] = None):
+    def __init__(self, key: SortKey, boundaries: tuple[Any, ...] | None = None):
         self.key, self.boundaries = key, boundaries
 
     def prepare(self, input_index: int) -> Any:
@@ -100,7 +108,7 @@ class SortSpec(ExchangeSpec):
     def has_side(self, input_index: int) -> bool:
         return True
 
-    def plan(self, runs: List[Run], ctx: PlanContext) -> List[ReducePlan]:
+    def plan(self, runs: list[Run], ctx: PlanContext) -> list[ReducePlan]:
         if not runs:
             return []
         given = None
@@ -112,14 +120,21 @@ class SortSpec(ExchangeSpec):
             # same ranges in reverse order, so a boundary value stays in the block above it.
             inclusive = self.key.descending[0]
             return range_plans(
-                runs, self.key, len(given) + 1, given,
+                runs,
+                self.key,
+                len(given) + 1,
+                given,
                 lambda lo, hi: MergeRange(self.key, lo, hi, inclusive=inclusive),
             )
         outputs = ctx.num_partitions(None, runs, ctx.num_input_blocks[0])
         tasks = ctx.reduce_tasks(outputs, runs)
         counts = iter(spread(outputs, tasks))
         return range_plans(
-            runs, self.key, tasks, None, lambda lo, hi: MergeRange(self.key, lo, hi, outputs=next(counts))
+            runs,
+            self.key,
+            tasks,
+            None,
+            lambda lo, hi: MergeRange(self.key, lo, hi, outputs=next(counts)),
         )
 
 
@@ -138,9 +153,13 @@ class KeyedRepartitionSpec(ExchangeSpec):
     def has_side(self, input_index: int) -> bool:
         return True
 
-    def plan(self, runs: List[Run], ctx: PlanContext) -> List[ReducePlan]:
+    def plan(self, runs: list[Run], ctx: PlanContext) -> list[ReducePlan]:
         if not runs:
             return []
         return range_plans(
-            runs, self.key, self.num_blocks, None, lambda lo, hi: MergeRange(self.key, lo, hi, self.sort)
+            runs,
+            self.key,
+            self.num_blocks,
+            None,
+            lambda lo, hi: MergeRange(self.key, lo, hi, self.sort),
         )

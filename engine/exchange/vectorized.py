@@ -9,7 +9,7 @@ methods take the generic path instead.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +35,7 @@ class Vectorized:
     def __init__(self, agg: AggregateFn, prefix: str):
         self.agg = agg
         self.prefix = prefix
-        self.on: Optional[str] = agg.get_target_column()  # type: ignore[attr-defined]
+        self.on: str | None = agg.get_target_column()  # type: ignore[attr-defined]
         self.ignore_nulls: bool = agg._ignore_nulls  # type: ignore[attr-defined]
 
     def state(self, k: int) -> str:
@@ -53,19 +53,19 @@ class Vectorized:
     def input_name(self) -> str:
         return f"{self.prefix}_in"
 
-    def inputs(self, block: Block) -> Dict[str, Any]:
+    def inputs(self, block: Block) -> dict[str, Any]:
         """The columns the partial step aggregates, under names of this aggregation."""
         return {self.input_name: self.values(block)}
 
-    def specs(self) -> List[tuple]:
+    def specs(self) -> list[tuple]:
         """Arrow hash aggregations ``(input, function, options)`` of the partial step."""
         raise NotImplementedError
 
-    def states(self, grouped: Block) -> Dict[str, pa.Array]:
+    def states(self, grouped: Block) -> dict[str, pa.Array]:
         """The state columns from the output of the hash aggregations of ``specs``."""
         raise NotImplementedError
 
-    def specs_for(self, column: Any) -> List[tuple]:
+    def specs_for(self, column: Any) -> list[tuple]:
         """``specs()`` for the given input column (some kinds of column need none)."""
         return self.specs()
 
@@ -74,17 +74,17 @@ class Vectorized:
         inputs = self.inputs(block)
         return inputs, self.specs_for(inputs[self.input_name])
 
-    def partial(self, block: Block, gid: np.ndarray) -> Dict[str, pa.Array]:
+    def partial(self, block: Block, gid: np.ndarray) -> dict[str, pa.Array]:
         """State columns, one row per group of ``block`` (groups numbered by ``gid``)."""
         inputs, specs = self.block_specs(block)
         table = pa.table({GID: pa.array(gid), **inputs})
         return self.states(table.group_by(GID, use_threads=False).aggregate(specs))
 
-    def combine(self, states: Block, gid: np.ndarray, groups: int) -> Dict[str, pa.Array]:
+    def combine(self, states: Block, gid: np.ndarray, groups: int) -> dict[str, pa.Array]:
         """States of several blocks merged, one row per group."""
         raise NotImplementedError
 
-    def finalize(self, combined: Dict[str, pa.Array]) -> pa.Array:
+    def finalize(self, combined: dict[str, pa.Array]) -> pa.Array:
         raise NotImplementedError
 
     def nan_as_null(self, values: pa.Array) -> pa.Array:
@@ -94,7 +94,7 @@ class Vectorized:
         return pc.if_else(pc.fill_null(pc.is_nan(values), False), None, values)
 
 
-def _hash_aggregate(columns: Dict[str, Any], gid: np.ndarray, specs: List[tuple]) -> Block:
+def _hash_aggregate(columns: dict[str, Any], gid: np.ndarray, specs: list[tuple]) -> Block:
     table = pa.table({GID: pa.array(gid), **columns})
     out = table.group_by(GID, use_threads=False).aggregate(specs)
     return out
@@ -108,28 +108,28 @@ class _Fold(Vectorized):
     def _input(self, block: Block) -> Any:
         return self.values(block)
 
-    def inputs(self, block: Block) -> Dict[str, Any]:
+    def inputs(self, block: Block) -> dict[str, Any]:
         return {self.input_name: self._input(block)}
 
-    def specs(self) -> List[tuple]:
+    def specs(self) -> list[tuple]:
         return [(self.input_name, self.function, _opts(self.ignore_nulls))]
 
-    def states(self, grouped: Block) -> Dict[str, pa.Array]:
+    def states(self, grouped: Block) -> dict[str, pa.Array]:
         return {self.state(0): grouped.column(f"{self.input_name}_{self.function}")}
 
-    def combine(self, states: Block, gid: np.ndarray, groups: int) -> Dict[str, pa.Array]:
+    def combine(self, states: Block, gid: np.ndarray, groups: int) -> dict[str, pa.Array]:
         specs = [("v", self.function, _opts(self.ignore_nulls))]
         out = _hash_aggregate({"v": states.column(self.state(0))}, gid, specs)
         return {self.state(0): out.column(f"v_{self.function}")}
 
-    def finalize(self, combined: Dict[str, pa.Array]) -> pa.Array:
+    def finalize(self, combined: dict[str, pa.Array]) -> pa.Array:
         return combined[self.state(0)]
 
 
 class _Sum(_Fold):
     function = "sum"
 
-    def finalize(self, combined: Dict[str, pa.Array]) -> pa.Array:
+    def finalize(self, combined: dict[str, pa.Array]) -> pa.Array:
         return self.nan_as_null(combined[self.state(0)])
 
 
@@ -140,13 +140,13 @@ class _MinMax(_Fold):
     def _input(self, block: Block) -> Any:
         return block.column(self.on)
 
-    def states(self, grouped: Block) -> Dict[str, pa.Array]:
+    def states(self, grouped: Block) -> dict[str, pa.Array]:
         name = f"{self.input_name}_{self.function}"
         if name not in grouped.column_names:
             return {self.state(0): pa.nulls(grouped.num_rows)}
         return {self.state(0): grouped.column(name)}
 
-    def specs_for(self, column: Any) -> List[tuple]:
+    def specs_for(self, column: Any) -> list[tuple]:
         return [] if pa.types.is_null(column.type) else self.specs()
 
 
@@ -166,43 +166,53 @@ class _AbsMax(_Fold):
 
 
 class _Count(Vectorized):
-    def inputs(self, block: Block) -> Dict[str, Any]:
+    def inputs(self, block: Block) -> dict[str, Any]:
         if self.on is None:  # every row counts: any column of the right length will do
             return {self.input_name: pa.nulls(block.num_rows, pa.int8())}
         return {self.input_name: self.values(block)}
 
-    def specs(self) -> List[tuple]:
+    def specs(self) -> list[tuple]:
         mode = "only_valid" if self.on is not None and self.ignore_nulls else "all"
         return [(self.input_name, "count", pc.CountOptions(mode=mode))]
 
-    def states(self, grouped: Block) -> Dict[str, pa.Array]:
+    def states(self, grouped: Block) -> dict[str, pa.Array]:
         return {self.state(0): grouped.column(f"{self.input_name}_count")}
 
-    def combine(self, states: Block, gid: np.ndarray, groups: int) -> Dict[str, pa.Array]:
+    def combine(self, states: Block, gid: np.ndarray, groups: int) -> dict[str, pa.Array]:
         values = states.column(self.state(0)).to_numpy()
-        return {self.state(0): pa.array(np.bincount(gid, weights=values, minlength=groups).astype(np.int64))}
+        return {
+            self.state(0): pa.array(
+                np.bincount(gid, weights=values, minlength=groups).astype(np.int64)
+            )
+        }
 
-    def finalize(self, combined: Dict[str, pa.Array]) -> pa.Array:
+    def finalize(self, combined: dict[str, pa.Array]) -> pa.Array:
         return combined[self.state(0)]
 
 
 class _Mean(Vectorized):
-    def specs(self) -> List[tuple]:
+    def specs(self) -> list[tuple]:
         name = self.input_name
-        return [(name, "sum", _opts(self.ignore_nulls)), (name, "count", _count_opts(self.ignore_nulls))]
+        return [
+            (name, "sum", _opts(self.ignore_nulls)),
+            (name, "count", _count_opts(self.ignore_nulls)),
+        ]
 
-    def states(self, grouped: Block) -> Dict[str, pa.Array]:
+    def states(self, grouped: Block) -> dict[str, pa.Array]:
         name = self.input_name
-        return {self.state(0): grouped.column(f"{name}_sum"), self.state(1): grouped.column(f"{name}_count")}
+        return {
+            self.state(0): grouped.column(f"{name}_sum"),
+            self.state(1): grouped.column(f"{name}_count"),
+        }
 
-    def combine(self, states: Block, gid: np.ndarray, groups: int) -> Dict[str, pa.Array]:
+    def combine(self, states: Block, gid: np.ndarray, groups: int) -> dict[str, pa.Array]:
         specs = [("s", "sum", _opts(self.ignore_nulls)), ("n", "sum")]
         out = _hash_aggregate(
             {"s": states.column(self.state(0)), "n": states.column(self.state(1))}, gid, specs
         )
         return {self.state(0): out.column("s_sum"), self.state(1): out.column("n_sum")}
 
-    def finalize(self, combined: Dict[str, pa.Array]) -> pa.Array:
+    def finalize(self, combined: dict[str, pa.Array]) -> pa.Array:
         total = pc.cast(combined[self.state(0)], pa.float64())
         count = pc.cast(combined[self.state(1)], pa.float64())
         return self.nan_as_null(pc.divide(total, count))
@@ -212,13 +222,13 @@ class _Std(Vectorized):
     """State: count, mean and M2 (sum of squared deviations) per group; merged with Chan's
     formula, which stays accurate when the mean is large against the spread."""
 
-    def inputs(self, block: Block) -> Dict[str, Any]:
+    def inputs(self, block: Block) -> dict[str, Any]:
         values = self.values(block)
         if pa.types.is_decimal(values.type):  # variance has no decimal kernel
             values = pc.cast(values, pa.float64())
         return {self.input_name: values}
 
-    def specs(self) -> List[tuple]:
+    def specs(self) -> list[tuple]:
         skip, name = self.ignore_nulls, self.input_name
         return [
             (name, "count", _count_opts(skip)),
@@ -226,13 +236,17 @@ class _Std(Vectorized):
             (name, "variance", pc.VarianceOptions(ddof=0, skip_nulls=skip, min_count=1)),
         ]
 
-    def states(self, grouped: Block) -> Dict[str, pa.Array]:
+    def states(self, grouped: Block) -> dict[str, pa.Array]:
         name = self.input_name
         count = grouped.column(f"{name}_count")
         m2 = pc.multiply(grouped.column(f"{name}_variance"), pc.cast(count, pa.float64()))
-        return {self.state(0): count, self.state(1): grouped.column(f"{name}_mean"), self.state(2): m2}
+        return {
+            self.state(0): count,
+            self.state(1): grouped.column(f"{name}_mean"),
+            self.state(2): m2,
+        }
 
-    def combine(self, states: Block, gid: np.ndarray, groups: int) -> Dict[str, pa.Array]:
+    def combine(self, states: Block, gid: np.ndarray, groups: int) -> dict[str, pa.Array]:
         n_col, mean_col, m2_col = (states.column(self.state(k)) for k in range(3))
         null = pc.or_(pc.is_null(mean_col), pc.is_null(m2_col)).to_numpy(zero_copy_only=False)
         n = n_col.to_numpy(zero_copy_only=False).astype(np.float64)
@@ -243,7 +257,9 @@ class _Std(Vectorized):
         with np.errstate(invalid="ignore", divide="ignore"):
             group_mean = np.bincount(gid, weights=n * mean, minlength=groups) / total
         spread = n * (mean - np.nan_to_num(group_mean[gid])) ** 2
-        group_m2 = np.bincount(gid, weights=m2, minlength=groups) + np.bincount(gid, weights=spread, minlength=groups)
+        group_m2 = np.bincount(gid, weights=m2, minlength=groups) + np.bincount(
+            gid, weights=spread, minlength=groups
+        )
         if self.ignore_nulls:
             invalid = total == 0  # no value at all: the result is null
         else:
@@ -255,7 +271,7 @@ class _Std(Vectorized):
             self.state(2): pc.if_else(mask, None, pa.array(group_m2)),
         }
 
-    def finalize(self, combined: Dict[str, pa.Array]) -> pa.Array:
+    def finalize(self, combined: dict[str, pa.Array]) -> pa.Array:
         n = combined[self.state(0)].to_numpy(zero_copy_only=False).astype(np.float64)
         m2_col = combined[self.state(2)]
         m2 = pc.fill_null(m2_col, 0.0).to_numpy(zero_copy_only=False)
@@ -267,10 +283,18 @@ class _Std(Vectorized):
         return pc.if_else(nan_input, None if self.ignore_nulls else float("nan"), std_col)
 
 
-_VECTORIZED = {Count: _Count, Sum: _Sum, Min: _Min, Max: _Max, Mean: _Mean, Std: _Std, AbsMax: _AbsMax}
+_VECTORIZED = {
+    Count: _Count,
+    Sum: _Sum,
+    Min: _Min,
+    Max: _Max,
+    Mean: _Mean,
+    Std: _Std,
+    AbsMax: _AbsMax,
+}
 
 
-def vectorized(agg: AggregateFn, prefix: str) -> Optional[Vectorized]:
+def vectorized(agg: AggregateFn, prefix: str) -> Vectorized | None:
     """The bulk form of a built-in aggregation, or None (custom aggregations)."""
     impl = _VECTORIZED.get(type(agg))
     return None if impl is None else impl(agg, prefix)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Set
+from typing import Any
 
 from shardflow.engine.backends.base import ActorHandle, ActorPoolPlan
 from shardflow.engine.backends.task_runner import DONE, ERROR
@@ -45,7 +45,7 @@ class _Actor:
     ready: bool = False
     in_flight: int = 0
     idle_since: float = field(default_factory=time.monotonic)
-    tasks: Set[int] = field(default_factory=set)
+    tasks: set[int] = field(default_factory=set)
 
 
 class ActorMapOperator(MapOperator):
@@ -67,15 +67,21 @@ class ActorMapOperator(MapOperator):
         transform: Any,
         strategy: ActorPoolStrategy,
         options: MapOptions,
-        min_rows_per_task: Optional[int] = None,
+        min_rows_per_task: int | None = None,
     ):
-        super().__init__(name, input_op, transform, kind=f"actors-{next(_pool_ids)}",
-                         min_rows_per_task=min_rows_per_task, options=options)
+        super().__init__(
+            name,
+            input_op,
+            transform,
+            kind=f"actors-{next(_pool_ids)}",
+            min_rows_per_task=min_rows_per_task,
+            options=options,
+        )
         self.strategy = strategy
         self.max_task_retries = options.max_retries
-        self._actors: Dict[int, _Actor] = {}
-        self._task_actor: Dict[int, _Actor] = {}
-        self._plan: Optional[ActorPoolPlan] = None
+        self._actors: dict[int, _Actor] = {}
+        self._task_actor: dict[int, _Actor] = {}
+        self._plan: ActorPoolPlan | None = None
         self._in_flight_max = 1
 
     # -- the pool -----------------------------------------------------------------------
@@ -87,10 +93,14 @@ class ActorMapOperator(MapOperator):
     def start(self, runtime: Any) -> None:
         super().start(runtime)
         backend = runtime.backend
-        self._in_flight_max = (self.strategy.max_tasks_in_flight_per_actor
-                               or DEFAULT_IN_FLIGHT.get(backend.name, 2))
+        self._in_flight_max = self.strategy.max_tasks_in_flight_per_actor or DEFAULT_IN_FLIGHT.get(
+            backend.name, 2
+        )
         self._plan = backend.plan_actor_pool(
-            self.name, self.strategy.min_size, self.strategy.max_size, self.options.num_cpus,
+            self.name,
+            self.strategy.min_size,
+            self.strategy.max_size,
+            self.options.num_cpus,
             self.options.num_gpus,
         )
         for _ in range(min(self.strategy.initial_size, self._plan.max_actors)):
@@ -129,7 +139,7 @@ class ActorMapOperator(MapOperator):
         for actor in list(self._actors.values()):
             self._drop(actor, kill or not actor.ready)
 
-    def _free_actor(self) -> Optional[_Actor]:
+    def _free_actor(self) -> _Actor | None:
         """The ready actor with the fewest queued tasks, if one has room."""
         best = None
         for actor in self._actors.values():
@@ -170,7 +180,7 @@ class ActorMapOperator(MapOperator):
 
     # -- the protocol -------------------------------------------------------------------
 
-    def next_task_kind(self) -> Optional[str]:
+    def next_task_kind(self) -> str | None:
         if self.cancelled:
             return None
         self._autoscale()
@@ -178,7 +188,7 @@ class ActorMapOperator(MapOperator):
             return None
         return self.kind
 
-    def slot_capacity(self, kind: str) -> Optional[int]:
+    def slot_capacity(self, kind: str) -> int | None:
         ready = sum(1 for a in self._actors.values() if a.ready)
         return max(1, ready * self._in_flight_max)
 
@@ -187,8 +197,9 @@ class ActorMapOperator(MapOperator):
         if self._pool.retry_queue:
             task = self._pool.relaunch(self._pool.retry_queue.popleft(), actor=actor.handle)
         else:
-            task = self._pool.launch(self.transform, self._take_inputs(), self.kind,
-                                     actor=actor.handle)
+            task = self._pool.launch(
+                self.transform, self._take_inputs(), self.kind, actor=actor.handle
+            )
         actor.in_flight += 1
         actor.tasks.add(task.task_id)
         self._task_actor[task.task_id] = actor

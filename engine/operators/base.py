@@ -14,8 +14,9 @@ import itertools
 import queue
 import shutil
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any
 
 from shardflow.engine.backends.base import ActorHandle, ActorSpec, Backend, Gate, TaskSpec
 from shardflow.engine.context import DataContext
@@ -45,17 +46,17 @@ class PhysicalOperator:
     #: tasks must have stopped before the write is cleaned up.
     abandon_tasks = True
 
-    def __init__(self, name: str, inputs: List["PhysicalOperator"]):
+    def __init__(self, name: str, inputs: list[PhysicalOperator]):
         self.name = name
         self.input_ops = list(inputs)
         self.stats = OperatorStats(name)
-        self.runtime: Optional["OperatorRuntime"] = None
+        self.runtime: OperatorRuntime | None = None
         self._inputs_done = [False] * len(self.input_ops)
         self.cancelled = False
 
     # -- lifecycle ----------------------------------------------------------------------
 
-    def start(self, runtime: "OperatorRuntime") -> None:
+    def start(self, runtime: OperatorRuntime) -> None:
         """Called once before any input arrives."""
         self.runtime = runtime
         if not self.input_ops:
@@ -96,7 +97,7 @@ class PhysicalOperator:
 
     # -- tasks --------------------------------------------------------------------------
 
-    def next_task_kind(self) -> Optional[str]:
+    def next_task_kind(self) -> str | None:
         """The kind of worker slot the next task needs, or None when no task can start now."""
         return None
 
@@ -108,7 +109,7 @@ class PhysicalOperator:
         """Whether the operator has tasks of ``kind`` running or waiting (fair slot sharing)."""
         return False
 
-    def slot_capacity(self, kind: str) -> Optional[int]:
+    def slot_capacity(self, kind: str) -> int | None:
         """Tasks of ``kind`` that may run at once when the operator brings its own workers
         (an actor pool's actors); None means the backend's slots of that kind."""
         return None
@@ -123,7 +124,7 @@ class PhysicalOperator:
         """Bytes of blocks the operator holds (queued inputs, outputs not yet taken)."""
         return 0
 
-    def ready_input_bytes(self) -> Optional[int]:
+    def ready_input_bytes(self) -> int | None:
         """Bytes of queued input the operator can start working on without more input (0
         while it waits to gather enough); None for an operator that passes its input on
         at once (then its own consumer decides)."""
@@ -160,7 +161,7 @@ class OperatorRuntime:
         backend: Backend,
         budget: MemoryBudget,
         context: DataContext,
-        events: "queue.Queue",
+        events: queue.Queue,
         downstream_starved: Callable[[PhysicalOperator], bool],
         cancelled: threading.Event,
     ):
@@ -171,9 +172,9 @@ class OperatorRuntime:
         self.events = events
         self.downstream_starved = downstream_starved
         self.cancelled = cancelled
-        self._running: Dict[int, _RunningTask] = {}
+        self._running: dict[int, _RunningTask] = {}
         self.errored_blocks = 0  # failed tasks skipped under DataContext.max_errored_blocks
-        self._spill_dir: Optional[str] = None
+        self._spill_dir: str | None = None
         self._spill_lock = threading.Lock()
 
     # -- tasks --------------------------------------------------------------------------
@@ -182,13 +183,13 @@ class OperatorRuntime:
         self,
         op: PhysicalOperator,
         transform: Any,
-        inputs: List[Any],
+        inputs: list[Any],
         kind: str,
         gate: Gate,
         task_index: int,
-        spill_dir: Optional[str] = None,
-        actor: Optional[ActorHandle] = None,
-        remote_args: Optional[Dict[str, Any]] = None,
+        spill_dir: str | None = None,
+        actor: ActorHandle | None = None,
+        remote_args: dict[str, Any] | None = None,
     ) -> int:
         """Run ``transform(inputs, ctx)`` as a task of ``op`` (on ``actor`` when given);
         returns the task id."""
@@ -211,15 +212,28 @@ class OperatorRuntime:
         return task_id
 
     def start_actor(
-        self, op: PhysicalOperator, transform: Any, num_cpus: float, num_gpus: float,
-        remote_args: Optional[Dict[str, Any]] = None, on_exit: Optional[Callable[[], None]] = None,
-    ) -> Optional[tuple]:
+        self,
+        op: PhysicalOperator,
+        transform: Any,
+        num_cpus: float,
+        num_gpus: float,
+        remote_args: dict[str, Any] | None = None,
+        on_exit: Callable[[], None] | None = None,
+    ) -> tuple | None:
         """Start an actor of ``op``: ``(startup id, handle)``, or None when the backend has
         no room for it now. The startup id's DONE or ERROR event reaches ``op`` when the
         actor's ``transform.setup()`` has run."""
         actor_id = next(_task_ids)
-        spec = ActorSpec(actor_id, op.name, transform, self.events, num_cpus, num_gpus,
-                         dict(remote_args or {}), on_exit)
+        spec = ActorSpec(
+            actor_id,
+            op.name,
+            transform,
+            self.events,
+            num_cpus,
+            num_gpus,
+            dict(remote_args or {}),
+            on_exit,
+        )
         self._running[actor_id] = _RunningTask(op, ACTOR_STARTUP)
         handle = self.backend.start_actor(spec)
         if handle is None:
@@ -230,7 +244,7 @@ class OperatorRuntime:
     def task_finished(self, task_id: int) -> None:
         self._running.pop(task_id, None)
 
-    def owner(self, task_id: int) -> Optional[PhysicalOperator]:
+    def owner(self, task_id: int) -> PhysicalOperator | None:
         running = self._running.get(task_id)
         return None if running is None else running.op
 
@@ -241,9 +255,10 @@ class OperatorRuntime:
         """Running tasks of operators whose tasks must end before the execution does."""
         return sum(1 for t in self._running.values() if not t.op.abandon_tasks)
 
-    def num_running(self, kind: Optional[str] = None, op: Optional[PhysicalOperator] = None) -> int:
+    def num_running(self, kind: str | None = None, op: PhysicalOperator | None = None) -> int:
         return sum(
-            1 for t in self._running.values()
+            1
+            for t in self._running.values()
             if (kind is None or t.kind == kind) and (op is None or t.op is op)
         )
 

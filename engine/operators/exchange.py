@@ -9,7 +9,7 @@ runs are objects and Ray spills them). Runs are released when the last reduce ta
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, List, Optional, Tuple
+from typing import Any
 
 from shardflow.engine.backends.base import THREAD
 from shardflow.engine.exchange.base import ExchangeSpec, PlanContext, ReducePlan, Run
@@ -37,22 +37,22 @@ class ExchangeOperator(PhysicalOperator):
     def __init__(
         self,
         name: str,
-        inputs: List[PhysicalOperator],
+        inputs: list[PhysicalOperator],
         spec: ExchangeSpec,
         min_bytes_per_prepare: int = 0,
     ):
         super().__init__(name, inputs)
         self.spec = spec
         self.min_bytes_per_prepare = min_bytes_per_prepare
-        self._queues: List[Deque[Tuple[int, RefBundle]]] = [deque() for _ in inputs]
+        self._queues: list[deque[tuple[int, RefBundle]]] = [deque() for _ in inputs]
         self._received = [0] * len(inputs)
-        self._runs: List[Run] = []
+        self._runs: list[Run] = []
         self._task_inputs: dict = {}
-        self._prepare: Optional[TaskPool] = None
-        self._reduce: Optional[TaskPool] = None
-        self._plans: Optional[List[ReducePlan]] = None
+        self._prepare: TaskPool | None = None
+        self._reduce: TaskPool | None = None
+        self._plans: list[ReducePlan] | None = None
         self._next_plan = 0
-        self._ready: Deque[RefBundle] = deque()
+        self._ready: deque[RefBundle] = deque()
         self._held_in_memory = 0
 
     def start(self, runtime: Any) -> None:
@@ -85,7 +85,7 @@ class ExchangeOperator(PhysicalOperator):
         budget = self.runtime.budget
         return budget.used() >= budget.limit * SPILL_FRACTION
 
-    def _ready_queue(self) -> Optional[int]:
+    def _ready_queue(self) -> int | None:
         """An input whose queued blocks are enough for a prepare task: a run's worth, the last
         of that input, or whatever is queued once the budget is under pressure (waiting to
         gather more could then wait forever)."""
@@ -127,7 +127,7 @@ class ExchangeOperator(PhysicalOperator):
             for position, bundle in enumerate(bundles):
                 self._add_run(Run(input_index, bundle, side), (input_index, first_seq, position))
 
-    def _add_run(self, run: Run, order: Tuple[int, int, int]) -> None:
+    def _add_run(self, run: Run, order: tuple[int, int, int]) -> None:
         if not self.runtime.backend.spills_locally and run.bundle.charge:
             # Ray keeps runs in its object store and spills them itself.
             self.runtime.budget.release(run.bundle.charge)
@@ -147,12 +147,14 @@ class ExchangeOperator(PhysicalOperator):
         runs = sorted(self._runs, key=lambda r: r.order)
         self.spec.validate(runs)
         context = self.runtime.context
-        ctx = PlanContext(list(self._received), self.runtime.budget.limit, context.target_max_block_size)
+        ctx = PlanContext(
+            list(self._received), self.runtime.budget.limit, context.target_max_block_size
+        )
         self._plans = self.spec.plan(runs, ctx)
 
     # -- reduce phase -------------------------------------------------------------------
 
-    def next_task_kind(self) -> Optional[str]:
+    def next_task_kind(self) -> str | None:
         if self.cancelled:
             return None
         self._collect_runs()
@@ -272,13 +274,13 @@ class _Bounded:
     def __init__(self, transform: Any, max_bytes: int):
         self.transform, self.max_bytes = transform, max_bytes
 
-    def __call__(self, inputs: List[Any], ctx: Any) -> Any:
+    def __call__(self, inputs: list[Any], ctx: Any) -> Any:
         from shardflow.engine.transforms import split_large_blocks
 
         return split_large_blocks(iter(self.transform(inputs, ctx)), self.max_bytes)
 
 
-def _identity(inputs: List[Any], ctx: Any) -> Any:
+def _identity(inputs: list[Any], ctx: Any) -> Any:
     """Prepare transform of specs that keep input blocks as runs (used when spilling them)."""
     from shardflow.engine.refs import resolve
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import Iterable
+from collections.abc import Iterable
 
 from shardflow.engine.operators.base import PhysicalOperator
 from shardflow.engine.refs import RefBundle

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import Deque
 
 from shardflow.engine.operators.base import PhysicalOperator
 from shardflow.engine.refs import RefBundle, slice_metadata, slice_ref
@@ -19,7 +18,7 @@ class LimitOperator(PhysicalOperator):
     def __init__(self, name: str, input_op: PhysicalOperator, limit: int):
         super().__init__(name, [input_op])
         self.remaining = limit
-        self._ready: Deque[RefBundle] = deque()
+        self._ready: deque[RefBundle] = deque()
         self._emitted = False
 
     def add_input(self, bundle: RefBundle, input_index: int) -> None:
@@ -27,9 +26,13 @@ class LimitOperator(PhysicalOperator):
         if self.remaining <= 0:
             if not self._emitted:  # ``limit(0)``: one empty block still carries the schema
                 self._emitted = True
-                self._ready.append(RefBundle(
-                    slice_ref(bundle.ref, 0, 0), slice_metadata(bundle.meta, 0, 0), bundle.charge
-                ))
+                self._ready.append(
+                    RefBundle(
+                        slice_ref(bundle.ref, 0, 0),
+                        slice_metadata(bundle.meta, 0, 0),
+                        bundle.charge,
+                    )
+                )
                 return
             self.runtime.budget.release(bundle.charge)
             return

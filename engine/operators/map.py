@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, Iterable, List, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from shardflow.engine.compute import DEFAULT_MAP_OPTIONS, MapOptions
 from shardflow.engine.operators.base import PhysicalOperator
@@ -35,9 +36,9 @@ class MapOperator(PooledOperator):
         input_op: PhysicalOperator,
         transform: Any,
         kind: str = "thread",
-        min_rows_per_task: Optional[int] = None,
-        max_concurrency: Optional[int] = None,
-        options: Optional[MapOptions] = None,
+        min_rows_per_task: int | None = None,
+        max_concurrency: int | None = None,
+        options: MapOptions | None = None,
     ):
         super().__init__(name, [input_op])
         self.transform = transform
@@ -46,9 +47,9 @@ class MapOperator(PooledOperator):
         self.max_concurrency = max_concurrency
         self.options = options or DEFAULT_MAP_OPTIONS
         remote = self.options.ray_remote_args
-        self.max_task_retries: Optional[int] = remote.get("max_retries")
+        self.max_task_retries: int | None = remote.get("max_retries")
         self.retry_exceptions = remote.get("retry_exceptions", False)
-        self._queue: Deque[RefBundle] = deque()
+        self._queue: deque[RefBundle] = deque()
         self._queued_rows = 0
         self.inputs_received = 0
 
@@ -72,7 +73,7 @@ class MapOperator(PooledOperator):
         self._queued_rows += bundle.num_rows
         self.inputs_received += 1
 
-    def next_task_kind(self) -> Optional[str]:
+    def next_task_kind(self) -> str | None:
         if self.cancelled or not self._has_task_ready():
             return None
         if self.max_concurrency is not None and len(self._pool.running) >= self.max_concurrency:
@@ -92,7 +93,7 @@ class MapOperator(PooledOperator):
         lazy = self._queue[0].is_lazy
         return not (lazy and not self.runtime.budget.has_room(self._pool.est_block_bytes))
 
-    def _take_inputs(self) -> List[RefBundle]:
+    def _take_inputs(self) -> list[RefBundle]:
         """The input bundles of the next task (enough rows for ``min_rows_per_task``)."""
         taken = [self._queue.popleft()]
         rows = taken[0].num_rows
@@ -108,7 +109,9 @@ class MapOperator(PooledOperator):
         # A task over one source item is known by that item's index (stable across runs).
         name = taken[0].source_index if len(taken) == 1 else None
         remote_args = self.options.remote_args() if self.runtime.backend.name == "ray" else None
-        self._pool.launch(self.transform, taken, self.kind, name_index=name, remote_args=remote_args)
+        self._pool.launch(
+            self.transform, taken, self.kind, name_index=name, remote_args=remote_args
+        )
 
     def has_pending_work(self, kind: str) -> bool:
         return kind == self.kind and (
@@ -122,5 +125,5 @@ class MapOperator(PooledOperator):
         return sum(b.charge for b in self._queue) or (1 if self._queue else 0)
 
     @property
-    def stages(self) -> List[Any]:
+    def stages(self) -> list[Any]:
         return list(getattr(self.transform, "stages", []))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from shardflow.engine.operators.base import PhysicalOperator
 from shardflow.engine.operators.task_pool import TaskPool
@@ -23,8 +24,8 @@ class PooledOperator(PhysicalOperator):
 
     def __init__(self, name: str, inputs: Any):
         super().__init__(name, inputs)
-        self._ready: Deque[RefBundle] = deque()
-        self._pool: Optional[TaskPool] = None
+        self._ready: deque[RefBundle] = deque()
+        self._pool: TaskPool | None = None
 
     def start(self, runtime: Any) -> None:
         self._pool = self._new_pool(runtime)
@@ -56,7 +57,9 @@ class PooledOperator(PhysicalOperator):
     def completed(self) -> bool:
         if self.cancelled:
             return not self._pool.running
-        return self.inputs_complete and self._input_drained() and not self._ready and self._pool.idle
+        return (
+            self.inputs_complete and self._input_drained() and not self._ready and self._pool.idle
+        )
 
     def held_bytes(self) -> int:
         pending = sum(b.charge for b in self._pending_input())

@@ -8,7 +8,8 @@ zero-copy slice references).
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, Iterable, List, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from shardflow.engine.backends.base import THREAD
 from shardflow.engine.exchange.base import gather
@@ -18,7 +19,7 @@ from shardflow.engine.refs import RefBundle, slice_metadata, slice_ref
 
 
 class _Join:
-    def __call__(self, inputs: List[Any], ctx: Any) -> Any:
+    def __call__(self, inputs: list[Any], ctx: Any) -> Any:
         yield gather(inputs)
 
 
@@ -28,7 +29,7 @@ class RebatchOperator(PooledOperator):
     def __init__(self, name: str, input_op: PhysicalOperator, rows: int):
         super().__init__(name, [input_op])
         self.rows = rows
-        self._pending: Deque[RefBundle] = deque()
+        self._pending: deque[RefBundle] = deque()
         self._pending_rows = 0
         self._offset = 0  # rows of the first pending bundle already used
         self.inputs_received = 0
@@ -51,7 +52,7 @@ class RebatchOperator(PooledOperator):
         self._pending.append(bundle)
         self._pending_rows += bundle.num_rows
 
-    def next_task_kind(self) -> Optional[str]:
+    def next_task_kind(self) -> str | None:
         if self.cancelled:
             return None
         if self._pending_rows >= self.rows or (self.inputs_complete and self._pending_rows):
@@ -60,14 +61,18 @@ class RebatchOperator(PooledOperator):
 
     def launch_next(self) -> None:
         want = min(self.rows, self._pending_rows)
-        pieces: List[RefBundle] = []
-        consumed: List[RefBundle] = []
+        pieces: list[RefBundle] = []
+        consumed: list[RefBundle] = []
         while want:
             head = self._pending[0]
             take = min(want, head.num_rows - self._offset)
-            pieces.append(RefBundle(
-                slice_ref(head.ref, self._offset, take), slice_metadata(head.meta, self._offset, take), 0
-            ))
+            pieces.append(
+                RefBundle(
+                    slice_ref(head.ref, self._offset, take),
+                    slice_metadata(head.meta, self._offset, take),
+                    0,
+                )
+            )
             self._offset += take
             want -= take
             self._pending_rows -= take

@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Deque, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any
 
 from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR
 from shardflow.engine.errors import WorkerCrashedError
@@ -25,17 +26,17 @@ logger = logging.getLogger(__name__)
 class PoolTask:
     task_id: int
     index: int
-    inputs: List[RefBundle]
+    inputs: list[RefBundle]
     spilled: bool
     started: float = field(default_factory=time.perf_counter)
     transform: Any = None
     kind: str = "thread"
     wait: bool = True
-    name_index: Optional[int] = None  # the index the task is known by (TaskContext.task_idx)
+    name_index: int | None = None  # the index the task is known by (TaskContext.task_idx)
     attempt: int = 0
     skip: int = 0  # blocks a rerun produces again that its failed attempt already delivered
     actor: Any = None  # the actor it runs on (actor pools)
-    remote_args: Optional[Dict[str, Any]] = None  # its resources on Ray
+    remote_args: dict[str, Any] | None = None  # its resources on Ray
 
 
 def is_worker_crash(failure: Any) -> bool:
@@ -54,7 +55,7 @@ class BudgetGate:
     block of the head.
     """
 
-    def __init__(self, pool: "TaskPool", index: int):
+    def __init__(self, pool: TaskPool, index: int):
         self._pool = pool
         self._index = index
         self._reserved = 0
@@ -95,7 +96,7 @@ class BudgetGate:
 class SpillGate:
     """The gate of a task whose blocks go to disk: they take no room in the budget."""
 
-    def __init__(self, pool: "TaskPool"):
+    def __init__(self, pool: TaskPool):
         self._pool = pool
 
     def cancelled(self) -> bool:
@@ -135,32 +136,43 @@ class TaskPool:
     """
 
     def __init__(
-        self, op: PhysicalOperator, ordered: bool, counts_output: bool = True,
-        max_retries: Optional[int] = None, relaunch_by_operator: bool = False,
+        self,
+        op: PhysicalOperator,
+        ordered: bool,
+        counts_output: bool = True,
+        max_retries: int | None = None,
+        relaunch_by_operator: bool = False,
     ):
         self.op = op
         self.ordered = ordered
         self.counts_output = counts_output
         self.max_retries = max_retries
         self.relaunch_by_operator = relaunch_by_operator
-        self.retry_queue: Deque[PoolTask] = deque()
-        self.running: Dict[int, PoolTask] = {}
-        self.outputs: Dict[int, Deque[RefBundle]] = {}
-        self.finished: Set[int] = set()
+        self.retry_queue: deque[PoolTask] = deque()
+        self.running: dict[int, PoolTask] = {}
+        self.outputs: dict[int, deque[RefBundle]] = {}
+        self.finished: set[int] = set()
         self.head = 0
         self.next_index = 0
         self.est_block_bytes = 0
         self.queued_bytes = 0
-        self.delivered: Dict[int, int] = {}
+        self.delivered: dict[int, int] = {}
 
     @property
     def runtime(self) -> Any:
         return self.op.runtime
 
     def launch(
-        self, transform: Any, inputs: List[RefBundle], kind: str, *, spill: bool = False,
-        wait: bool = True, name_index: Optional[int] = None, actor: Any = None,
-        remote_args: Optional[Dict[str, Any]] = None,
+        self,
+        transform: Any,
+        inputs: list[RefBundle],
+        kind: str,
+        *,
+        spill: bool = False,
+        wait: bool = True,
+        name_index: int | None = None,
+        actor: Any = None,
+        remote_args: dict[str, Any] | None = None,
     ) -> PoolTask:
         """Start a task of ``transform`` over ``inputs`` (their charges are released at its end).
 
@@ -172,8 +184,16 @@ class TaskPool:
         index = self.next_index
         self.next_index += 1
         task = PoolTask(
-            -1, index, inputs, spill, transform=transform, kind=kind, wait=wait,
-            name_index=name_index, actor=actor, remote_args=remote_args,
+            -1,
+            index,
+            inputs,
+            spill,
+            transform=transform,
+            kind=kind,
+            wait=wait,
+            name_index=name_index,
+            actor=actor,
+            remote_args=remote_args,
         )
         task = self._start(task)
         self.outputs.setdefault(index, deque())
@@ -197,8 +217,15 @@ class TaskPool:
         spill_dir = self.runtime.spill_dir() if task.spilled else None
         name = task.index if task.name_index is None else task.name_index
         task.task_id = self.runtime.launch(
-            self.op, task.transform, [b.ref for b in task.inputs], task.kind, gate, name, spill_dir,
-            actor=task.actor, remote_args=task.remote_args,
+            self.op,
+            task.transform,
+            [b.ref for b in task.inputs],
+            task.kind,
+            gate,
+            name,
+            spill_dir,
+            actor=task.actor,
+            remote_args=task.remote_args,
         )
         task.started = time.perf_counter()
         self.running[task.task_id] = task
@@ -258,7 +285,10 @@ class TaskPool:
         most = self._max_retries()
         logger.warning(
             "%s: a task failed (%s: %s); running it again (attempt %d of %s).",
-            self.op.name, type(error).__name__, error, task.attempt + 1,
+            self.op.name,
+            type(error).__name__,
+            error,
+            task.attempt + 1,
             "unbounded" if most == float("inf") else int(most) + 1,
         )
         if self.relaunch_by_operator:
@@ -274,7 +304,7 @@ class TaskPool:
         most = self.runtime.context.max_task_retries if own is None else own
         return float("inf") if most < 0 else most
 
-    def _retryable(self, error: Optional[BaseException]) -> bool:
+    def _retryable(self, error: BaseException | None) -> bool:
         if isinstance(error, WorkerCrashedError):
             return True  # the process died (killed, out of memory): the work itself may be fine
         allowed = getattr(self.op, "retry_exceptions", False)
@@ -296,7 +326,9 @@ class TaskPool:
             self.queued_bytes -= bundle.charge
             self.runtime.budget.release(bundle.charge)
         self.outputs[task.index] = deque()
-        logger.warning("%s: skipping a failed task (%s).", self.op.name, failure.message.splitlines()[0])
+        logger.warning(
+            "%s: skipping a failed task (%s).", self.op.name, failure.message.splitlines()[0]
+        )
         return True
 
     def _finish(self, task: PoolTask) -> None:
@@ -329,7 +361,7 @@ class TaskPool:
             else:
                 break
 
-    def pop_finished(self) -> List[Tuple[int, List[RefBundle]]]:
+    def pop_finished(self) -> list[tuple[int, list[RefBundle]]]:
         """(task index, all its blocks) for every task that has finished since the last call."""
         done = []
         for index in sorted(i for i in self.outputs if i in self.finished):
@@ -339,7 +371,7 @@ class TaskPool:
             done.append((index, bundles))
         return done
 
-    def _take(self, queue_: Deque[RefBundle], index: int) -> RefBundle:
+    def _take(self, queue_: deque[RefBundle], index: int) -> RefBundle:
         bundle = queue_.popleft()
         self.queued_bytes -= bundle.charge
         self.delivered[index] = self.delivered.get(index, 0) + 1
@@ -368,6 +400,6 @@ class TaskPool:
         return self.queued_bytes + sum(b.charge for t in self.running.values() for b in t.inputs)
 
 
-def peek_lazy(bundles: "Deque[RefBundle]") -> Optional[bool]:
+def peek_lazy(bundles: deque[RefBundle]) -> bool | None:
     """Whether the next queued input is lazy (a read task), or None when none is queued."""
     return bundles[0].is_lazy if bundles else None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import Deque, List
 
 from shardflow.engine.operators.base import PhysicalOperator
 from shardflow.engine.refs import RefBundle
@@ -16,9 +15,9 @@ class UnionOperator(PhysicalOperator):
     (later inputs run meanwhile and wait here); otherwise blocks pass as they come.
     """
 
-    def __init__(self, name: str, inputs: List[PhysicalOperator]):
+    def __init__(self, name: str, inputs: list[PhysicalOperator]):
         super().__init__(name, inputs)
-        self._buffers: List[Deque[RefBundle]] = [deque() for _ in inputs]
+        self._buffers: list[deque[RefBundle]] = [deque() for _ in inputs]
         self._current = 0
 
     def add_input(self, bundle: RefBundle, input_index: int) -> None:

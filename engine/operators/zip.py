@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, Iterable, List, Optional
+from collections.abc import Iterable
+from typing import Any
 
 import pyarrow as pa
 
@@ -16,7 +17,7 @@ from shardflow.engine.refs import RefBundle, resolve, slice_metadata, slice_ref
 class ZipColumns:
     """Task: one row range of every input, their columns joined (duplicates renamed)."""
 
-    def __call__(self, inputs: List[Any], ctx: Any) -> Any:
+    def __call__(self, inputs: list[Any], ctx: Any) -> Any:
         columns: dict = {}
         repeats: dict = {}
         for item in inputs:
@@ -38,9 +39,9 @@ class ZipOperator(PooledOperator):
 
     always_ordered = True  # rows of all inputs line up only in order
 
-    def __init__(self, name: str, inputs: List[PhysicalOperator]):
+    def __init__(self, name: str, inputs: list[PhysicalOperator]):
         super().__init__(name, inputs)
-        self._pending: List[Deque[RefBundle]] = [deque() for _ in inputs]
+        self._pending: list[deque[RefBundle]] = [deque() for _ in inputs]
         self._offsets = [0] * len(inputs)
         self._rows = [0] * len(inputs)
         self.inputs_received = 0
@@ -68,7 +69,7 @@ class ZipOperator(PooledOperator):
             counts = ", ".join(str(r) for r in self._rows)
             raise ValueError(f"Cannot zip datasets of different number of rows: {counts}")
 
-    def next_task_kind(self) -> Optional[str]:
+    def next_task_kind(self) -> str | None:
         if self.cancelled or not all(self._pending):
             return None
         return THREAD
@@ -78,8 +79,11 @@ class ZipOperator(PooledOperator):
         pieces = []
         for i, queue_ in enumerate(self._pending):
             head = queue_[0]
-            piece = RefBundle(slice_ref(head.ref, self._offsets[i], length),
-                              slice_metadata(head.meta, self._offsets[i], length), 0)
+            piece = RefBundle(
+                slice_ref(head.ref, self._offsets[i], length),
+                slice_metadata(head.meta, self._offsets[i], length),
+                0,
+            )
             self._offsets[i] += length
             if self._offsets[i] == head.num_rows:
                 queue_.popleft()

@@ -28,7 +28,7 @@ import numbers
 import pickle
 import sys
 from dataclasses import dataclass
-from typing import Any, List, Optional
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -58,9 +58,9 @@ class BlockInfo:
     """
 
     kind: str
-    types: List[str]
-    lens: List[Optional[int]]
-    seqs: List[Optional[int]]
+    types: list[str]
+    lens: list[int | None]
+    seqs: list[int | None]
 
     @property
     def count(self) -> int:
@@ -95,7 +95,7 @@ def short_type(name: str) -> str:
     return name.rsplit(".", 1)[-1]
 
 
-def length_of(value: Any) -> Optional[int]:
+def length_of(value: Any) -> int | None:
     """Rows of a DataFrame, first dimension of an ndarray (or of a dict of them with one
     first dimension), items of a list; None for anything else."""
     if is_dataframe(value) or isinstance(value, list):
@@ -112,14 +112,14 @@ def length_of(value: Any) -> Optional[int]:
     return None
 
 
-def seq_len(value: Any) -> Optional[int]:
+def seq_len(value: Any) -> int | None:
     return len(value) if isinstance(value, (list, tuple)) else None
 
 
 # -- encoding -----------------------------------------------------------------------------
 
 
-def encode(elements: List[Any]) -> pa.Table:
+def encode(elements: list[Any]) -> pa.Table:
     """The block holding a partition's ``elements``."""
     if len(elements) == 1 and is_dataframe(elements[0]):
         table = frame_to_table(elements[0])
@@ -132,7 +132,7 @@ def encode(elements: List[Any]) -> pa.Table:
     return _with_info(_objects_table(elements), OBJECTS, elements)
 
 
-def encode_objects(elements: List[Any]) -> pa.Table:
+def encode_objects(elements: list[Any]) -> pa.Table:
     """A block holding ``elements`` pickled, one per row, whatever their type."""
     return _with_info(_objects_table(elements), OBJECTS, elements)
 
@@ -143,7 +143,7 @@ def encode_arrow_frame(table: pa.Table) -> pa.Table:
     return with_metadata(table, info)
 
 
-def _with_info(table: pa.Table, kind: str, elements: List[Any]) -> pa.Table:
+def _with_info(table: pa.Table, kind: str, elements: list[Any]) -> pa.Table:
     info = BlockInfo(
         kind,
         [type_name(e) for e in elements],
@@ -162,7 +162,7 @@ def with_metadata(table: pa.Table, info: BlockInfo) -> pa.Table:
     return table.replace_schema_metadata(metadata)
 
 
-def _objects_table(elements: List[Any]) -> pa.Table:
+def _objects_table(elements: list[Any]) -> pa.Table:
     import cloudpickle
 
     payloads = [cloudpickle.dumps(e, protocol=5) for e in elements]
@@ -176,7 +176,7 @@ def _objects_table(elements: List[Any]) -> pa.Table:
     return pa.table({ELEMENT_COLUMN: column})
 
 
-def frame_to_table(df: Any) -> Optional[pa.Table]:
+def frame_to_table(df: Any) -> pa.Table | None:
     """``df`` as an Arrow table that converts back to an equal DataFrame, or None when Arrow
     would change it (object columns, non-string or repeated column names, attrs, ...)."""
     pd = _pandas()
@@ -209,7 +209,7 @@ def frame_to_table(df: Any) -> Optional[pa.Table]:
         return None
 
 
-def arrays_to_table(arrays: dict) -> Optional[pa.Table]:
+def arrays_to_table(arrays: dict) -> pa.Table | None:
     """A dict of numeric ndarrays of one first dimension as columns (no copy for contiguous
     arrays), or None when a value would not come back the same."""
     if not arrays or not all(isinstance(k, str) for k in arrays):
@@ -266,7 +266,7 @@ def info_of(table: pa.Table) -> BlockInfo:
     return info_from_metadata(table.schema.metadata, table.num_rows)
 
 
-def info_from_metadata(metadata: Optional[dict], num_rows: int) -> BlockInfo:
+def info_from_metadata(metadata: dict | None, num_rows: int) -> BlockInfo:
     raw = (metadata or {}).get(META_KEY)
     if raw is None:
         return BlockInfo(DATASET, [DATAFRAME], [num_rows], [None])
@@ -274,7 +274,7 @@ def info_from_metadata(metadata: Optional[dict], num_rows: int) -> BlockInfo:
     return BlockInfo(data["kind"], data["types"], data["lens"], data["seqs"])
 
 
-def decode(table: pa.Table) -> List[Any]:
+def decode(table: pa.Table) -> list[Any]:
     """The elements of a partition block."""
     info = info_of(table)
     if info.kind == OBJECTS:
@@ -292,8 +292,8 @@ def table_to_arrays(table: pa.Table) -> dict:
     return {name: np.array(values, copy=True) for name, values in batch.items()}
 
 
-def decode_objects(table: pa.Table) -> List[Any]:
-    out: List[Any] = []
+def decode_objects(table: pa.Table) -> list[Any]:
+    out: list[Any] = []
     for chunk in table.column(ELEMENT_COLUMN).chunks:
         storage = chunk.storage if isinstance(chunk, pa.ExtensionArray) else chunk
         for cell in storage:

@@ -10,7 +10,8 @@ once by a first round of tasks, which the driver then addresses piece by piece.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -52,10 +53,10 @@ _MERGEABLE = {DATAFRAME, "builtins.list", "numpy.ndarray", "builtins.dict"}
 # A part of an output partition: ("rows", k, start, length) is a row range of block k, which
 # is one DataFrame; ("element", k, row) is element ``row`` of objects block k; ("all", k) is
 # every element of block k.
-Part = Tuple[Any, ...]
+Part = tuple[Any, ...]
 
 
-def _deferred(parent: Any, name: str, planner: Any, num: Optional[int]) -> Any:
+def _deferred(parent: Any, name: str, planner: Any, num: int | None) -> Any:
     dataset = source_dataset(DeferredSource(name, planner))._with(MapShards(KeepStage(name)))
     return parent._derive(dataset, num, name)
 
@@ -67,7 +68,7 @@ def repartition(parent: Any, num: int) -> Any:
     return _deferred(parent, "Repartition", lambda: _plan_repartition(parent, num), num)
 
 
-def _plan_repartition(parent: Any, num: int) -> List[ReadTask]:
+def _plan_repartition(parent: Any, num: int) -> list[ReadTask]:
     refs, metas = parent._partitions()
     infos = block_infos(refs, metas)
     family = element_types([(i, info.types) for i, info in enumerate(infos)], "repartition")
@@ -87,27 +88,27 @@ def _balanced_bounds(total: int, num: int) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(sizes)])
 
 
-def _plan_element_cut(refs: List[Any], infos: List[BlockInfo], num: int) -> List[ReadTask]:
+def _plan_element_cut(refs: list[Any], infos: list[BlockInfo], num: int) -> list[ReadTask]:
     """Whole elements, in order, spread evenly over ``num`` partitions."""
     located = [(k, row) for k, info in enumerate(infos) for row in range(info.count)]
     bounds = _balanced_bounds(len(located), num)
     tasks = []
     for j in range(num):
         parts = []
-        for k, row in located[bounds[j]: bounds[j + 1]]:
+        for k, row in located[bounds[j] : bounds[j + 1]]:
             parts.append(("element", k, row) if infos[k].kind == OBJECTS else ("all", k))
         tasks.append(_gather_task(refs, parts, None))
     return tasks
 
 
 def _plan_record_cut(
-    refs: List[Any], infos: List[BlockInfo], num: int, family: str
-) -> List[ReadTask]:
+    refs: list[Any], infos: list[BlockInfo], num: int, family: str
+) -> list[ReadTask]:
     """Rows (items) of all elements, in order, cut into ``num`` equal runs."""
     total = sum(length for info in infos for length in info.lens)
     bounds = _balanced_bounds(total, num)
-    parts: List[List[Part]] = [[] for _ in range(num)]
-    cut_specs: Dict[int, List[tuple]] = {}  # objects block -> pieces (row, start, stop, dest)
+    parts: list[list[Part]] = [[] for _ in range(num)]
+    cut_specs: dict[int, list[tuple]] = {}  # objects block -> pieces (row, start, stop, dest)
     offset = 0
     for k, info in enumerate(infos):
         for row, length in enumerate(info.lens):
@@ -140,7 +141,7 @@ def _plan_record_cut(
     return [_gather_task(refs, p, family) for p in parts]
 
 
-def _part_order(infos: List[BlockInfo], cut_specs: Dict[int, List[tuple]], keys: List[int]) -> Any:
+def _part_order(infos: list[BlockInfo], cut_specs: dict[int, list[tuple]], keys: list[int]) -> Any:
     """Sort key putting the parts of an output partition back in the order of the data."""
     piece_source = {}
     base = len(infos)
@@ -158,7 +159,7 @@ def _part_order(infos: List[BlockInfo], cut_specs: Dict[int, List[tuple]], keys:
     return order
 
 
-def _cut_pieces(blocks: List[pa.Table], spec: List[tuple]) -> pa.Table:
+def _cut_pieces(blocks: list[pa.Table], spec: list[tuple]) -> pa.Table:
     elements = decode(blocks[0])
     pieces = []
     for row, start, stop, _ in spec:
@@ -175,11 +176,11 @@ def _cut_pieces(blocks: List[pa.Table], spec: List[tuple]) -> pa.Table:
     return encode(pieces)
 
 
-def _run_tasks(name: str, tasks: List[ReadTask]) -> Any:
+def _run_tasks(name: str, tasks: list[ReadTask]) -> Any:
     return source_dataset(TaskListSource(name, tasks))._with(MapShards(KeepStage(name)))
 
 
-def _gather_task(refs: Sequence[Any], parts: List[Part], family: Optional[str]) -> ReadTask:
+def _gather_task(refs: Sequence[Any], parts: list[Part], family: str | None) -> ReadTask:
     """A task building one output partition from ``parts`` of the blocks ``refs``."""
     used = sorted({part[1] for part in parts})
     position = {k: i for i, k in enumerate(used)}
@@ -187,7 +188,7 @@ def _gather_task(refs: Sequence[Any], parts: List[Part], family: Optional[str]) 
     return blocks_task(_merge, [refs[k] for k in used], (local, family))
 
 
-def _merge(blocks: List[pa.Table], parts: List[Part], family: Optional[str]) -> pa.Table:
+def _merge(blocks: list[pa.Table], parts: list[Part], family: str | None) -> pa.Table:
     """One partition from ``parts``: pieces of one type concatenated into one element
     (``family`` set), or elements kept whole (``family`` None)."""
     if family in (DATAFRAME, DICT) and parts and all(p[0] == "rows" for p in parts):
@@ -198,14 +199,14 @@ def _merge(blocks: List[pa.Table], parts: List[Part], family: Optional[str]) -> 
         if slices and same and all(info_of(s).kind in (kind, DATASET) for s in slices):
             table = pa.concat_tables(slices) if len(slices) > 1 else slices[0]
             return with_metadata(table, BlockInfo(kind, [family], [table.num_rows], [None]))
-    decoded: Dict[int, List[Any]] = {}
+    decoded: dict[int, list[Any]] = {}
 
-    def elements_of(k: int) -> List[Any]:
+    def elements_of(k: int) -> list[Any]:
         if k not in decoded:
             decoded[k] = decode(blocks[k])
         return decoded[k]
 
-    items: List[Any] = []
+    items: list[Any] = []
     for part in parts:
         if part[0] == "rows":
             items.append(decode(blocks[part[1]].slice(part[2], part[3]))[0])
@@ -237,7 +238,7 @@ def _default_index(df: Any) -> bool:
     )
 
 
-def _concat(items: List[Any], family: str) -> Any:
+def _concat(items: list[Any], family: str) -> Any:
     if family == DATAFRAME:
         import pandas as pd
 
@@ -261,11 +262,11 @@ def _concat(items: List[Any], family: str) -> Any:
 # -- partition_by -------------------------------------------------------------------------
 
 
-def partition_by(parent: Any, cols: List[str], num: int) -> Any:
+def partition_by(parent: Any, cols: list[str], num: int) -> Any:
     return _deferred(parent, "PartitionBy", lambda: _plan_partition_by(parent, cols, num), num)
 
 
-def _plan_partition_by(parent: Any, cols: List[str], num: int) -> List[ReadTask]:
+def _plan_partition_by(parent: Any, cols: list[str], num: int) -> list[ReadTask]:
     refs, metas = parent._partitions()
     infos = block_infos(refs, metas)
     family = element_types([(i, info.types) for i, info in enumerate(infos)], "partition_by")
@@ -277,12 +278,10 @@ def _plan_partition_by(parent: Any, cols: List[str], num: int) -> List[ReadTask]
             f"{short_type(family)}."
         )
     tasks = [
-        blocks_task(_hash_split, [ref], (cols, num))
-        for ref, info in zip(refs, infos)
-        if info.count
+        blocks_task(_hash_split, [ref], (cols, num)) for ref, info in zip(refs, infos) if info.count
     ]
     split_refs, split_metas = materialize(_run_tasks("PartitionByHash", tasks))
-    parts: List[List[Part]] = [[] for _ in range(num)]
+    parts: list[list[Part]] = [[] for _ in range(num)]
     for k, (metadata, meta) in enumerate(zip(block_metadata(split_refs), split_metas)):
         offsets = json.loads(metadata[OFFSETS_KEY])
         info = info_from_metadata(metadata, meta.num_rows or 0)
@@ -295,7 +294,7 @@ def _plan_partition_by(parent: Any, cols: List[str], num: int) -> List[ReadTask]
     return [_gather_task(split_refs, p, DATAFRAME) for p in parts]
 
 
-def _check_columns(cols: List[str], columns: List[Any]) -> None:
+def _check_columns(cols: list[str], columns: list[Any]) -> None:
     missing = [c for c in cols if c not in columns]
     if missing:
         raise ValueError(
@@ -304,7 +303,7 @@ def _check_columns(cols: List[str], columns: List[Any]) -> None:
         )
 
 
-def _destinations(df: Any, cols: List[str], num: int) -> np.ndarray:
+def _destinations(df: Any, cols: list[str], num: int) -> np.ndarray:
     import pandas as pd
 
     _check_columns(cols, list(df.columns))
@@ -312,7 +311,7 @@ def _destinations(df: Any, cols: List[str], num: int) -> np.ndarray:
     return (hashes % np.uint64(num)).astype(np.int64)
 
 
-def _hash_split(blocks: List[pa.Table], cols: List[str], num: int) -> pa.Table:
+def _hash_split(blocks: list[pa.Table], cols: list[str], num: int) -> pa.Table:
     """A partition's rows grouped by destination partition, with each group's row range
     (Arrow blocks), or one row per destination holding its rows (pickled DataFrames)."""
     block = blocks[0]
@@ -328,7 +327,7 @@ def _hash_split(blocks: List[pa.Table], cols: List[str], num: int) -> pa.Table:
     else:
         import pandas as pd
 
-        groups: List[List[Any]] = [[] for _ in range(num)]
+        groups: list[list[Any]] = [[] for _ in range(num)]
         for df in decode_objects(block):
             dest = _destinations(df, cols, num)
             for j in range(num):
@@ -351,7 +350,7 @@ def zip_shards(left: Any, right: Any) -> Any:
     return _deferred(left, "Zip", lambda: _plan_zip(left, right), num)
 
 
-def _plan_zip(left: Any, right: Any) -> List[ReadTask]:
+def _plan_zip(left: Any, right: Any) -> list[ReadTask]:
     left_refs, left_metas = left._partitions()
     right_refs, right_metas = right._partitions()
     if len(left_refs) != len(right_refs):
@@ -370,5 +369,5 @@ def _plan_zip(left: Any, right: Any) -> List[ReadTask]:
     return [blocks_task(_zip_blocks, [a, b]) for a, b in zip(left_refs, right_refs)]
 
 
-def _zip_blocks(blocks: List[pa.Table]) -> pa.Table:
+def _zip_blocks(blocks: list[pa.Table]) -> pa.Table:
     return encode(list(zip(decode(blocks[0]), decode(blocks[1]))))

@@ -5,7 +5,8 @@ whose read tasks are planned only when the plan runs (exchanges between partitio
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -20,7 +21,7 @@ from shardflow.sdk.optional import require
 _probe = None
 
 
-def materialize(dataset: Any) -> Tuple[List[Any], List[BlockMetadata]]:
+def materialize(dataset: Any) -> tuple[list[Any], list[BlockMetadata]]:
     """Run ``dataset`` and keep its blocks: (references, metadata), in partition order."""
     refs, metas = [], []
     for ref, meta in dataset._execute():
@@ -42,7 +43,7 @@ def source_dataset(datasource: Datasource) -> Any:
     return Dataset(LogicalPlan(ReadSource(datasource)))
 
 
-def block_infos(refs: Sequence[Any], metas: Sequence[BlockMetadata]) -> List[BlockInfo]:
+def block_infos(refs: Sequence[Any], metas: Sequence[BlockMetadata]) -> list[BlockInfo]:
     """What each partition block holds, read from its schema metadata.
 
     On Ray a small task per block reads it where the block lives, so no data moves.
@@ -51,7 +52,7 @@ def block_infos(refs: Sequence[Any], metas: Sequence[BlockMetadata]) -> List[Blo
     return [info_from_metadata(m, meta.num_rows or 0) for m, meta in zip(metadatas, metas)]
 
 
-def block_metadata(refs: Sequence[Any]) -> List[Optional[dict]]:
+def block_metadata(refs: Sequence[Any]) -> list[dict | None]:
     """The schema metadata of each block."""
     if current_backend().name != "ray":
         return [resolve(ref).schema.metadata for ref in refs]
@@ -63,7 +64,7 @@ def block_metadata(refs: Sequence[Any]) -> List[Optional[dict]]:
     return ray.get([_probe.remote(_ray_arg(ref)) for ref in refs])
 
 
-def _schema_metadata(item: Any) -> Optional[dict]:
+def _schema_metadata(item: Any) -> dict | None:
     return resolve(item).schema.metadata
 
 
@@ -80,7 +81,7 @@ class BlocksCall:
         self.refs = list(refs)
         self.args = tuple(args)
 
-    def __call__(self) -> List[pa.Table]:
+    def __call__(self) -> list[pa.Table]:
         return [self.fn([resolve(ref) for ref in self.refs], *self.args)]
 
 
@@ -97,17 +98,17 @@ class DeferredSource(Datasource):
     are kept for later runs on the same backend, as Spark keeps a cached RDD.
     """
 
-    def __init__(self, name: str, planner: Callable[[], List[ReadTask]]):
+    def __init__(self, name: str, planner: Callable[[], list[ReadTask]]):
         self._name = name
         self._planner = planner
         self._lock = threading.Lock()
-        self._tasks: Optional[List[ReadTask]] = None
-        self._backend: Optional[str] = None
+        self._tasks: list[ReadTask] | None = None
+        self._backend: str | None = None
 
     def get_name(self) -> str:
         return self._name
 
-    def get_read_tasks(self, parallelism: int, **kwargs: Any) -> List[ReadTask]:
+    def get_read_tasks(self, parallelism: int, **kwargs: Any) -> list[ReadTask]:
         backend = current_backend().name
         with self._lock:
             if self._tasks is None or self._backend != backend:
@@ -119,14 +120,14 @@ class DeferredSource(Datasource):
 class TaskListSource(Datasource):
     """A source of read tasks planned in advance."""
 
-    def __init__(self, name: str, tasks: List[ReadTask]):
+    def __init__(self, name: str, tasks: list[ReadTask]):
         self._name = name
         self._tasks = list(tasks)
 
     def get_name(self) -> str:
         return self._name
 
-    def get_read_tasks(self, parallelism: int, **kwargs: Any) -> List[ReadTask]:
+    def get_read_tasks(self, parallelism: int, **kwargs: Any) -> list[ReadTask]:
         return list(self._tasks)
 
 

@@ -5,7 +5,7 @@ started. There is no Spark: only local and Ray runs exist.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any
 
 from shardflow.sdk.optional import require
 
@@ -24,12 +24,12 @@ _started_ray = False
 
 def init_orca_context(
     cluster_mode: str = "local",
-    cores: Union[int, str, None] = None,
-    memory: Optional[str] = None,
+    cores: int | str | None = None,
+    memory: str | None = None,
     num_nodes: int = 1,
     init_ray_on_spark: bool = False,
     runtime: str = "spark",
-    address: Optional[str] = None,
+    address: str | None = None,
     **kwargs: Any,
 ) -> None:
     """Start shardflow as Orca would start its context.

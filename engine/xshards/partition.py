@@ -3,7 +3,7 @@ along their first dimension into shards of the same structure."""
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +17,7 @@ _SUPPORTED = (
 )
 
 
-def partition_data(data: Any, num_shards: Optional[int]) -> Any:
+def partition_data(data: Any, num_shards: int | None) -> Any:
     """Split ``data`` into ``num_shards`` shards (see ``XShards.partition``)."""
     from shardflow.engine.xshards.shards import XShards
 
@@ -29,7 +29,7 @@ def partition_data(data: Any, num_shards: Optional[int]) -> Any:
         raise ValueError(f"num_shards must be a positive int or None, got {num_shards!r}.")
     if not isinstance(data, (np.ndarray, list, tuple, dict)):
         raise TypeError(_SUPPORTED.format(what=type(data).__name__))
-    leaves: List[Tuple[str, np.ndarray]] = []
+    leaves: list[tuple[str, np.ndarray]] = []
     _collect_leaves(data, "data", leaves)
     if not leaves:
         raise ValueError("XShards.partition got no ndarray to split: the structure is empty.")
@@ -53,7 +53,7 @@ def partition_data(data: Any, num_shards: Optional[int]) -> Any:
     return XShards(blocks_dataset(blocks, metas, "Partition"), count, _name="Partition")
 
 
-def _collect_leaves(value: Any, path: str, out: List[Tuple[str, np.ndarray]]) -> None:
+def _collect_leaves(value: Any, path: str, out: list[tuple[str, np.ndarray]]) -> None:
     if isinstance(value, np.ndarray):
         out.append((path, value))
     elif isinstance(value, dict):
@@ -66,7 +66,7 @@ def _collect_leaves(value: Any, path: str, out: List[Tuple[str, np.ndarray]]) ->
         raise TypeError(_SUPPORTED.format(what=f"a {type(value).__name__} at {path}"))
 
 
-def _common_length(leaves: List[Tuple[str, np.ndarray]]) -> int:
+def _common_length(leaves: list[tuple[str, np.ndarray]]) -> int:
     first_path, first = leaves[0]
     for path, leaf in leaves:
         if leaf.ndim == 0:
@@ -84,7 +84,7 @@ def _common_length(leaves: List[Tuple[str, np.ndarray]]) -> int:
     return length
 
 
-def _rebuild(template: Any, pieces: List[np.ndarray], used: int) -> Tuple[Any, int]:
+def _rebuild(template: Any, pieces: list[np.ndarray], used: int) -> tuple[Any, int]:
     """``template``'s structure with its leaves replaced, in order, by ``pieces``."""
     if isinstance(template, np.ndarray):
         return pieces[used], used + 1

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import pickle
 import struct
-from typing import Any, Iterable, List, Optional, Sequence, Tuple
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -31,7 +32,7 @@ from shardflow.sdk.paths import expand_paths, normalize_paths_arg
 
 MAGIC = b"SFXSHRD1"
 _TRAILER = struct.Struct("<Q")
-Batch = Tuple[int, int, int]  # offset, bytes, shards
+Batch = tuple[int, int, int]  # offset, bytes, shards
 
 
 # -- writing ------------------------------------------------------------------------------
@@ -63,13 +64,13 @@ class PickleShardsDatasink(BlockBasedFileDatasink):
     def get_name(self) -> str:
         return "PickleShards"
 
-    def write(self, blocks: Iterable[Block], ctx: TaskContext) -> List[str]:
+    def write(self, blocks: Iterable[Block], ctx: TaskContext) -> list[str]:
         if self._skip_write:
             return []
         if not self._staging:
             raise RuntimeError("PickleShardsDatasink.write called before on_write_start.")
         namer = self._namer(ctx.write_uuid or self._write_id, ctx.task_idx)
-        staged: List[str] = []
+        staged: list[str] = []
         for index, block in enumerate(blocks):
             staged += self._write_part(block, "", namer, index)
         return staged
@@ -78,14 +79,14 @@ class PickleShardsDatasink(BlockBasedFileDatasink):
         write_partition(decode(block), f, self.batch_size)
 
 
-def write_partition(elements: List[Any], f: Any, batch_size: int) -> None:
+def write_partition(elements: list[Any], f: Any, batch_size: int) -> None:
     import cloudpickle
 
     f.write(MAGIC)
     position = len(MAGIC)
-    batches: List[Batch] = []
+    batches: list[Batch] = []
     for start in range(0, len(elements), batch_size):
-        batch = elements[start: start + batch_size]
+        batch = elements[start : start + batch_size]
         data = cloudpickle.dumps(batch, protocol=5)
         f.write(data)
         batches.append((position, len(data), len(batch)))
@@ -100,7 +101,7 @@ def write_partition(elements: List[Any], f: Any, batch_size: int) -> None:
 
 
 def load_pickle(
-    path: Any, min_partitions: Optional[int], storage_options: Any = None, filesystem: Any = None
+    path: Any, min_partitions: int | None, storage_options: Any = None, filesystem: Any = None
 ) -> Any:
     from shardflow.engine.xshards.shards import XShards
 
@@ -118,7 +119,7 @@ def load_pickle(
         raise FileNotFoundError(f"load_pickle: {exc}") from exc
     if not files:
         raise FileNotFoundError(f"load_pickle: no files found under {path!r}.")
-    units: List[Tuple[str, Optional[List[Batch]]]] = [(f, None) for f in files]
+    units: list[tuple[str, list[Batch] | None]] = [(f, None) for f in files]
     if min_partitions is not None and min_partitions > len(files):
         units = _split_units([(f, read_footer(fs, f)) for f in files], min_partitions)
     tasks = [
@@ -131,8 +132,8 @@ def load_pickle(
 
 
 def _split_units(
-    units: List[Tuple[str, List[Batch]]], wanted: int
-) -> List[Tuple[str, List[Batch]]]:
+    units: list[tuple[str, list[Batch]]], wanted: int
+) -> list[tuple[str, list[Batch]]]:
     """Halve the unit with the most batches until there are ``wanted`` units (or none has
     two batches left), keeping files and batches in order."""
     units = list(units)
@@ -142,11 +143,11 @@ def _split_units(
         if len(batches) < 2:
             break
         half = len(batches) // 2
-        units[index: index + 1] = [(file, batches[:half]), (file, batches[half:])]
+        units[index : index + 1] = [(file, batches[:half]), (file, batches[half:])]
     return units
 
 
-def read_footer(fs: Any, path: str) -> List[Batch]:
+def read_footer(fs: Any, path: str) -> list[Batch]:
     """The batches of a file, read from its footer alone."""
     shown = display_path(fs, path)
     with fs.open(path, "rb") as f:
@@ -155,14 +156,14 @@ def read_footer(fs: Any, path: str) -> List[Batch]:
             raise ValueError(_not_ours(shown))
         f.seek(size - _TRAILER.size - len(MAGIC))
         tail = f.read(_TRAILER.size + len(MAGIC))
-        if tail[-len(MAGIC):] != MAGIC:
+        if tail[-len(MAGIC) :] != MAGIC:
             raise ValueError(_not_ours(shown))
         (length,) = _TRAILER.unpack(tail[: _TRAILER.size])
         f.seek(size - _TRAILER.size - len(MAGIC) - length)
         return _parse_footer(f.read(length), shown)
 
 
-def _parse_footer(data: bytes, shown: str) -> List[Batch]:
+def _parse_footer(data: bytes, shown: str) -> list[Batch]:
     try:
         footer = pickle.loads(data)
         return [tuple(b) for b in footer["batches"]]
@@ -180,22 +181,25 @@ def _not_ours(shown: str) -> str:
 class _PickleRead:
     """Reads one partition: a whole file, or some of its batches."""
 
-    def __init__(self, fs: Any, path: str, batches: Optional[Sequence[Batch]]):
+    def __init__(self, fs: Any, path: str, batches: Sequence[Batch] | None):
         self.fs, self.path, self.batches = fs, path, batches
 
-    def __call__(self) -> List[pa.Table]:
+    def __call__(self) -> list[pa.Table]:
         shown = display_path(self.fs, self.path)
-        elements: List[Any] = []
+        elements: list[Any] = []
         with self.fs.open(self.path, "rb") as f:
             if self.batches is None:
                 data = memoryview(f.read())
-                if len(data) < 2 * len(MAGIC) + _TRAILER.size or bytes(data[-len(MAGIC):]) != MAGIC:
+                if (
+                    len(data) < 2 * len(MAGIC) + _TRAILER.size
+                    or bytes(data[-len(MAGIC) :]) != MAGIC
+                ):
                     raise ValueError(_not_ours(shown))
                 end = len(data) - len(MAGIC) - _TRAILER.size
-                (length,) = _TRAILER.unpack(data[end: end + _TRAILER.size])
-                batches = _parse_footer(bytes(data[end - length: end]), shown)
+                (length,) = _TRAILER.unpack(data[end : end + _TRAILER.size])
+                batches = _parse_footer(bytes(data[end - length : end]), shown)
                 for offset, size, _ in batches:
-                    elements.extend(_load_batch(data[offset: offset + size], shown))
+                    elements.extend(_load_batch(data[offset : offset + size], shown))
             else:
                 for offset, size, _ in self.batches:
                     f.seek(offset)
@@ -203,7 +207,7 @@ class _PickleRead:
         return [encode(elements)]
 
 
-def _load_batch(data: Any, shown: str) -> List[Any]:
+def _load_batch(data: Any, shown: str) -> list[Any]:
     try:
         return pickle.loads(data)
     except Exception as exc:

@@ -4,13 +4,14 @@ that holds each, for training or inference code written against Ray (Orca's RayX
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List
+from collections.abc import Callable
+from typing import Any
 
 from shardflow.engine.refs import RayRef
 from shardflow.engine.xshards.encoding import decode, encode
 from shardflow.sdk.optional import require
 
-_remote: Dict[str, Any] = {}
+_remote: dict[str, Any] = {}
 
 
 def _node() -> tuple:
@@ -25,11 +26,11 @@ def _decode_partition(block: Any) -> tuple:
     return decode(resolve(block)), _node()
 
 
-def _transform_partition(partition: List[Any], func: Callable, args: tuple) -> tuple:
+def _transform_partition(partition: list[Any], func: Callable, args: tuple) -> tuple:
     return [func(element, *args) for element in partition], _node()
 
 
-def _encode_partition(partition: List[Any]) -> Any:
+def _encode_partition(partition: list[Any]) -> Any:
     return encode(list(partition))
 
 
@@ -50,7 +51,7 @@ def _require_ray(what: str) -> None:
         )
 
 
-def to_ray(xshards: Any) -> "RayXShards":
+def to_ray(xshards: Any) -> RayXShards:
     """Run ``xshards`` on Ray and keep each partition, as a list of shards, in the object
     store on the node where it was made."""
     _require_ray("to_ray()")
@@ -78,7 +79,7 @@ class RayXShards:
         [array([0, 1])]
     """
 
-    def __init__(self, partition_refs: List[Any], node_refs: List[Any]):
+    def __init__(self, partition_refs: list[Any], node_refs: list[Any]):
         ray = require("ray", "ray", "XShards.to_ray()")
 
         self._refs = list(partition_refs)
@@ -90,25 +91,25 @@ class RayXShards:
         """The number of partitions."""
         return len(self._refs)
 
-    def get_partition_refs(self) -> List[Any]:
+    def get_partition_refs(self) -> list[Any]:
         """One ObjectRef per partition; each holds the list of that partition's shards."""
         return list(self._refs)
 
-    def get_refs(self) -> List[Any]:
+    def get_refs(self) -> list[Any]:
         """The partitions' ObjectRefs (one per partition, as ``get_partition_refs``)."""
         return list(self._refs)
 
-    def collect_partitions(self) -> List[List[Any]]:
+    def collect_partitions(self) -> list[list[Any]]:
         """Every partition's list of shards."""
         ray = require("ray", "ray", "XShards.to_ray()")
 
         return ray.get(self._refs)
 
-    def collect(self) -> List[Any]:
+    def collect(self) -> list[Any]:
         """All shards, in partition order."""
         return [shard for partition in self.collect_partitions() for shard in partition]
 
-    def transform_shard(self, func: Callable[..., Any], *args: Any) -> "RayXShards":
+    def transform_shard(self, func: Callable[..., Any], *args: Any) -> RayXShards:
         """Apply ``func(shard, *args)`` to every shard in Ray tasks, next to the data."""
         if not callable(func):
             raise TypeError(f"transform_shard needs a function, got {type(func).__name__}.")

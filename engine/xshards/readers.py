@@ -9,7 +9,8 @@ file), in order, and each partition reads its files with pandas (CSV, JSON) or p
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -22,7 +23,7 @@ from shardflow.sdk.datasource import ReadTask
 from shardflow.sdk.filesystems import display_path, resolve_filesystem
 from shardflow.sdk.paths import expand_paths, normalize_paths_arg
 
-PathArg = Union[str, Sequence[str]]
+PathArg = str | Sequence[str]
 
 
 def read_csv(file_path: PathArg, **kwargs: Any) -> Any:
@@ -67,8 +68,8 @@ def read_json(file_path: PathArg, **kwargs: Any) -> Any:
 
 def read_parquet(
     file_path: PathArg,
-    columns: Optional[List[str]] = None,
-    schema: Optional[pa.Schema] = None,
+    columns: list[str] | None = None,
+    schema: pa.Schema | None = None,
     **options: Any,
 ) -> Any:
     """Read Parquet files into an XShards of pandas DataFrames.
@@ -97,7 +98,7 @@ def read_parquet(
     return _read("parquet", file_path, options)
 
 
-def _read(fmt: str, file_path: PathArg, kwargs: Dict[str, Any]) -> Any:
+def _read(fmt: str, file_path: PathArg, kwargs: dict[str, Any]) -> Any:
     from shardflow.engine.xshards.shards import XShards
 
     if fmt != "parquet" and (kwargs.get("chunksize") or kwargs.get("iterator")):
@@ -141,11 +142,11 @@ class _GroupRead:
     """Reads one partition's files and joins them into one DataFrame block."""
 
     def __init__(
-        self, fmt: str, reader: Callable, fs: Any, files: List[str], kwargs: Dict[str, Any]
+        self, fmt: str, reader: Callable, fs: Any, files: list[str], kwargs: dict[str, Any]
     ):
         self.fmt, self.reader, self.fs, self.files, self.kwargs = fmt, reader, fs, files, kwargs
 
-    def __call__(self) -> List[pa.Table]:
+    def __call__(self) -> list[pa.Table]:
         parts = []
         for path in self.files:
             try:
@@ -165,7 +166,7 @@ def _file_error(fmt: str, shown: str, exc: Exception) -> Exception:
         return OSError(message)
 
 
-def _read_csv_file(fs: Any, path: str, kwargs: Dict[str, Any]) -> Any:
+def _read_csv_file(fs: Any, path: str, kwargs: dict[str, Any]) -> Any:
     import pandas as pd
 
     f, options = _open(fs, path, kwargs)
@@ -173,7 +174,7 @@ def _read_csv_file(fs: Any, path: str, kwargs: Dict[str, Any]) -> Any:
         return pd.read_csv(f, **options)
 
 
-def _read_json_file(fs: Any, path: str, kwargs: Dict[str, Any]) -> Any:
+def _read_json_file(fs: Any, path: str, kwargs: dict[str, Any]) -> Any:
     import pandas as pd
 
     f, options = _open(fs, path, kwargs)
@@ -181,14 +182,14 @@ def _read_json_file(fs: Any, path: str, kwargs: Dict[str, Any]) -> Any:
         return pd.read_json(f, **options)
 
 
-def _read_parquet_file(fs: Any, path: str, kwargs: Dict[str, Any]) -> pa.Table:
+def _read_parquet_file(fs: Any, path: str, kwargs: dict[str, Any]) -> pa.Table:
     import pyarrow.parquet as pq
 
     with fs.open(path, "rb") as f:
         return pq.read_table(f, **kwargs)
 
 
-def _open(fs: Any, path: str, kwargs: Dict[str, Any]) -> tuple:
+def _open(fs: Any, path: str, kwargs: dict[str, Any]) -> tuple:
     """The open file, decompressed by its extension unless a ``compression`` is given (then
     pandas decompresses), and the options for pandas."""
     options = dict(kwargs)
@@ -201,7 +202,7 @@ def _open(fs: Any, path: str, kwargs: Dict[str, Any]) -> tuple:
 _READERS = {"csv": _read_csv_file, "json": _read_json_file, "parquet": _read_parquet_file}
 
 
-def _concat_frames(frames: List[Any]) -> Any:
+def _concat_frames(frames: list[Any]) -> Any:
     import pandas as pd
 
     if len(frames) == 1:
@@ -213,7 +214,7 @@ def _concat_frames(frames: List[Any]) -> Any:
     return pd.concat(frames, ignore_index=fresh)
 
 
-def _concat_tables(tables: List[pa.Table], files: List[str], fs: Any) -> pa.Table:
+def _concat_tables(tables: list[pa.Table], files: list[str], fs: Any) -> pa.Table:
     if len(tables) == 1:
         return tables[0]
     first = tables[0].schema

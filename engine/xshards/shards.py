@@ -8,14 +8,15 @@ the local backend or on Ray like any Dataset.
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Sequence, Union
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from shardflow.engine.xshards.encoding import decode, short_type, type_name
 from shardflow.engine.xshards.execution import (
-    blocks_dataset,
     block_infos,
+    blocks_dataset,
     materialize,
 )
 from shardflow.engine.xshards.stages import (
@@ -46,9 +47,7 @@ class XShards:
         [array([ 0, 10, 20]), array([30, 40, 50])]
     """
 
-    def __init__(
-        self, dataset: Any, num_partitions: Optional[int] = None, *, _name: str = "XShards"
-    ):
+    def __init__(self, dataset: Any, num_partitions: int | None = None, *, _name: str = "XShards"):
         from shardflow.engine.dataset import Dataset
 
         if not isinstance(dataset, Dataset):
@@ -60,13 +59,13 @@ class XShards:
         self._lazy = dataset
         self._ds = dataset
         self._num = num_partitions
-        self._cached: Optional[tuple] = None
+        self._cached: tuple | None = None
         self._name = _name
 
     # -- construction -------------------------------------------------------------------
 
     @staticmethod
-    def partition(data: Any, num_shards: Optional[int] = None) -> "XShards":
+    def partition(data: Any, num_shards: int | None = None) -> XShards:
         """Split local in-memory data into an XShards.
 
         Args:
@@ -92,14 +91,14 @@ class XShards:
         return partition_data(data, num_shards)
 
     @classmethod
-    def load_pickle(  # noqa: N803 (Orca's argument name)
+    def load_pickle(
         cls,
-        path: Union[str, List[str]],
-        minPartitions: Optional[int] = None,
+        path: str | list[str],
+        minPartitions: int | None = None,
         *,
-        storage_options: Optional[dict] = None,
+        storage_options: dict | None = None,
         filesystem: Any = None,
-    ) -> "XShards":
+    ) -> XShards:
         """Load an XShards saved by :meth:`save_pickle`.
 
         Warning: loading a pickle can run arbitrary code chosen by whoever wrote the file.
@@ -124,22 +123,22 @@ class XShards:
         return load_pickle(path, minPartitions, storage_options, filesystem)
 
     @classmethod
-    def _from_dataset(cls, dataset: Any) -> "XShards":
+    def _from_dataset(cls, dataset: Any) -> XShards:
         from shardflow.engine.context import DataContext
 
         context = DataContext.get_current()
         stage = FromDatasetStage(context.target_min_block_size, context.target_max_block_size)
         return cls(dataset._with(MapShards(stage)))
 
-    def _derive(self, dataset: Any, num_partitions: Optional[int], name: str) -> "XShards":
+    def _derive(self, dataset: Any, num_partitions: int | None, name: str) -> XShards:
         return XShards(dataset, num_partitions, _name=name)
 
-    def _map(self, stage: ShardStage) -> "XShards":
+    def _map(self, stage: ShardStage) -> XShards:
         return self._derive(self._ds._with(MapShards(stage)), self._num, stage.name)
 
     # -- transformations (lazy) ---------------------------------------------------------
 
-    def transform_shard(self, func: Callable[..., Any], *args: Any) -> "XShards":
+    def transform_shard(self, func: Callable[..., Any], *args: Any) -> XShards:
         """Apply ``func(shard, *args)`` to every shard, in parallel; lazy.
 
         On the local backend the function runs in worker processes (like ``Dataset.map``),
@@ -164,7 +163,7 @@ class XShards:
         stage = ShardStage(func, args, f"transform_shard({fn_name(func)})", python_heavy=True)
         return self._map(stage)
 
-    def __getitem__(self, key: Any) -> "XShards":
+    def __getitem__(self, key: Any) -> XShards:
         """Each shard's ``shard[key]`` (a column of DataFrame shards, a key of dict shards).
 
         Examples:
@@ -179,7 +178,7 @@ class XShards:
     def __iter__(self) -> Any:
         raise TypeError("An XShards is not iterable; use collect() to get its shards.")
 
-    def repartition(self, num_partitions: int) -> "XShards":
+    def repartition(self, num_partitions: int) -> XShards:
         """A new XShards with exactly ``num_partitions`` partitions; lazy.
 
         DataFrames, lists, ndarrays and dicts of ndarrays are concatenated in order and cut
@@ -197,9 +196,7 @@ class XShards:
 
         return repartition(self, _positive_int(num_partitions, "num_partitions"))
 
-    def partition_by(
-        self, cols: Union[str, Sequence[str]], num_partitions: Optional[int] = None
-    ) -> "XShards":
+    def partition_by(self, cols: str | Sequence[str], num_partitions: int | None = None) -> XShards:
         """Repartition shards of pandas DataFrames so that rows with equal values in ``cols``
         share a partition; lazy.
 
@@ -228,7 +225,7 @@ class XShards:
             num_partitions = self.num_partitions()
         return partition_by(self, cols, _positive_int(num_partitions, "num_partitions"))
 
-    def zip(self, other: "XShards") -> "XShards":
+    def zip(self, other: XShards) -> XShards:
         """Pair this XShards' shards with ``other``'s: each shard becomes ``(mine, theirs)``.
 
         Both need the same number of partitions and of shards in each partition (as when one
@@ -252,7 +249,7 @@ class XShards:
             )
         return zip_shards(self, other)
 
-    def split(self) -> List["XShards"]:
+    def split(self) -> list[XShards]:
         """Split an XShards whose shards are tuples (or lists) of the same length ``n`` into
         ``n`` XShards, the i-th holding every shard's i-th item.
 
@@ -269,7 +266,7 @@ class XShards:
             [array([0, 1]), array([2, 3])]
         """
         infos = self._infos()
-        length: Optional[int] = None
+        length: int | None = None
         for index, info in enumerate(infos):
             for name, seq in zip(info.types, info.seqs):
                 if seq is None:
@@ -290,7 +287,7 @@ class XShards:
 
     # -- results (run the plan) ---------------------------------------------------------
 
-    def collect(self) -> List[Any]:
+    def collect(self) -> list[Any]:
         """All shards, in partition order.
 
         Raises:
@@ -350,14 +347,14 @@ class XShards:
         stage = ShardStage(_length_of, (), "len")
         return int(sum(self._map(stage).collect()))
 
-    def save_pickle(  # noqa: N803 (Orca's argument name)
+    def save_pickle(
         self,
         path: str,
         batchSize: int = 10,
         *,
-        storage_options: Optional[dict] = None,
+        storage_options: dict | None = None,
         filesystem: Any = None,
-    ) -> "XShards":
+    ) -> XShards:
         """Save the shards as pickle files, one per partition, under the folder ``path``.
 
         Args:
@@ -402,7 +399,7 @@ class XShards:
 
     # -- caching ------------------------------------------------------------------------
 
-    def cache(self) -> "XShards":
+    def cache(self) -> XShards:
         """Run the plan now and keep the partitions (in memory, or Ray's object store), so
         later uses do not run it again."""
         if self._cached is None:
@@ -414,7 +411,7 @@ class XShards:
 
     compute = cache
 
-    def uncache(self) -> "XShards":
+    def uncache(self) -> XShards:
         """Forget the kept partitions; later uses run the plan again."""
         if self._cached is not None:
             self._cached = None
@@ -458,7 +455,7 @@ def _select(element: Any, key: Any) -> Any:
         ) from exc
 
 
-def _unique_of_partition(elements: List[Any]) -> List[tuple]:
+def _unique_of_partition(elements: list[Any]) -> list[tuple]:
     import pandas as pd
 
     out = []

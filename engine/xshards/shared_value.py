@@ -28,7 +28,7 @@ import threading
 import uuid
 import weakref
 from collections import deque
-from typing import Any, Deque, Dict, Optional, Tuple
+from typing import Any
 
 from shardflow.sdk.optional import require
 
@@ -37,10 +37,10 @@ _TRAILER = struct.Struct("<Q")
 _ALIGN = 64
 
 _cache_lock = threading.Lock()
-_cache: Dict[str, Any] = {}  # values loaded by this process, by key
-_LOADS: Dict[str, int] = {}  # how often this process loaded each key (once, by design)
-_released: Deque[str] = deque(maxlen=64)  # keys unpersisted lately in this driver
-_folder: Optional[str] = None
+_cache: dict[str, Any] = {}  # values loaded by this process, by key
+_LOADS: dict[str, int] = {}  # how often this process loaded each key (once, by design)
+_released: deque[str] = deque(maxlen=64)  # keys unpersisted lately in this driver
+_folder: str | None = None
 _folder_lock = threading.Lock()
 
 
@@ -70,9 +70,9 @@ class SharedValue:
         self._version = 0
         self._value = value
         self._has_value = True
-        self._source: Optional[Tuple[str, Any]] = None
+        self._source: tuple[str, Any] | None = None
         self._lock = threading.Lock()
-        self._stored: Dict[str, Any] = {"file": None, "ray": None}
+        self._stored: dict[str, Any] = {"file": None, "ray": None}
         self._finalizer = weakref.finalize(self, _drop_stored, self._stored)
 
     @property
@@ -100,7 +100,7 @@ class SharedValue:
     def _cache_key(self) -> str:
         return f"{self._key}:{self._version}"
 
-    def _store(self) -> Tuple[str, Any]:
+    def _store(self) -> tuple[str, Any]:
         """Where tasks find the value: stored once per version, on first need."""
         from shardflow.engine.context import DataContext
 
@@ -132,7 +132,7 @@ def _ray_running() -> bool:
 
 
 def _restore(
-    key: str, version: int, source: Tuple[str, Any], released: Tuple[str, ...]
+    key: str, version: int, source: tuple[str, Any], released: tuple[str, ...]
 ) -> SharedValue:
     """A worker's handle of a SharedValue; drops copies the driver has released."""
     if released:
@@ -147,7 +147,7 @@ def _restore(
     return handle
 
 
-def _load(cache_key: str, source: Tuple[str, Any]) -> Any:
+def _load(cache_key: str, source: tuple[str, Any]) -> Any:
     with _cache_lock:
         if cache_key in _cache:
             return _cache[cache_key]
@@ -163,7 +163,7 @@ def _load(cache_key: str, source: Tuple[str, Any]) -> Any:
         return value
 
 
-def loads_in_this_process() -> Dict[str, int]:
+def loads_in_this_process() -> dict[str, int]:
     """How many times this process loaded each stored value, by ``key:version`` (for tests
     and diagnostics: once each, by design)."""
     with _cache_lock:
@@ -215,15 +215,15 @@ def _read_file(path: str) -> Any:
             "unpersist() only after the tasks that use it have run."
         ) from exc
     view = memoryview(mapped)
-    (length,) = _TRAILER.unpack(view[-_TRAILER.size:])
+    (length,) = _TRAILER.unpack(view[-_TRAILER.size :])
     end = len(view) - _TRAILER.size
-    footer = pickle.loads(view[end - length: end])
+    footer = pickle.loads(view[end - length : end])
     start, size = footer["main"]
-    buffers = [view[offset: offset + n] for offset, n in footer["buffers"]]
-    return pickle.loads(view[start: start + size], buffers=buffers)
+    buffers = [view[offset : offset + n] for offset, n in footer["buffers"]]
+    return pickle.loads(view[start : start + size], buffers=buffers)
 
 
-def _drop_stored(stored: Dict[str, Any]) -> None:
+def _drop_stored(stored: dict[str, Any]) -> None:
     path = stored.get("file")
     if path is not None:
         try:
@@ -260,7 +260,7 @@ def _sweep_orphans(base: str) -> None:
     for name in names:
         if not name.startswith(_DIR_PREFIX):
             continue
-        pid_text = name[len(_DIR_PREFIX):].split("-", 1)[0]
+        pid_text = name[len(_DIR_PREFIX) :].split("-", 1)[0]
         if not pid_text.isdigit() or _alive(int(pid_text)):
             continue
         shutil.rmtree(os.path.join(base, name), ignore_errors=True)

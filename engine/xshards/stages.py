@@ -8,8 +8,9 @@ engine never joins or cuts partitions to its target block sizes.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -118,7 +119,7 @@ class ToDatasetStage(Stage):
                 yield out
 
 
-def partition_to_rows(block: pa.Table) -> Optional[pa.Table]:
+def partition_to_rows(block: pa.Table) -> pa.Table | None:
     """A Dataset block of a partition's rows (None for a partition with no elements)."""
     info = info_of(block)
     if info.kind != OBJECTS:
@@ -133,7 +134,7 @@ def partition_to_rows(block: pa.Table) -> Optional[pa.Table]:
 def _plain_frame(block: pa.Table) -> pa.Table:
     """A frame block without pandas' index columns and metadata (zero-copy)."""
     metadata = block.schema.metadata or {}
-    index_columns: List[str] = []
+    index_columns: list[str] = []
     if b"pandas" in metadata:
         pandas_meta = json.loads(metadata[b"pandas"])
         index_columns = [c for c in pandas_meta.get("index_columns", []) if isinstance(c, str)]
@@ -141,7 +142,7 @@ def _plain_frame(block: pa.Table) -> pa.Table:
     return block.drop_columns(index_columns).replace_schema_metadata(kept or None)
 
 
-def element_to_block(element: Any) -> Optional[pa.Table]:
+def element_to_block(element: Any) -> pa.Table | None:
     """The rows of one element: a DataFrame, a dict of arrays, an ndarray (column ``data``)
     or an Arrow table."""
     if isinstance(element, pa.Table):
@@ -159,13 +160,13 @@ def element_to_block(element: Any) -> Optional[pa.Table]:
     )
 
 
-def element_types(blocks_types: Sequence[Tuple[int, List[str]]], what: str) -> Optional[str]:
+def element_types(blocks_types: Sequence[tuple[int, list[str]]], what: str) -> str | None:
     """The one element type of all partitions, or None when there is no element.
 
     Raises:
         TypeError: naming the first two partitions whose elements differ in type.
     """
-    first: Optional[Tuple[int, str]] = None
+    first: tuple[int, str] | None = None
     for index, types in blocks_types:
         for name in types:
             if first is None:
@@ -180,5 +181,5 @@ def element_types(blocks_types: Sequence[Tuple[int, List[str]]], what: str) -> O
     return None if first is None else first[1]
 
 
-def is_frame_type(name: Optional[str]) -> bool:
+def is_frame_type(name: str | None) -> bool:
     return name == DATAFRAME

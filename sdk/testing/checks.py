@@ -9,11 +9,13 @@ classes and the ``shardflow check-connector`` runner both run the functions list
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, List, Optional
+from typing import Any
 
 import pyarrow as pa
+
 from shardflow.sdk.datasource import Datasource, ReadTask
 
 READ = "read"
@@ -41,7 +43,7 @@ class Check:
     doc: str
 
 
-CHECKS: List[Check] = []
+CHECKS: list[Check] = []
 
 
 def check(kind: str) -> Callable[[Callable[[Any, Path], None]], Callable[[Any, Path], None]]:
@@ -78,8 +80,8 @@ def accepts_row_limit(datasource: Datasource) -> bool:
 
 
 def plan(
-    datasource: Datasource, parallelism: int, per_task_row_limit: Optional[int] = None
-) -> List[ReadTask]:
+    datasource: Datasource, parallelism: int, per_task_row_limit: int | None = None
+) -> list[ReadTask]:
     """Call ``get_read_tasks`` the way the engine does, and check what it returns."""
     params = inspect.signature(datasource.get_read_tasks).parameters
     accepts_any = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
@@ -102,7 +104,7 @@ def plan(
     return tasks
 
 
-def run_task(task: ReadTask) -> List[pa.Table]:
+def run_task(task: ReadTask) -> list[pa.Table]:
     """Run a read task and return its blocks (ReadTask already converts batches to tables)."""
     blocks = []
     for block in task():
@@ -114,7 +116,7 @@ def run_task(task: ReadTask) -> List[pa.Table]:
     return blocks
 
 
-def files_under(root: Path) -> List[str]:
+def files_under(root: Path) -> list[str]:
     """Every file below ``root``, as sorted relative paths."""
     if not root.exists():
         return []

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any, Hashable, Iterable, List, Optional, Sequence
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -26,9 +27,7 @@ def _hashable(value: Any) -> Hashable:
     return value
 
 
-def row_counter(
-    table: pa.Table, columns: Optional[Sequence[str]] = None
-) -> Counter[Hashable]:
+def row_counter(table: pa.Table, columns: Sequence[str] | None = None) -> Counter[Hashable]:
     """Count each distinct row of ``table`` (restricted to ``columns`` when given)."""
     names = list(columns) if columns is not None else table.column_names
     if not names:
@@ -38,7 +37,7 @@ def row_counter(
 
 
 def _sample(rows: Iterable[Any], limit: int = 5) -> str:
-    shown: List[str] = []
+    shown: list[str] = []
     for i, row in enumerate(rows):
         if i == limit:
             shown.append("...")
@@ -47,7 +46,7 @@ def _sample(rows: Iterable[Any], limit: int = 5) -> str:
     return "[" + ", ".join(shown) + "]"
 
 
-def concat(tables: Sequence[pa.Table], template: Optional[pa.Table] = None) -> pa.Table:
+def concat(tables: Sequence[pa.Table], template: pa.Table | None = None) -> pa.Table:
     """Concatenate blocks, ignoring blocks with neither rows nor columns."""
     useful = [t for t in tables if t.num_rows or t.num_columns]
     if not useful:
@@ -123,7 +122,7 @@ def assert_rows_included(actual: pa.Table, expected: pa.Table, what: str) -> Non
 def error_text(exc: BaseException) -> str:
     """The messages of an exception and of every exception it was raised from."""
     parts, seen = [], set()
-    current: Optional[BaseException] = exc
+    current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         parts.append(f"{type(current).__name__}: {current}")

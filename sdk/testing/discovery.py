@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 from importlib import metadata as importlib_metadata
-from typing import Any, List, Optional
+from typing import Any
 
 from shardflow.sdk.registry import ENTRY_POINT_GROUP, ConnectorSpec, get_registry
 from shardflow.sdk.testing.suite import checks_for
@@ -24,8 +24,8 @@ from shardflow.sdk.testing.suite import checks_for
 ATTRIBUTE = "conformance"
 
 
-def _candidate_modules(name: str, spec: ConnectorSpec) -> List[str]:
-    modules: List[str] = []
+def _candidate_modules(name: str, spec: ConnectorSpec) -> list[str]:
+    modules: list[str] = []
     try:
         for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
             if ep.name == name:
@@ -56,7 +56,7 @@ def _takes_an_argument(fn: Any) -> bool:
     return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
 
 
-def _as_suite(obj: Any, name: str) -> Optional[Any]:
+def _as_suite(obj: Any, name: str) -> Any | None:
     if checks_for(obj):
         return obj
     if callable(obj) and not isinstance(obj, type):

@@ -8,9 +8,10 @@ import random
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, List
+from typing import Any
 
 import pyarrow as pa
+
 from shardflow.sdk.expressions import Expr, col
 from shardflow.sdk.testing.checks import (
     READ,
@@ -33,7 +34,7 @@ from shardflow.sdk.testing.compare import (
 _TASKS_FOR_ORDER_CHECKS = 4
 
 
-def _read(tasks: List[Any], expected: pa.Table) -> pa.Table:
+def _read(tasks: list[Any], expected: pa.Table) -> pa.Table:
     return concat([block for task in tasks for block in run_task(task)], expected)
 
 
@@ -263,10 +264,10 @@ def check_projection_pushdown(suite: Any, tmp_path: Path) -> None:
     )
 
 
-def default_predicates(expected: pa.Table) -> List[Expr]:
+def default_predicates(expected: pa.Table) -> list[Expr]:
     """Predicates over the first numeric and the first string column of ``expected``."""
-    numeric: List[Expr] = []
-    text: List[Expr] = []
+    numeric: list[Expr] = []
+    text: list[Expr] = []
     for field in expected.schema:
         values = [v for v in expected.column(field.name).to_pylist() if v is not None]
         if not values:

@@ -8,9 +8,10 @@ from __future__ import annotations
 import tempfile
 import time
 import traceback
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, List, Optional
+from typing import Any
 
 from shardflow.sdk.testing.checks import SkipCheck
 from shardflow.sdk.testing.suite import checks_for
@@ -34,7 +35,7 @@ class ConformanceReport:
     """The outcome of every check run against one connector."""
 
     suite: str
-    results: List[CheckResult] = field(default_factory=list)
+    results: list[CheckResult] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -70,8 +71,8 @@ def _indent(text: str) -> str:
 
 def run_conformance(
     suite: Any,
-    checks: Optional[Iterable[str]] = None,
-    tmp_root: Optional[str] = None,
+    checks: Iterable[str] | None = None,
+    tmp_root: str | None = None,
 ) -> ConformanceReport:
     """Run the conformance checks against a suite, outside pytest.
 

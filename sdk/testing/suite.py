@@ -8,10 +8,12 @@ reason.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any
 
 import pyarrow as pa
+
 from shardflow.sdk.datasink import Datasink
 from shardflow.sdk.datasource import Datasource
 from shardflow.sdk.expressions import Expr
@@ -88,17 +90,17 @@ class DatasourceConformance:
         """The rows and columns the source must produce, in any row order."""
         raise NotImplementedError(f"{type(self).__name__} must define expected_table(self).")
 
-    def make_empty_datasource(self, tmp_path: Path) -> Optional[Datasource]:
+    def make_empty_datasource(self, tmp_path: Path) -> Datasource | None:
         """A source over empty input (an empty folder, an empty table), or None to skip."""
         return None
 
-    def make_bad_datasource(self, tmp_path: Path) -> Optional[Datasource]:
+    def make_bad_datasource(self, tmp_path: Path) -> Datasource | None:
         """A source whose construction, planning or reading must fail (a corrupt file, a
         missing path), or None to skip. The error must name the source: see
         :meth:`bad_source_mentions`."""
         return None
 
-    def bad_source_mentions(self, tmp_path: Path) -> List[str]:
+    def bad_source_mentions(self, tmp_path: Path) -> list[str]:
         """Strings of which the error for bad input must contain one.
 
         By default the names of the files :meth:`make_bad_datasource` wrote under ``tmp_path``;
@@ -106,7 +108,7 @@ class DatasourceConformance:
         """
         return [p.name for p in tmp_path.rglob("*") if p.is_file()]
 
-    def predicates(self) -> List[Expr]:
+    def predicates(self) -> list[Expr]:
         """Expressions to push into a source that supports predicate pushdown (and to run
         through shardflow's filter). By default one over the first numeric column
         (``>= median``) and one over the first string column (``== first value``)."""
@@ -124,7 +126,7 @@ class DatasinkConformance:
 
     check_types: bool = True
 
-    def make_datasink(self, tmp_path: Path) -> Optional[Datasink[Any]]:
+    def make_datasink(self, tmp_path: Path) -> Datasink[Any] | None:
         """A sink that writes under ``tmp_path``; called again for each write of a check."""
         raise NotImplementedError(
             f"{type(self).__name__} must define make_datasink(self, tmp_path)."
@@ -145,15 +147,15 @@ class ConnectorConformance(DatasourceConformance, DatasinkConformance):
     conformance_kinds = (READ, WRITE)
 
 
-def checks_for(suite: Any) -> List[Check]:
+def checks_for(suite: Any) -> list[Check]:
     """The checks that apply to a suite class or instance, in order."""
     kinds = getattr(suite, "conformance_kinds", ())
     return [chk for chk in CHECKS if chk.kind in kinds]
 
 
-def describe_checks() -> Dict[str, List[str]]:
+def describe_checks() -> dict[str, list[str]]:
     """Each kind's check names with their one-line descriptions."""
-    out: Dict[str, List[str]] = {READ: [], WRITE: []}
+    out: dict[str, list[str]] = {READ: [], WRITE: []}
     for chk in CHECKS:
         out[chk.kind].append(f"{chk.name}: {chk.doc}")
     return out

@@ -5,10 +5,12 @@ from __future__ import annotations
 import functools
 import pickle
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any
 
 import pyarrow as pa
+
 from shardflow.sdk.datasink import TaskContext, WriteResult
 from shardflow.sdk.testing.checks import (
     WRITE,
@@ -25,7 +27,7 @@ class InjectedWriteError(RuntimeError):
     """The failure the kit injects into a write to check that nothing is left behind."""
 
 
-def _split(table: pa.Table, parts: int) -> List[pa.Table]:
+def _split(table: pa.Table, parts: int) -> list[pa.Table]:
     step = -(-table.num_rows // parts) if table.num_rows else 0
     if not step:
         return [table.slice(0, 0)]
@@ -52,7 +54,7 @@ def _worker_copy(sink: Any) -> Any:
         ) from exc
 
 
-def _visible(suite: Any, tmp_path: Path) -> Optional[pa.Table]:
+def _visible(suite: Any, tmp_path: Path) -> pa.Table | None:
     """What read_back sees now; None when it finds nothing to read (it raised)."""
     try:
         table = suite.read_back(tmp_path)
@@ -63,11 +65,11 @@ def _visible(suite: Any, tmp_path: Path) -> Optional[pa.Table]:
     return table
 
 
-def _rows(table: Optional[pa.Table]) -> int:
+def _rows(table: pa.Table | None) -> int:
     return 0 if table is None else table.num_rows
 
 
-def _write_tasks(sink: Any, tasks: List[List[pa.Table]], write_uuid: str) -> List[Any]:
+def _write_tasks(sink: Any, tasks: list[list[pa.Table]], write_uuid: str) -> list[Any]:
     worker = _worker_copy(sink)
     returns = []
     for i, blocks in enumerate(tasks):
@@ -120,7 +122,7 @@ def check_write_through_shardflow(suite: Any, tmp_path: Path) -> None:
     )
 
 
-def _blocks_then_fail(blocks: List[pa.Table]) -> Iterator[pa.Table]:
+def _blocks_then_fail(blocks: list[pa.Table]) -> Iterator[pa.Table]:
     yield from blocks
     raise InjectedWriteError("injected failure in the middle of a write task")
 
@@ -150,14 +152,14 @@ def _failed_write(suite: Any, sink: Any, expected: pa.Table) -> None:
     )
 
 
-def _state(suite: Any, tmp_path: Path) -> Tuple[List[str], Optional[pa.Table]]:
+def _state(suite: Any, tmp_path: Path) -> tuple[list[str], pa.Table | None]:
     return files_under(tmp_path), _visible(suite, tmp_path)
 
 
 def _assert_unchanged(
     suite: Any,
-    before: Tuple[List[str], Optional[pa.Table]],
-    after: Tuple[List[str], Optional[pa.Table]],
+    before: tuple[list[str], pa.Table | None],
+    after: tuple[list[str], pa.Table | None],
     what: str,
 ) -> None:
     (files_before, table_before), (files_after, table_after) = before, after

@@ -13,11 +13,10 @@ from types import ModuleType
 
 from shardflow.engine.compute import ActorPoolStrategy, TaskPoolStrategy
 from shardflow.engine.context import DataContext, RetryPolicy
-from shardflow.engine.execution_options import ExecutionOptions, ExecutionResources
 from shardflow.engine.data_iterator import DataIterator
 from shardflow.engine.dataset import Dataset
-from shardflow.engine.schema import Schema
 from shardflow.engine.errors import UserCodeError, WorkerCrashedError
+from shardflow.engine.execution_options import ExecutionOptions, ExecutionResources
 from shardflow.engine.file_api import (
     read_binary_files,
     read_csv,
@@ -42,11 +41,8 @@ from shardflow.engine.read_api import (
     read_datasource,
 )
 from shardflow.engine.runtime import init
+from shardflow.engine.schema import Schema
 from shardflow.engine.xshards.shards import XShards
-from shardflow.sdk.filename_provider import FilenameProvider
-from shardflow.sdk.save_mode import SaveMode
-from shardflow.sdk.file_datasource import FileShuffleConfig
-from shardflow.sdk.partitioning import Partitioning, PathPartitionFilter
 from shardflow.sdk import (
     Block,
     BlockBasedFileDatasink,
@@ -62,6 +58,10 @@ from shardflow.sdk import (
     register_connector,
 )
 from shardflow.sdk.expressions import download, udf
+from shardflow.sdk.file_datasource import FileShuffleConfig
+from shardflow.sdk.filename_provider import FilenameProvider
+from shardflow.sdk.partitioning import Partitioning, PathPartitionFilter
+from shardflow.sdk.save_mode import SaveMode
 
 __version__ = "0.1.0"
 

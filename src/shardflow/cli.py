@@ -19,8 +19,9 @@ import os
 import posixpath
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
 
@@ -88,7 +89,7 @@ def cmd_connectors(args: argparse.Namespace) -> int:
 # -- new-connector --------------------------------------------------------------------------
 
 
-def template_dir() -> Optional[Path]:
+def template_dir() -> Path | None:
     """The cookiecutter template shipped with shardflow: inside the package, or in a checkout."""
     here = Path(__file__).resolve().parent
     for candidate in (
@@ -177,7 +178,7 @@ def cmd_check_connector(args: argparse.Namespace) -> int:
 # -- inspect --------------------------------------------------------------------------------
 
 
-def _format_of(path: str) -> Optional[str]:
+def _format_of(path: str) -> str | None:
     name = posixpath.basename(path).lower()
     for suffix in _COMPRESSIONS:
         if name.endswith(suffix):
@@ -190,7 +191,7 @@ def _hidden(relative: str) -> bool:
     return any(part.startswith((".", "_")) for part in relative.split("/") if part)
 
 
-def _list_files(fs: Any, root: str, path: str) -> List[Tuple[str, int]]:
+def _list_files(fs: Any, root: str, path: str) -> list[tuple[str, int]]:
     if any(ch in root for ch in "*?["):
         found = fs.glob(root, detail=True)
         return sorted(
@@ -209,13 +210,13 @@ def _list_files(fs: Any, root: str, path: str) -> List[Tuple[str, int]]:
     )
 
 
-def _read_summary(fmt: str, files: List[str], fs: Any) -> Tuple[Any, int, str]:
+def _read_summary(fmt: str, files: list[str], fs: Any) -> tuple[Any, int, str]:
     """(schema, rows, reader) through shardflow's file connector, else pyarrow.dataset."""
     import shardflow as sf
 
     reader = getattr(sf, f"read_{fmt}", None)
     if reader is not None:
-        kwargs: Dict[str, Any] = {"filesystem": fs}
+        kwargs: dict[str, Any] = {"filesystem": fs}
         if "file_extensions" in inspect.signature(reader).parameters:
             # The files were chosen already: let through whatever extensions they have.
             names = [posixpath.basename(f) for f in files]
@@ -244,7 +245,7 @@ def _human(size: int) -> str:
 def cmd_inspect(args: argparse.Namespace) -> int:
     import fsspec
 
-    options: Dict[str, Any] = {}
+    options: dict[str, Any] = {}
     if args.storage_options:
         try:
             options = json.loads(args.storage_options)
@@ -259,7 +260,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     files = _list_files(fs, root, args.path)
     if not files:
         raise UsageError(f"{args.path}: no data files (hidden '.'/'_' files are not counted).")
-    info: Dict[str, Any] = {
+    info: dict[str, Any] = {
         "path": args.path,
         "files": len(files),
         "size_bytes": sum(size for _, size in files),
@@ -301,7 +302,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return code
 
 
-def _print_inspect(info: Dict[str, Any], as_json: bool) -> None:
+def _print_inspect(info: dict[str, Any], as_json: bool) -> None:
     if as_json:
         _out(json.dumps(info, indent=2))
         return
@@ -378,7 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the command on ``argv`` (default ``sys.argv[1:]``) and return its exit code."""
     os.environ.setdefault("SHARDFLOW_DISABLE_PROGRESS_BARS", "1")
     parser = build_parser()

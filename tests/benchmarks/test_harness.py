@@ -60,21 +60,31 @@ def test_every_benchmark_names_known_systems_and_peers():
 
 def _bench() -> Benchmark:
     return Benchmark(
-        name="BX", title="t", family="f", systems=("me", "polars", "duckdb", "ray-data"),
-        rows=lambda scale: 1000, peers=("polars", "duckdb"),
-        targets=(Target("fast", "me", ("polars", "duckdb"), 1.25, kind="within"),
-                 Target("small", "me", "polars", 1.5, kind="within", metric="rss"),
-                 Target("vs ray", "me", "ray-data", 3.0)),
+        name="BX",
+        title="t",
+        family="f",
+        systems=("me", "polars", "duckdb", "ray-data"),
+        rows=lambda scale: 1000,
+        peers=("polars", "duckdb"),
+        targets=(
+            Target("fast", "me", ("polars", "duckdb"), 1.25, kind="within"),
+            Target("small", "me", "polars", 1.5, kind="within", metric="rss"),
+            Target("vs ray", "me", "ray-data", 3.0),
+        ),
     )
 
 
 def test_table_and_verdicts_from_measurements():
     bench = _bench()
-    ms = [report.Measurement("BX", "me", r, seconds=s, peak_rss=300 * 2**20)
-          for r, s in enumerate((2.0, 2.2, 1.8))]
-    ms += [report.Measurement("BX", "polars", 0, seconds=1.0, peak_rss=100 * 2**20),
-           report.Measurement("BX", "duckdb", 0, seconds=1.6, peak_rss=50 * 2**20),
-           report.Measurement("BX", "ray-data", 0, unavailable="not installed")]
+    ms = [
+        report.Measurement("BX", "me", r, seconds=s, peak_rss=300 * 2**20)
+        for r, s in enumerate((2.0, 2.2, 1.8))
+    ]
+    ms += [
+        report.Measurement("BX", "polars", 0, seconds=1.0, peak_rss=100 * 2**20),
+        report.Measurement("BX", "duckdb", 0, seconds=1.6, peak_rss=50 * 2**20),
+        report.Measurement("BX", "ray-data", 0, unavailable="not installed"),
+    ]
     summaries = report.summarize(bench, bench.systems, ms)
     rows = {row[1]: row for row in report.table_rows(bench, summaries, 1.0)}
     assert rows["me"][2:5] == ("2.000", "1.800", "300") and rows["me"][7] == "2.00"
@@ -88,8 +98,10 @@ def test_table_and_verdicts_from_measurements():
 
 def test_a_skip_blames_the_missing_system_first():
     bench = _bench()
-    ms = [report.Measurement("BX", "polars", 0, seconds=1.0, peak_rss=1),
-          report.Measurement("BX", "duckdb", 0, unavailable="duckdb missing")]
+    ms = [
+        report.Measurement("BX", "polars", 0, seconds=1.0, peak_rss=1),
+        report.Measurement("BX", "duckdb", 0, unavailable="duckdb missing"),
+    ]
     verdicts = report.verdicts(bench, report.summarize(bench, bench.systems, ms))
     assert verdicts[0] == ("SKIP", "fast: not measured (me and polars or duckdb both needed)")
     ms.append(report.Measurement("BX", "me", 0, unavailable="no such operation"))
@@ -98,8 +110,9 @@ def test_a_skip_blames_the_missing_system_first():
 
 
 def test_peak_rss_window_and_slack():
-    usage = monitor.TreeUsage(samples=[(1.0, 10), (2.0, 50), (3.0, 20)], tree_cpu_s=1.0,
-                              busy_cpu_s=3.0, wall_s=2.0)
+    usage = monitor.TreeUsage(
+        samples=[(1.0, 10), (2.0, 50), (3.0, 20)], tree_cpu_s=1.0, busy_cpu_s=3.0, wall_s=2.0
+    )
     assert usage.peak_rss(0.5, 2.5) == 50
     assert usage.peak_rss(2.5, 3.5) == 20
     assert usage.peak_rss(3.2, 3.3) is None

@@ -16,9 +16,17 @@ def _sorted(rows, key):
     return sorted(rows, key=lambda r: r[key])
 
 
-@case("GroupedData.count", "GroupedData.sum", "GroupedData.std", "GroupedData.min",
-      "GroupedData.max", "GroupedData.mean", "Dataset.groupby", slow=True,
-      note="the per-group shortcuts, over one column or several, with their column names")
+@case(
+    "GroupedData.count",
+    "GroupedData.sum",
+    "GroupedData.std",
+    "GroupedData.min",
+    "GroupedData.max",
+    "GroupedData.mean",
+    "Dataset.groupby",
+    slow=True,
+    note="the per-group shortcuts, over one column or several, with their column names",
+)
 def grouped_shortcuts(m, tmp):
     """count, sum of two columns, min, max, mean and std per group"""
     rows = [{"k": i % 3, "v": float(i), "w": i * 2} for i in range(12)]
@@ -33,8 +41,12 @@ def grouped_shortcuts(m, tmp):
     ]
 
 
-@case("Dataset.unique", "Dataset.random_sample", "Dataset.randomize_block_order",
-      note="unique values, sampling with fraction 0 and 1, block order shuffles")
+@case(
+    "Dataset.unique",
+    "Dataset.random_sample",
+    "Dataset.randomize_block_order",
+    note="unique values, sampling with fraction 0 and 1, block order shuffles",
+)
 def unique_sample_and_block_order(m, tmp):
     """unique values of a column; fraction 0/1 samples; randomize_block_order keeps rows"""
     ds = m.from_items([{"x": i % 4, "y": "ab"[i % 2]} for i in range(10)])
@@ -49,9 +61,17 @@ def unique_sample_and_block_order(m, tmp):
     ]
 
 
-@case("Dataset.iterator", "DataIterator", "DataIterator.iter_batches", "DataIterator.iter_rows",
-      "DataIterator.materialize", "DataIterator.stats", "DataIterator.schema",
-      "DataIterator.get_context", note="a dataset's DataIterator")
+@case(
+    "Dataset.iterator",
+    "DataIterator",
+    "DataIterator.iter_batches",
+    "DataIterator.iter_rows",
+    "DataIterator.materialize",
+    "DataIterator.stats",
+    "DataIterator.schema",
+    "DataIterator.get_context",
+    note="a dataset's DataIterator",
+)
 def data_iterator(m, tmp):
     """batches and rows from ds.iterator(), its schema, context and materialize()"""
     it = m.range(10, override_num_blocks=2).iterator()
@@ -84,8 +104,12 @@ def streaming_split(m, tmp):
     return [len(splits), [len(rows) for rows in out], sorted(out[0] + out[1])]
 
 
-@case("Dataset.iter_torch_batches", "DataIterator.iter_torch_batches", requires=("torch",),
-      note="torch batches with dtypes")
+@case(
+    "Dataset.iter_torch_batches",
+    "DataIterator.iter_torch_batches",
+    requires=("torch",),
+    note="torch batches with dtypes",
+)
 def torch_batches(m, tmp):
     """tensors per column, their dtype and shape"""
     import torch
@@ -93,7 +117,9 @@ def torch_batches(m, tmp):
     ds = m.from_items([{"x": float(i), "y": i} for i in range(6)], override_num_blocks=1)
     # A dtypes dict must name every column on Ray Data (KeyError otherwise); shardflow gives
     # the columns it does not name their default dtype (docs/compatibility.md).
-    batches = list(ds.iter_torch_batches(batch_size=4, dtypes={"x": torch.float32, "y": torch.int64}))
+    batches = list(
+        ds.iter_torch_batches(batch_size=4, dtypes={"x": torch.float32, "y": torch.int64})
+    )
     from_iterator = list(ds.iterator().iter_torch_batches(batch_size=6))
     return [
         [(str(b["x"].dtype), tuple(b["x"].shape), str(b["y"].dtype)) for b in batches],

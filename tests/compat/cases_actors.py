@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
-from harness import Raised, exception_kind, case
+from harness import Raised, case, exception_kind
 
 
 def _raises(fn):
     try:
         fn()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return Raised(exception_kind(exc))
     return "no error"
 
@@ -41,10 +41,12 @@ def actor_pools_and_task_limits(m, tmp):
     one = {"concurrency": 1, "num_cpus": 0.5}
     return [
         ds.map_batches(AddConstant, fn_constructor_args=(10,), batch_size=4, **one).take_all(),
-        ds.map_batches(double, concurrency=2).map(lambda r: {"v": r["id"]}, concurrency=1)
+        ds.map_batches(double, concurrency=2)
+        .map(lambda r: {"v": r["id"]}, concurrency=1)
         .take_all(),
-        ds.map_batches(AsyncDouble, compute=m.ActorPoolStrategy(size=1), batch_size=5,
-                       num_cpus=0.5).take_all(),
+        ds.map_batches(
+            AsyncDouble, compute=m.ActorPoolStrategy(size=1), batch_size=5, num_cpus=0.5
+        ).take_all(),
     ]
 
 
@@ -75,8 +77,12 @@ def invalid_compute_arguments(m, tmp):
 def range_tensor_rows_and_batches(m, tmp):
     """range_tensor: row i is a tensor of the shape filled with i"""
     ds = m.range_tensor(6, shape=(2, 3), override_num_blocks=2)
-    return [ds.count(), ds.take_batch(6)["data"], [r["data"] for r in m.range_tensor(3).take_all()],
-            ds.map_batches(lambda b: {"data": b["data"] * 2}).take(2)]
+    return [
+        ds.count(),
+        ds.take_batch(6)["data"],
+        [r["data"] for r in m.range_tensor(3).take_all()],
+        ds.map_batches(lambda b: {"data": b["data"] * 2}).take(2),
+    ]
 
 
 @case("from_torch", requires=("torch",))

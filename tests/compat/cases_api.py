@@ -9,13 +9,23 @@ from harness import Raised, case, exception_kind
 def _raises(fn):
     try:
         fn()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return Raised(exception_kind(exc))
     return "no error"
 
 
-@case("Dataset", "range", "Dataset.map", "Dataset.flat_map", "Dataset.filter", "Dataset.map_batches",
-      "Dataset.limit", "Dataset.take", "Dataset.take_all", "Dataset.count")
+@case(
+    "Dataset",
+    "range",
+    "Dataset.map",
+    "Dataset.flat_map",
+    "Dataset.filter",
+    "Dataset.map_batches",
+    "Dataset.limit",
+    "Dataset.take",
+    "Dataset.take_all",
+    "Dataset.count",
+)
 def transforms(m, tmp):
     """row and batch transforms, filters (function and expression), limit"""
     ds = m.range(10, override_num_blocks=3)
@@ -30,8 +40,14 @@ def transforms(m, tmp):
     ]
 
 
-@case("Dataset.add_column", "Dataset.select_columns", "Dataset.drop_columns",
-      "Dataset.rename_columns", "Dataset.columns", "Dataset.schema")
+@case(
+    "Dataset.add_column",
+    "Dataset.select_columns",
+    "Dataset.drop_columns",
+    "Dataset.rename_columns",
+    "Dataset.columns",
+    "Dataset.schema",
+)
 def columns(m, tmp):
     """adding, selecting, dropping and renaming columns"""
     ds = m.from_items([{"a": 1, "b": 2}, {"a": 3, "b": 4}])
@@ -51,12 +67,25 @@ def aggregates(m, tmp):
     """whole-dataset aggregates"""
     ds = m.from_items([{"x": float(i)} for i in range(5)])
     empty = m.range(3).filter(expr="id > 5")
-    return [ds.sum("x"), ds.min("x"), ds.max("x"), ds.mean("x"), round(ds.std("x"), 9),
-            empty.sum("id")]
+    return [
+        ds.sum("x"),
+        ds.min("x"),
+        ds.max("x"),
+        ds.mean("x"),
+        round(ds.std("x"), 9),
+        empty.sum("id"),
+    ]
 
 
-@case("Dataset.iter_rows", "Dataset.iter_batches", "Dataset.to_pandas", "Dataset.to_arrow_refs",
-      "Dataset.materialize", "Dataset.show", "Dataset.stats")
+@case(
+    "Dataset.iter_rows",
+    "Dataset.iter_batches",
+    "Dataset.to_pandas",
+    "Dataset.to_arrow_refs",
+    "Dataset.materialize",
+    "Dataset.show",
+    "Dataset.stats",
+)
 def consumption(m, tmp):
     """iteration, conversions, materialize"""
     import ray
@@ -94,8 +123,7 @@ def custom_datasource_and_datasink(m, tmp):
 
         def get_read_tasks(self, parallelism, per_task_row_limit=None, data_context=None):
             def make(i):
-                meta = BlockMetadata(num_rows=2, size_bytes=16, exec_stats=None,
-                                     input_files=None)
+                meta = BlockMetadata(num_rows=2, size_bytes=16, exec_stats=None, input_files=None)
                 return m.ReadTask(lambda: [pa.table({"x": [2 * i, 2 * i + 1]})], meta)
 
             return [make(i) for i in range(3)]

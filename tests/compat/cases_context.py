@@ -18,8 +18,13 @@ def _restored(context, *names):
             setattr(context, name, value)
 
 
-@case("DataContext.set_config", "DataContext.get_config", "DataContext.remove_config",
-      "DataContext.copy", "DataContext.get_current")
+@case(
+    "DataContext.set_config",
+    "DataContext.get_config",
+    "DataContext.remove_config",
+    "DataContext.copy",
+    "DataContext.get_current",
+)
 def key_value_settings(m, tmp):
     """set_config/get_config/remove_config, copy, the current context"""
     context = m.DataContext.get_current()
@@ -38,8 +43,12 @@ def key_value_settings(m, tmp):
     ]
 
 
-@case("ExecutionOptions", "ExecutionResources", "DataContext.execution_options",
-      note="ExecutionOptions and ExecutionResources objects")
+@case(
+    "ExecutionOptions",
+    "ExecutionResources",
+    "DataContext.execution_options",
+    note="ExecutionOptions and ExecutionResources objects",
+)
 def execution_options_objects(m, tmp):
     """constructors, defaults, reprs, copy and equality of the option objects"""
     limits = m.ExecutionResources.for_limits(cpu=2, object_store_memory=3 * 1024**3)
@@ -70,14 +79,24 @@ def execution_options_in_effect(m, tmp):
         ordered = m.range(40, override_num_blocks=8).map_batches(lambda b: b).take_all()
         limits = context.execution_options.resource_limits
         context.execution_options.resource_limits = limits.copy(cpu=1)
-        limited = sorted(r["id"] for r in m.range(10, override_num_blocks=4).map(lambda r: r).take_all())
-        return [[r["id"] for r in ordered], limited, context.execution_options.preserve_order,
-                context.execution_options.resource_limits.cpu]
+        limited = sorted(
+            r["id"] for r in m.range(10, override_num_blocks=4).map(lambda r: r).take_all()
+        )
+        return [
+            [r["id"] for r in ordered],
+            limited,
+            context.execution_options.preserve_order,
+            context.execution_options.resource_limits.cpu,
+        ]
 
 
-@case("DataContext.target_max_block_size", "DataContext.target_min_block_size",
-      "DataContext.enable_progress_bars", "DataContext.max_errored_blocks",
-      note="block sizes, progress bars and skipped errors")
+@case(
+    "DataContext.target_max_block_size",
+    "DataContext.target_min_block_size",
+    "DataContext.enable_progress_bars",
+    "DataContext.max_errored_blocks",
+    note="block sizes, progress bars and skipped errors",
+)
 def block_sizes_and_switches(m, tmp):
     """a small target block size cuts blocks; bars can be turned off; errored blocks skipped"""
     context = m.DataContext.get_current()
@@ -93,5 +112,10 @@ def block_sizes_and_switches(m, tmp):
             return batch
 
         kept = m.range(10, override_num_blocks=2).map_batches(fail_first).count()
-        return [cut.num_blocks() > 1, cut.count(), context.enable_progress_bars,
-                isinstance(context.target_max_block_size, int), kept]
+        return [
+            cut.num_blocks() > 1,
+            cut.count(),
+            context.enable_progress_bars,
+            isinstance(context.target_max_block_size, int),
+            kept,
+        ]

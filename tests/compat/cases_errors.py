@@ -11,7 +11,7 @@ from harness import Raised, case, exception_kind, raised_at_run, submodule
 def _raises(fn):
     try:
         fn()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return Raised(exception_kind(exc))
     return "no error"
 
@@ -43,8 +43,13 @@ def user_code_exceptions(m, tmp):
     return out
 
 
-@case("Dataset.map", "Dataset.map_batches", "Dataset.flat_map", "Dataset.filter",
-      note="a UDF returning the wrong type raises ValueError (TypeError for flat_map's non-list)")
+@case(
+    "Dataset.map",
+    "Dataset.map_batches",
+    "Dataset.flat_map",
+    "Dataset.filter",
+    note="a UDF returning the wrong type raises ValueError (TypeError for flat_map's non-list)",
+)
 def wrong_udf_outputs(m, tmp):
     """map and map_batches returning non-dicts, flat_map returning non-lists; filter truthiness"""
     ds = m.range(2)

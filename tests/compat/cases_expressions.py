@@ -13,7 +13,7 @@ ROWS = [{"a": 1, "b": 2.5, "s": "x", "n": None}, {"a": 4, "b": None, "s": "y", "
 def _raises(fn):
     try:
         fn()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return Raised(exception_kind(exc))
     return "no error"
 
@@ -22,9 +22,16 @@ def _with(ds, expr):
     return ds.with_column("c", expr).take_all()
 
 
-@case("expressions.col", "expressions.lit", "Dataset.with_column", "expressions.Expr",
-      "expressions.BinaryExpr", "expressions.ColumnExpr", "expressions.LiteralExpr",
-      note="arithmetic and comparison operators on columns and literals")
+@case(
+    "expressions.col",
+    "expressions.lit",
+    "Dataset.with_column",
+    "expressions.Expr",
+    "expressions.BinaryExpr",
+    "expressions.ColumnExpr",
+    "expressions.LiteralExpr",
+    note="arithmetic and comparison operators on columns and literals",
+)
 def arithmetic_and_comparisons(m, tmp):
     """+ - * / // % (int division and floor as Ray Data), reflected operators, comparisons"""
     e = submodule(m, "expressions")
@@ -70,8 +77,12 @@ def boolean_operators_and_nulls(m, tmp):
     ]
 
 
-@case("expressions.AliasExpr", "expressions.Expr", "Dataset.with_columns",
-      note="alias, names, and several columns at once")
+@case(
+    "expressions.AliasExpr",
+    "expressions.Expr",
+    "Dataset.with_columns",
+    note="alias, names, and several columns at once",
+)
 def alias_and_with_columns(m, tmp):
     """alias names an expression; with_columns adds several; a replaced column keeps its place"""
     e = submodule(m, "expressions")
@@ -106,10 +117,14 @@ def casts(m, tmp):
         _with(m.from_items([{"f": 2.7}]), col("f").cast(DataType.int64(), safe=False)),
         _raises(lambda: col("a").cast(pa.int64())),
         _raises(lambda: col("a").cast(DataType(int))),
-        raised_at_run(m, lambda: _with(m.from_items([{"f": 2.5}]), col("f").cast(DataType.int64()))),
+        raised_at_run(
+            m, lambda: _with(m.from_items([{"f": 2.5}]), col("f").cast(DataType.int64()))
+        ),
         [repr(DataType.int64()), repr(DataType.from_numpy("float32")), repr(DataType(int))],
-        [str(DataType.list(DataType.string()).to_arrow_dtype()),
-         str(DataType.struct([("x", DataType.int64())]).to_arrow_dtype())],
+        [
+            str(DataType.list(DataType.string()).to_arrow_dtype()),
+            str(DataType.struct([("x", DataType.int64())]).to_arrow_dtype()),
+        ],
         DataType.int64() == DataType.from_arrow(pa.int64()),
     ]
 
@@ -145,8 +160,12 @@ def udfs(m, tmp):
     ]
 
 
-@case("expressions.download", "expressions.DownloadExpr", "Dataset.with_column",
-      note="download the files a column names")
+@case(
+    "expressions.download",
+    "expressions.DownloadExpr",
+    "Dataset.with_column",
+    note="download the files a column names",
+)
 def downloads(m, tmp):
     """bytes of local files by path; the binary column type"""
     e = submodule(m, "expressions")

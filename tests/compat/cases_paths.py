@@ -54,7 +54,11 @@ def write_takes_path_and_uris(m, tmp):
     ds.write_csv([str(tmp / "c")], mode="append")
     ds.write_json("file://" + str(tmp / "j"), mode="append")
     rows = lambda ds: sorted(r["a"] for r in ds.take_all())  # noqa: E731 - file order varies
-    return [rows(m.read_parquet(tmp / "p")), rows(m.read_csv(tmp / "c")), rows(m.read_json(tmp / "j"))]
+    return [
+        rows(m.read_parquet(tmp / "p")),
+        rows(m.read_csv(tmp / "c")),
+        rows(m.read_json(tmp / "j")),
+    ]
 
 
 @case("read_parquet")
@@ -62,7 +66,7 @@ def missing_path_raises(m, tmp):
     """a missing path raises FileNotFoundError at the read call"""
     try:
         m.read_parquet(str(tmp / "nope.parquet"))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         from harness import Raised, exception_kind
 
         return Raised(exception_kind(exc))

@@ -13,7 +13,7 @@ from harness import Raised, case, exception_kind
 def _raises(fn):
     try:
         fn()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return Raised(exception_kind(exc))
     return "no error"
 
@@ -21,8 +21,11 @@ def _raises(fn):
 def _parquet(tmp, name="f.parquet", rows=4):
     path = tmp / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"a": list(range(rows)), "b": [f"s{i}" for i in range(rows)]}), path,
-                   row_group_size=2)
+    pq.write_table(
+        pa.table({"a": list(range(rows)), "b": [f"s{i}" for i in range(rows)]}),
+        path,
+        row_group_size=2,
+    )
     return path
 
 
@@ -142,8 +145,7 @@ def numpy_and_images_round_trip(m, tmp):
     """write_numpy/read_numpy and write_images/read_images keep values and shapes"""
     import numpy as np
 
-    m.from_numpy(np.arange(12).reshape(6, 2)).write_numpy(tmp / "n", column="data",
-                                                           mode="append")
+    m.from_numpy(np.arange(12).reshape(6, 2)).write_numpy(tmp / "n", column="data", mode="append")
     images = [{"image": np.full((2, 3, 3), i, np.uint8)} for i in range(2)]
     m.from_items(images).write_images(tmp / "i", column="image", mode="append")
     back = m.read_numpy(tmp / "n").take_batch(10)["data"]

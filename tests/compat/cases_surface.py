@@ -10,12 +10,16 @@ from harness import Raised, case, exception_kind, submodule
 def _raises(fn):
     try:
         fn()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return Raised(exception_kind(exc))
     return "no error"
 
 
-@case("Dataset.__repr__", "Dataset.__str__", note="tabular repr of a lazy dataset whose schema is known")
+@case(
+    "Dataset.__repr__",
+    "Dataset.__str__",
+    note="tabular repr of a lazy dataset whose schema is known",
+)
 def repr_of_lazy_datasets(m, tmp):
     """the table of columns and types, the shape, '(Dataset isn't materialized)'"""
     ds = m.range(5)
@@ -95,7 +99,9 @@ def columns_fetch_if_missing(m, tmp):
     ]
 
 
-@case("Dataset.__len__", "Dataset.__bool__", note="len() raises AttributeError; a dataset is truthy")
+@case(
+    "Dataset.__len__", "Dataset.__bool__", note="len() raises AttributeError; a dataset is truthy"
+)
 def len_and_truth(m, tmp):
     """len(ds) raises AttributeError (use count()); bool(ds) is True even when empty"""
     ds = m.range(3)

@@ -39,9 +39,12 @@ def timestamps_keep_their_unit(m, tmp):
             mapped.take_batch()["t"].dtype,
             m.read_parquet(tmp / unit).schema(),
         ]
-    out["inferred"] = m.range(1).map(
-        lambda r: {"t": datetime.datetime(2024, 1, 1, 0, 0, 0, 5000)}
-    ).take_batch()["t"].dtype
+    out["inferred"] = (
+        m.range(1)
+        .map(lambda r: {"t": datetime.datetime(2024, 1, 1, 0, 0, 0, 5000)})
+        .take_batch()["t"]
+        .dtype
+    )
     return out
 
 
@@ -77,8 +80,9 @@ def pandas_dtypes(m, tmp):
 def batch_format_none_is_native(m, tmp):
     """batch_format=None gives the block itself (an Arrow table for Arrow data)"""
     ds = m.range(3)
-    names = ds.map_batches(lambda b: {"t": np.array([type(b).__name__] * len(b))},
-                           batch_format=None)
+    names = ds.map_batches(
+        lambda b: {"t": np.array([type(b).__name__] * len(b))}, batch_format=None
+    )
     return [
         type(next(iter(ds.iter_batches(batch_format=None)))),
         type(ds.take_batch(batch_format=None)),

@@ -29,7 +29,7 @@ def _shape(name: str) -> str:
 def _raises(fn):
     try:
         fn()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return Raised(exception_kind(exc))
     return "no error"
 
@@ -41,7 +41,7 @@ def save_modes(m, tmp):
     for mode in ("append", "overwrite", "ignore", "error"):
         folder = tmp / mode
         m.range(3).write_parquet(folder, mode="append")
-        outcome = _raises(lambda: m.range(5).write_parquet(folder, mode=mode))
+        outcome = _raises(lambda f=folder, md=mode: m.range(5).write_parquet(f, mode=md))
         out[mode] = (outcome, m.read_parquet(folder).count())
     out["enum"] = _raises(lambda: m.range(2).write_parquet(tmp / "enum", mode=m.SaveMode.APPEND))
     return out
@@ -82,18 +82,21 @@ def custom_filename_provider(m, tmp):
     ds.write_csv(tmp / "c", filename_provider=Named(file_format="csv"), mode="append")
     ds.write_parquet(tmp / "p", filename_provider=Named(file_format="parquet"), mode="overwrite")
     images = m.from_items([{"image": np.zeros((2, 2, 3), np.uint8)} for _ in range(2)])
-    images.write_images(tmp / "i", column="image", filename_provider=Named(file_format="png"),
-                        mode="append")
+    images.write_images(
+        tmp / "i", column="image", filename_provider=Named(file_format="png"), mode="append"
+    )
     return _files(tmp / "c"), _files(tmp / "p"), _files(tmp / "i")
 
 
 @case("Dataset.write_parquet")
 def max_and_min_rows_per_file(m, tmp):
     """max_rows_per_file splits a task's rows; min_rows_per_file joins blocks"""
-    m.range(10, override_num_blocks=1).write_parquet(tmp / "max", max_rows_per_file=3,
-                                                     mode="append")
-    m.range(20, override_num_blocks=10).write_parquet(tmp / "min", min_rows_per_file=5,
-                                                      mode="append")
+    m.range(10, override_num_blocks=1).write_parquet(
+        tmp / "max", max_rows_per_file=3, mode="append"
+    )
+    m.range(20, override_num_blocks=10).write_parquet(
+        tmp / "min", min_rows_per_file=5, mode="append"
+    )
     return _rows(tmp / "max"), sum(_rows(tmp / "min")), min(_rows(tmp / "min")[1:]) >= 5
 
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import datetime
 import decimal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,9 +38,9 @@ class Case:
     """
 
     fn: Callable[[Any, Path], Any]
-    covers: Tuple[str, ...]
+    covers: tuple[str, ...]
     note: str = ""
-    requires: Tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
     slow: bool = False
 
     @property
@@ -47,10 +48,12 @@ class Case:
         return self.fn.__name__
 
 
-CASES: List[Case] = []
+CASES: list[Case] = []
 
 
-def case(*covers: str, note: str = "", requires: Tuple[str, ...] = (), slow: bool = False) -> Callable:
+def case(
+    *covers: str, note: str = "", requires: tuple[str, ...] = (), slow: bool = False
+) -> Callable:
     """Register ``fn`` as a differential case covering the public names ``covers``.
 
     ``requires`` names optional libraries the case needs; it is skipped without them.
@@ -68,7 +71,7 @@ def case(*covers: str, note: str = "", requires: Tuple[str, ...] = (), slow: boo
 
 # Tests outside the @case registry that compare with Ray Data (test_a2a_vs_ray.py):
 # public name -> test names, for the generated table.
-COVERED_BY_TESTS: Dict[str, List[str]] = {}
+COVERED_BY_TESTS: dict[str, list[str]] = {}
 
 
 def covers(*names: str) -> Callable[[Callable], Callable]:
@@ -84,7 +87,7 @@ def covers(*names: str) -> Callable[[Callable], Callable]:
 
 # Deliberate differences: public name -> why shardflow differs. Each has a test in
 # tests/compat/test_documented_differences.py that shows both behaviours.
-DIFFERENCES: Dict[str, str] = {}
+DIFFERENCES: dict[str, str] = {}
 
 
 def differs(*names: str, reason: str) -> Callable[[Callable], Callable]:
@@ -126,7 +129,7 @@ def raised_at_run(m: Any, fn: Callable[[], Any]) -> Any:
     shardflow's errors also are), else its kind; ``"no error"`` when nothing was raised."""
     try:
         fn()
-    except Exception as exc:  # noqa: BLE001 - comparing what each side raises is the point
+    except Exception as exc:
         if isinstance(exc, submodule(m, "exceptions").UserCodeException):
             return "UserCodeException"
         return Raised(exception_kind(exc))
@@ -137,7 +140,7 @@ def exception_kind(exc: BaseException) -> str:
     """The user-visible type of ``exc``: the first MRO class defined outside Ray/shardflow."""
     for cls in type(exc).__mro__:
         module = cls.__module__ or ""
-        if not (module.startswith("ray") or module.startswith("shardflow")):
+        if not module.startswith(("ray", "shardflow")):
             return f"{module}.{cls.__qualname__}" if module != "builtins" else cls.__qualname__
     return type(exc).__qualname__
 
@@ -146,7 +149,7 @@ def run(fn: Callable[[Any, Path], Any], module: Any, tmp: Path) -> Outcome:
     tmp.mkdir(parents=True, exist_ok=True)
     try:
         value = fn(module, tmp)
-    except Exception as exc:  # noqa: BLE001 - comparing what each side raises is the point
+    except Exception as exc:
         return Outcome(raised=Raised(exception_kind(exc)), detail=f"{type(exc).__name__}: {exc}")
     return Outcome(value=normalize(value, str(tmp)))
 

@@ -19,9 +19,10 @@ import pytest
 
 rd = pytest.importorskip("ray.data")
 
+from harness import covers
+
 import shardflow as sf
 import shardflow.aggregate as sf_agg
-from harness import covers
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +90,7 @@ def assert_same_table(ray_out: pa.Table, sf_out: pa.Table, ordered: bool) -> Non
 def raised(call: Callable[[], Any]) -> type:
     try:
         call()
-    except Exception as exc:  # noqa: BLE001 - the type is what is compared
+    except Exception as exc:
         return type(exc)
     raise AssertionError("no exception raised")
 
@@ -132,8 +133,17 @@ def test_sort_multi_key_nulls_and_nan_like_ray(both):
 # -- groupby and aggregations --------------------------------------------------------------
 
 
-@covers("Dataset.groupby", "GroupedData.aggregate", "aggregate.Count", "aggregate.Sum", "aggregate.Min",
-        "aggregate.Max", "aggregate.Mean", "aggregate.Std", "aggregate.AbsMax")
+@covers(
+    "Dataset.groupby",
+    "GroupedData.aggregate",
+    "aggregate.Count",
+    "aggregate.Sum",
+    "aggregate.Min",
+    "aggregate.Max",
+    "aggregate.Mean",
+    "aggregate.Std",
+    "aggregate.AbsMax",
+)
 def test_groupby_aggregations_like_ray(both):
     from ray.data import aggregate as ray_agg
 
@@ -173,8 +183,17 @@ def test_groupby_aggregations_like_ray(both):
     assert_same_table(ray_out, sf_out, ordered=False)
 
 
-@covers("Dataset.aggregate", "aggregate.Quantile", "aggregate.Unique", "aggregate.Count",
-        "aggregate.Sum", "aggregate.Min", "aggregate.Max", "aggregate.Mean", "aggregate.Std")
+@covers(
+    "Dataset.aggregate",
+    "aggregate.Quantile",
+    "aggregate.Unique",
+    "aggregate.Count",
+    "aggregate.Sum",
+    "aggregate.Min",
+    "aggregate.Max",
+    "aggregate.Mean",
+    "aggregate.Std",
+)
 def test_global_aggregations_and_unique_like_ray(both):
     from ray.data import aggregate as ray_agg
 
@@ -288,8 +307,12 @@ def test_join_like_ray(both, join_type):
 # -- splits, zip, union, repartition -------------------------------------------------------
 
 
-@covers("Dataset.split", "Dataset.split_at_indices", "Dataset.split_proportionately",
-        "Dataset.train_test_split")
+@covers(
+    "Dataset.split",
+    "Dataset.split_at_indices",
+    "Dataset.split_proportionately",
+    "Dataset.train_test_split",
+)
 def test_splits_like_ray(both):
     # Sizes and the rows of all splits together: which rows land in which split follows the
     # block order, which Ray Data does not preserve by default.

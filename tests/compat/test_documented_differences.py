@@ -82,10 +82,10 @@ def test_native_batches_are_arrow(rd, sfm):
     import pandas as pd
 
     frame = pd.DataFrame({"a": [1, 2]})
-    assert isinstance(next(iter(rd.from_pandas(frame).iter_batches(batch_format=None))),
-                      pd.DataFrame)
-    assert isinstance(next(iter(sfm.from_pandas(frame).iter_batches(batch_format=None))),
-                      pa.Table)
+    assert isinstance(
+        next(iter(rd.from_pandas(frame).iter_batches(batch_format=None))), pd.DataFrame
+    )
+    assert isinstance(next(iter(sfm.from_pandas(frame).iter_batches(batch_format=None))), pa.Table)
 
 
 @differs(
@@ -153,4 +153,8 @@ def test_actor_pool_retries_are_bounded_and_resources_validated(rd, sfm, tmp_pat
         sfm.range(3).map_batches(_AddOne, concurrency=1, num_cpus=-1)
     with pytest.raises(sfm.WorkerCrashedError):
         sfm.range(2).map_batches(_CrashingModel, concurrency=1, max_retries=1).take_all()
-    assert [r["id"] for r in sfm.range(3).map_batches(_AddOne, concurrency=1).take_all()] == [1, 2, 3]
+    assert [r["id"] for r in sfm.range(3).map_batches(_AddOne, concurrency=1).take_all()] == [
+        1,
+        2,
+        3,
+    ]

@@ -11,7 +11,7 @@ from storage_fixtures import FAKE_KEY, FAKE_SECRET, Store  # noqa: F401 (used by
 class _Reader:
     """A read-only file wrapper that counts bytes and can fail once past a byte offset."""
 
-    def __init__(self, f: Any, fs: "InstrumentedLocalFileSystem"):
+    def __init__(self, f: Any, fs: InstrumentedLocalFileSystem):
         self._f = f
         self._fs = fs
         self._pos_read = 0
@@ -44,7 +44,7 @@ class _Reader:
     def __iter__(self):
         return iter(self._f)
 
-    def __enter__(self) -> "_Reader":
+    def __enter__(self) -> _Reader:
         return self
 
     def __exit__(self, *exc: Any) -> None:

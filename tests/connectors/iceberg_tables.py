@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,7 +25,7 @@ class Warehouse:
     """A catalog (sqlite) and the place its tables' files go."""
 
     kind: str
-    catalog_kwargs: Dict[str, Any]
+    catalog_kwargs: dict[str, Any]
     fs: Any = field(default=None, repr=False)  # a pyarrow filesystem over the warehouse
     root: str = ""  # the warehouse's path on ``fs``
 
@@ -34,7 +35,7 @@ class Warehouse:
         kwargs = dict(self.catalog_kwargs)
         return load_catalog(kwargs.pop("name"), **kwargs)
 
-    def files(self, table: Any, folder: str = "data") -> List[str]:
+    def files(self, table: Any, folder: str = "data") -> list[str]:
         """Every file under a table's data (or metadata) folder, as paths on ``fs``."""
         import pyarrow.fs as pafs
 
@@ -93,7 +94,7 @@ def create_table(
     schema: pa.Schema,
     partition_by: Sequence[str] = (),
     identifier: Sequence[str] = (),
-    properties: Optional[Dict[str, str]] = None,
+    properties: dict[str, str] | None = None,
 ) -> Any:
     """An empty table with ``schema``, identity-partitioned by ``partition_by``."""
     from pyiceberg.io.pyarrow import pyarrow_to_schema
@@ -142,7 +143,7 @@ def events(n: int, start: int = 0) -> pa.Table:
 EVENTS_SCHEMA = events(1).schema
 
 
-def data_files(table: Any) -> List[Any]:
+def data_files(table: Any) -> list[Any]:
     """The live data files of a table's current snapshot."""
     return [task.file for task in table.refresh().scan().plan_files()]
 
@@ -164,7 +165,7 @@ def _commit_delete_file(table: Any, delete_file: Any) -> None:
             return ManifestContent.DELETES
 
         @property
-        def _meta(self) -> Dict[str, str]:
+        def _meta(self) -> dict[str, str]:
             return {**super()._meta, "content": "deletes"}
 
     table = table.refresh()

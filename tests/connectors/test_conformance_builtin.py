@@ -7,6 +7,7 @@ here each becomes a pytest class, as a third-party package's test module would s
 from __future__ import annotations
 
 import pytest
+
 from shardflow.connectors.suites import SUITES
 from shardflow.sdk.registry import get_registry
 from shardflow.sdk.testing import ConnectorConformance, run_conformance

@@ -202,7 +202,9 @@ def test_gcs_scheme_alias(gcs_bucket, gcs_options):
     df = make_frame(30)
     folder = gcs_bucket.replace("gs://", "gcs://") + "/alias"
     sf.from_pandas(df).write_json(folder, storage_options=gcs_options)
-    got = sorted_frame(sf.read_json(gcs_bucket + "/alias", storage_options=gcs_options).to_arrow().to_pandas())
+    got = sorted_frame(
+        sf.read_json(gcs_bucket + "/alias", storage_options=gcs_options).to_arrow().to_pandas()
+    )
     pd.testing.assert_frame_equal(got, df)
 
 

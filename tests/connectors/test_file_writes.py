@@ -92,11 +92,23 @@ def test_mode_overwrite_replaces_and_append_adds(store):
         folder, mode="overwrite", **opts
     )
     assert len(store.listing("out")) == 1
-    got = sf.read_parquet(folder, **opts).to_arrow().to_pandas().sort_values("id").reset_index(drop=True)
+    got = (
+        sf.read_parquet(folder, **opts)
+        .to_arrow()
+        .to_pandas()
+        .sort_values("id")
+        .reset_index(drop=True)
+    )
     pd.testing.assert_frame_equal(got, frame(7, start=100))
 
     sf.from_pandas(frame(5, start=200)).write_parquet(folder, mode="append", **opts)
-    got = sf.read_parquet(folder, **opts).to_arrow().to_pandas().sort_values("id").reset_index(drop=True)
+    got = (
+        sf.read_parquet(folder, **opts)
+        .to_arrow()
+        .to_pandas()
+        .sort_values("id")
+        .reset_index(drop=True)
+    )
     expected = pd.concat([frame(7, start=100), frame(5, start=200)], ignore_index=True)
     pd.testing.assert_frame_equal(got, expected)
     assert len(store.listing("out")) == 2
@@ -127,7 +139,9 @@ def test_partition_cols_round_trip(store, fmt):
 
     got = getattr(sf, f"read_{fmt}")(folder, **store.options()).to_pandas()
     got = got[df.columns].sort_values("id").reset_index(drop=True)
-    pd.testing.assert_frame_equal(got.drop(columns=["group"]), df.drop(columns=["group"]), check_dtype=False)
+    pd.testing.assert_frame_equal(
+        got.drop(columns=["group"]), df.drop(columns=["group"]), check_dtype=False
+    )
     assert got["group"].tolist() == [str(g) for g in df["group"]]  # strings, as in Ray Data
 
     some = getattr(sf, f"read_{fmt}")(

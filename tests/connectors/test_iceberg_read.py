@@ -17,8 +17,7 @@ import pytest
 
 pytest.importorskip("pyiceberg")
 
-import shardflow as sf  # noqa: E402
-from iceberg_tables import (  # noqa: E402
+from iceberg_tables import (
     EVENTS_SCHEMA,
     add_equality_deletes,
     add_position_deletes,
@@ -28,7 +27,9 @@ from iceberg_tables import (  # noqa: E402
     local_warehouse,
     s3_warehouse,
 )
-from shardflow.connectors.iceberg import IcebergDatasource  # noqa: E402
+
+import shardflow as sf
+from shardflow.connectors.iceberg import IcebergDatasource
 
 
 def rows(table: pa.Table):

@@ -18,8 +18,7 @@ import pytest
 
 pytest.importorskip("pyiceberg")
 
-import shardflow as sf  # noqa: E402
-from iceberg_tables import (  # noqa: E402
+from iceberg_tables import (
     EVENTS_SCHEMA,
     create_table,
     data_files,
@@ -27,8 +26,10 @@ from iceberg_tables import (  # noqa: E402
     local_warehouse,
     s3_warehouse,
 )
-from shardflow.connectors.iceberg.commit import WRITE_ID_PROPERTY, IcebergCommitConflictError  # noqa: E402
-from shardflow.connectors.iceberg.writing import IcebergSchemaError  # noqa: E402
+
+import shardflow as sf
+from shardflow.connectors.iceberg.commit import WRITE_ID_PROPERTY, IcebergCommitConflictError
+from shardflow.connectors.iceberg.writing import IcebergSchemaError
 
 
 @pytest.fixture
@@ -443,6 +444,7 @@ def test_overwrite_with_a_filter_only_arrow_evaluates(warehouse):
 
 def test_written_files_carry_field_ids_statistics_and_chosen_dictionaries(warehouse):
     import pyarrow.parquet as pq
+
     from shardflow.connectors.iceberg import IcebergDatasource
 
     table = create_table(warehouse, "events", EVENTS_SCHEMA)

@@ -117,7 +117,12 @@ def test_size_and_mode_give_the_schema_without_reading(tmp_path):
 def test_formats(tmp_path):
     pixels = _pixels(5, (8, 8, 3))
     formats = {
-        "PNG": "png", "JPEG": "jpg", "BMP": "bmp", "GIF": "gif", "TIFF": "tiff", "WEBP": "webp",
+        "PNG": "png",
+        "JPEG": "jpg",
+        "BMP": "bmp",
+        "GIF": "gif",
+        "TIFF": "tiff",
+        "WEBP": "webp",
     }
     for fmt, ext in formats.items():
         _save(tmp_path / f"x.{ext}", pixels, fmt)

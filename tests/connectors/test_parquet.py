@@ -47,7 +47,9 @@ def bytes_to_read(instrumented_fs, make_ds, consume):
 def test_column_pushdown_reads_fewer_bytes(wide_file, instrumented_fs):
     path, df = wide_file
     full, table = bytes_to_read(
-        instrumented_fs, lambda fs: sf.read_parquet(path, filesystem=fs), lambda ds: ds.to_arrow().to_pandas()
+        instrumented_fs,
+        lambda fs: sf.read_parquet(path, filesystem=fs),
+        lambda ds: ds.to_arrow().to_pandas(),
     )
     pd.testing.assert_frame_equal(table, df)
 
@@ -104,7 +106,9 @@ def test_limit_stops_reading_early(wide_file, instrumented_fs, fresh_context):
     path, df = wide_file
     fresh_context.target_min_block_size = 1
     full, _ = bytes_to_read(
-        instrumented_fs, lambda fs: sf.read_parquet(path, filesystem=fs), lambda d: d.to_arrow().to_pandas()
+        instrumented_fs,
+        lambda fs: sf.read_parquet(path, filesystem=fs),
+        lambda d: d.to_arrow().to_pandas(),
     )
     few, rows = bytes_to_read(
         instrumented_fs, lambda fs: sf.read_parquet(path, filesystem=fs), lambda d: d.take(5)

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pytest
 from a2a_support import (
     PROPERTY_SETTINGS,
     block_cuts,

@@ -45,8 +45,11 @@ class Scale:
         open(os.path.join(folder, f"init-{self.pid}-{uuid.uuid4().hex}"), "w").close()
 
     def __call__(self, batch):
-        return {"id": batch["id"], "out": batch["id"] * self.factor,
-                "pid": np.full(len(batch["id"]), self.pid)}
+        return {
+            "id": batch["id"],
+            "out": batch["id"] * self.factor,
+            "pid": np.full(len(batch["id"]), self.pid),
+        }
 
 
 class SlowScale(Scale):
@@ -86,8 +89,11 @@ def _max_overlap(spans):
 
 def test_constructor_runs_once_per_actor(backend, tmp_path):
     ds = sf.range(60, override_num_blocks=6).map_batches(
-        Scale, fn_constructor_args=(str(tmp_path),), fn_constructor_kwargs={"factor": 3},
-        concurrency=2, batch_size=5,
+        Scale,
+        fn_constructor_args=(str(tmp_path),),
+        fn_constructor_kwargs={"factor": 3},
+        concurrency=2,
+        batch_size=5,
     )
     out = ds.take_batch(60)
     np.testing.assert_array_equal(out["id"], np.arange(60))
@@ -100,7 +106,9 @@ def test_constructor_runs_once_per_actor(backend, tmp_path):
 
 def test_pool_bounds_are_held(backend, tmp_path):
     ds = sf.range(24, override_num_blocks=12).map_batches(
-        SlowScale, fn_constructor_args=(str(tmp_path), 0.1), concurrency=(1, 2),
+        SlowScale,
+        fn_constructor_args=(str(tmp_path), 0.1),
+        concurrency=(1, 2),
         compute=None,
     )
     out = ds.take_batch(24)
@@ -164,8 +172,9 @@ def test_autoscaling_grows_with_queued_work_then_shrinks_when_idle(
         sf.range(BURST + 2, override_num_blocks=BURST + 2)
         .map_batches(paced, fn_kwargs={"folder": str(tmp_path)}, concurrency=1)
         # A quarter CPU each: on Ray, actors together keep one of the two CPUs for tasks.
-        .map_batches(Phased, fn_constructor_args=(str(tmp_path),), concurrency=(1, 3),
-                     num_cpus=0.25)
+        .map_batches(
+            Phased, fn_constructor_args=(str(tmp_path),), concurrency=(1, 3), num_cpus=0.25
+        )
     )
     out = ds.take_batch(BURST + 2)
     np.testing.assert_array_equal(out["id"], np.arange(BURST + 2))
@@ -185,13 +194,22 @@ def test_gpus_are_assigned_through_cuda_visible_devices(backend, tmp_path):
 
         def __call__(self, batch):
             time.sleep(0.25)
-            return {"id": batch["id"], "pid": np.full(len(batch["id"]), os.getpid()),
-                    "devices": [self.devices] * len(batch["id"])}
+            return {
+                "id": batch["id"],
+                "pid": np.full(len(batch["id"]), os.getpid()),
+                "devices": [self.devices] * len(batch["id"]),
+            }
 
-    out = sf.range(24, override_num_blocks=12).map_batches(
-        Device, compute=sf.ActorPoolStrategy(size=2, max_tasks_in_flight_per_actor=1),
-        num_gpus=1, batch_size=2,
-    ).take_all()
+    out = (
+        sf.range(24, override_num_blocks=12)
+        .map_batches(
+            Device,
+            compute=sf.ActorPoolStrategy(size=2, max_tasks_in_flight_per_actor=1),
+            num_gpus=1,
+            batch_size=2,
+        )
+        .take_all()
+    )
     assert [r["id"] for r in out] == list(range(24))
     devices_of = {}
     for row in out:
@@ -215,8 +233,9 @@ def test_asking_for_more_gpus_than_exist_fails_fast(backend, tmp_path):
         sf.init(num_gpus=2)
     start = time.monotonic()
     with pytest.raises(ValueError, match=r"3 actor\(s\) with num_gpus=1 each.*2 GPU"):
-        sf.range(4).map_batches(Scale, fn_constructor_args=(str(tmp_path),), concurrency=3,
-                                num_gpus=1, batch_size=2).take_all()
+        sf.range(4).map_batches(
+            Scale, fn_constructor_args=(str(tmp_path),), concurrency=3, num_gpus=1, batch_size=2
+        ).take_all()
     assert time.monotonic() - start < 5
     assert not _records(tmp_path, "init")
 
@@ -234,8 +253,9 @@ def test_local_gpu_function_runs_on_its_own_device(tmp_path):
 def test_undeclared_gpus_fail_clearly_without_devices(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     with pytest.raises(ValueError, match="sf.init\\(num_gpus=n\\)"):
-        sf.range(4).map_batches(Scale, fn_constructor_args=(str(tmp_path),), concurrency=1,
-                                num_gpus=1, batch_size=2).take_all()
+        sf.range(4).map_batches(
+            Scale, fn_constructor_args=(str(tmp_path),), concurrency=1, num_gpus=1, batch_size=2
+        ).take_all()
 
 
 class AsyncModel:
@@ -278,8 +298,11 @@ def test_async_functions_run_batches_concurrently_in_order(backend, tmp_path):
 
 
 def test_async_generators_and_row_functions(backend):
-    out = sf.range(6, override_num_blocks=1).map_batches(
-        AsyncGenerator, batch_size=3, concurrency=1).take_all()
+    out = (
+        sf.range(6, override_num_blocks=1)
+        .map_batches(AsyncGenerator, batch_size=3, concurrency=1)
+        .take_all()
+    )
     expected = [{"id": i, "part": p} for lo in (0, 3) for p in (0, 1) for i in range(lo, lo + 3)]
     assert out == expected
     assert sf.range(20).map(async_row).take_batch(20)["id"].tolist() == list(range(1, 21))
@@ -296,8 +319,11 @@ def test_actor_stage_feeds_following_stages(backend, tmp_path):
 
 
 def _operator_names(ds):
-    return [line.split(": ")[0].split(" ", 2)[2] for line in ds.stats().splitlines()
-            if line.startswith("Operator ")]
+    return [
+        line.split(": ")[0].split(" ", 2)[2]
+        for line in ds.stats().splitlines()
+        if line.startswith("Operator ")
+    ]
 
 
 def add_one(batch):
@@ -306,13 +332,19 @@ def add_one(batch):
 
 def test_stages_before_a_pool_that_fills_every_slot_run_in_its_actors(tmp_path, fresh_context):
     fresh_context.num_cpus = 2
-    fused = sf.range(20, override_num_blocks=4).map_batches(add_one).map_batches(
-        Scale, fn_constructor_args=(str(tmp_path),), concurrency=2)
+    fused = (
+        sf.range(20, override_num_blocks=4)
+        .map_batches(add_one)
+        .map_batches(Scale, fn_constructor_args=(str(tmp_path),), concurrency=2)
+    )
     assert sorted(fused.take_batch(20)["out"].tolist()) == list(range(1, 21))
     assert _operator_names(fused)[0] == "ReadRange->MapBatches(add_one)->MapBatches(Scale)"
     # A pool smaller than the machine, or one on GPUs, leaves the feeding stages in tasks.
-    small = sf.range(20, override_num_blocks=4).map_batches(add_one).map_batches(
-        Scale, fn_constructor_args=(str(tmp_path),), concurrency=1)
+    small = (
+        sf.range(20, override_num_blocks=4)
+        .map_batches(add_one)
+        .map_batches(Scale, fn_constructor_args=(str(tmp_path),), concurrency=1)
+    )
     assert sorted(small.take_batch(20)["out"].tolist()) == list(range(1, 21))
     assert _operator_names(small)[:2] == ["ReadRange->MapBatches(add_one)", "MapBatches(Scale)"]
 
@@ -331,8 +363,11 @@ class MeanPixel:
         return {"mean": batch["image"].reshape(len(batch["image"]), -1).mean(axis=1)}
 
 
-@pytest.mark.parametrize("kwargs", [{"concurrency": 2}, {"concurrency": 1, "num_cpus": 2}],
-                         ids=["two-actors", "one-actor-with-every-cpu"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"concurrency": 2}, {"concurrency": 1, "num_cpus": 2}],
+    ids=["two-actors", "one-actor-with-every-cpu"],
+)
 def test_actor_pools_asking_for_every_cpu_do_not_starve_the_read(backend, tmp_path, kwargs):
     # Ray Data 2.60 hangs on this pipeline on a two-CPU machine (its issue 44687).
     if backend == "local":

@@ -32,19 +32,29 @@ class Model:
         (Model, {}, ActorPoolStrategy(min_size=1)),  # Ray 2.60: an unbounded pool from 1
         (Model, {"concurrency": 3}, ActorPoolStrategy(size=3)),
         (Model, {"concurrency": (1, 4)}, ActorPoolStrategy(min_size=1, max_size=4)),
-        (Model, {"concurrency": (1, 4, 2)},
-         ActorPoolStrategy(min_size=1, max_size=4, initial_size=2)),
+        (
+            Model,
+            {"concurrency": (1, 4, 2)},
+            ActorPoolStrategy(min_size=1, max_size=4, initial_size=2),
+        ),
         (Model, {"compute": "actors"}, ActorPoolStrategy()),
         (double, {}, TaskPoolStrategy()),
         (double, {"concurrency": 2}, TaskPoolStrategy(size=2)),
         (double, {"compute": TaskPoolStrategy(size=5)}, TaskPoolStrategy(size=5)),
-        (Model, {"compute": ActorPoolStrategy(size=2), "concurrency": 7},
-         ActorPoolStrategy(size=2)),
+        (
+            Model,
+            {"compute": ActorPoolStrategy(size=2), "concurrency": 7},
+            ActorPoolStrategy(size=2),
+        ),
     ],
 )
 def test_strategy_from_arguments(fn, kwargs, expected):
-    assert compute_strategy(fn, kwargs.get("fn_constructor_args"), kwargs.get("compute"),
-                            kwargs.get("concurrency")) == expected
+    assert (
+        compute_strategy(
+            fn, kwargs.get("fn_constructor_args"), kwargs.get("compute"), kwargs.get("concurrency")
+        )
+        == expected
+    )
 
 
 def test_unbounded_pool_defaults():
@@ -114,8 +124,13 @@ def test_task_pool_strategy_validates():
 
 def test_named_and_remote_arguments_are_kept():
     ds = sf.range(3).map_batches(
-        Model, concurrency=1, num_cpus=0.5, memory=2**20, max_retries=5,
-        resources={"custom": 1}, ray_remote_args_fn=lambda: {"num_cpus": 0.25},
+        Model,
+        concurrency=1,
+        num_cpus=0.5,
+        memory=2**20,
+        max_retries=5,
+        resources={"custom": 1},
+        ray_remote_args_fn=lambda: {"num_cpus": 0.25},
     )
     options = ds._plan.ops[-1].options
     assert (options.num_cpus, options.memory, options.max_retries) == (0.5, 2**20, 5)
@@ -123,4 +138,3 @@ def test_named_and_remote_arguments_are_kept():
     args = options.remote_args()
     assert args["num_cpus"] == 0.25 and args["resources"] == {"custom": 1}
     assert "max_retries" not in args  # the pool retries crashed inputs itself
-

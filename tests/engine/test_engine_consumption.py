@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-from shardflow.sdk import BlockMetadata, Datasource, ReadTask
 
 import shardflow as sf
+from shardflow.sdk import BlockMetadata, Datasource, ReadTask
 
 
 def touch_marker(batch, folder):

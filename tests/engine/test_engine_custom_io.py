@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
-
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-from shardflow.sdk import BlockMetadata, Datasink, Datasource, ReadTask, WriteResult
 
 import shardflow as sf
+from shardflow.sdk import BlockMetadata, Datasink, Datasource, ReadTask, WriteResult
 
 
 class SquaresDatasource(Datasource):
@@ -19,7 +17,7 @@ class SquaresDatasource(Datasource):
     def __init__(self, n: int):
         self._n = n
 
-    def get_read_tasks(self, parallelism: int) -> List[ReadTask]:
+    def get_read_tasks(self, parallelism: int) -> list[ReadTask]:
         n = self._n
         bounds = np.linspace(0, n, max(1, min(parallelism, n)) + 1, dtype=int)
         tasks = []
@@ -44,12 +42,12 @@ class PandasShardsDatasource(Datasource):
         self._num_shards = num_shards
         self._rows = rows_per_shard
 
-    def estimate_inmemory_data_size(self) -> Optional[int]:
+    def estimate_inmemory_data_size(self) -> int | None:
         return self._num_shards * self._rows * 16
 
     def get_read_tasks(
-        self, parallelism: int, per_task_row_limit: Optional[int] = None, data_context=None
-    ) -> List[ReadTask]:
+        self, parallelism: int, per_task_row_limit: int | None = None, data_context=None
+    ) -> list[ReadTask]:
         tasks = []
         rows = self._rows
         for shard in range(self._num_shards):
@@ -58,9 +56,7 @@ class PandasShardsDatasource(Datasource):
                 # two blocks per shard, as a reader of a larger file would yield
                 half = rows // 2
                 for lo, hi in ((0, half), (half, rows)):
-                    yield pd.DataFrame(
-                        {"shard": np.full(hi - lo, shard), "row": np.arange(lo, hi)}
-                    )
+                    yield pd.DataFrame({"shard": np.full(hi - lo, shard), "row": np.arange(lo, hi)})
 
             metadata = BlockMetadata(
                 num_rows=rows, size_bytes=rows * 16, input_files=None, exec_stats=None
@@ -79,26 +75,27 @@ def test_datasource_with_parallelism_only(backend):
 
 def test_datasource_with_limit_and_context(backend):
     ds = sf.read_datasource(PandasShardsDatasource(num_shards=5, rows_per_shard=8))
-    expected = pd.DataFrame(
-        {"shard": np.repeat(np.arange(5), 8), "row": np.tile(np.arange(8), 5)}
-    )
+    expected = pd.DataFrame({"shard": np.repeat(np.arange(5), 8), "row": np.tile(np.arange(8), 5)})
     pd.testing.assert_frame_equal(ds.to_arrow().to_pandas(), expected, check_dtype=False)
     assert ds.limit(11).to_pandas()["row"].tolist() == list(range(8)) + [0, 1, 2]
-    assert ds.map_batches(lambda df: df[df["row"].to_numpy() % 2 == 0], batch_format="pandas").count() == 20
+    assert (
+        ds.map_batches(lambda df: df[df["row"].to_numpy() % 2 == 0], batch_format="pandas").count()
+        == 20
+    )
 
 
 # -- datasinks ---------------------------------------------------------------------------
 
-COMPLETED: Dict[str, WriteResult] = {}
+COMPLETED: dict[str, WriteResult] = {}
 
 
 class RecordingSink(Datasink):
     """Each ``write`` returns the ids it wrote; the driver-side callbacks record events."""
 
-    def __init__(self, token: str = "", fail_task: Optional[int] = None):
+    def __init__(self, token: str = "", fail_task: int | None = None):
         self.token = token
         self.fail_task = fail_task
-        self.events: List[tuple] = []
+        self.events: list[tuple] = []
 
     def on_write_start(self, schema=None) -> None:
         self.events.append(("start",))

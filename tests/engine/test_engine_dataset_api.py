@@ -309,7 +309,9 @@ def _three_columns():
 def test_select_drop_rename(backend):
     ds = _three_columns()
     assert ds.select_columns(["c", "a"]).take_all() == [
-        {"c": "x", "a": 1}, {"c": "y", "a": 2}, {"c": "z", "a": 3}
+        {"c": "x", "a": 1},
+        {"c": "y", "a": 2},
+        {"c": "z", "a": 3},
     ]
     assert ds.select_columns("b").columns() == ["b"]
     assert ds.drop_columns(["b"]).columns() == ["a", "c"]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
-
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+
+import shardflow as sf
 from shardflow.engine.context import DataContext
 from shardflow.engine.logical import FilterExpr
 from shardflow.engine.operators.limit import LimitOperator
@@ -16,8 +16,6 @@ from shardflow.engine.optimizer import optimize
 from shardflow.engine.planner import plan_physical
 from shardflow.engine.runtime import current_backend
 from shardflow.sdk.expressions import Expr
-
-import shardflow as sf
 
 
 def plus_one(row):
@@ -34,7 +32,7 @@ def _physical(ds, backend_name="local"):
     return plan_physical(optimize(ds._plan), current_backend(context), context).shown()
 
 
-def _operator_lines(stats: str) -> List[str]:
+def _operator_lines(stats: str) -> list[str]:
     return [line for line in stats.splitlines() if line.startswith("Operator ")]
 
 
@@ -62,8 +60,17 @@ def test_consecutive_map_like_ops_fuse_into_one_operator(backend):
     assert rows == [{"id": (i + 1) * 2} for i in range(100) if (i + 1) * 2 > 10]
     lines = _operator_lines(ds.stats())
     assert len(lines) == 1
-    for name in ("ReadRange", "Map(plus_one)", "MapBatches(times_two)", "Filter", "FlatMap",
-                 "AddColumn(neg)", "SelectColumns", "RenameColumns", "DropColumns"):
+    for name in (
+        "ReadRange",
+        "Map(plus_one)",
+        "MapBatches(times_two)",
+        "Filter",
+        "FlatMap",
+        "AddColumn(neg)",
+        "SelectColumns",
+        "RenameColumns",
+        "DropColumns",
+    ):
         assert name in lines[0]
     assert "4 tasks" in lines[0]
 
@@ -90,20 +97,26 @@ class LimitRecordingDatasource(sf.Datasource):
     def __init__(self, num_tasks: int = 10, rows_per_task: int = 100):
         self.num_tasks = num_tasks
         self.rows_per_task = rows_per_task
-        self.limits_seen: List[Optional[int]] = []
+        self.limits_seen: list[int | None] = []
 
     def get_read_tasks(self, parallelism, per_task_row_limit=None, data_context=None):
         self.limits_seen.append(per_task_row_limit)
         rows = self.rows_per_task
         tasks = []
         for t in range(self.num_tasks):
+
             def read_fn(t=t):
                 for lo in range(0, rows, 10):
                     start = t * rows + lo
                     yield pa.table({"id": np.arange(start, start + 10)})
 
-            tasks.append(sf.ReadTask(read_fn, sf.BlockMetadata(num_rows=rows, size_bytes=8 * rows),
-                                     per_task_row_limit=per_task_row_limit))
+            tasks.append(
+                sf.ReadTask(
+                    read_fn,
+                    sf.BlockMetadata(num_rows=rows, size_bytes=8 * rows),
+                    per_task_row_limit=per_task_row_limit,
+                )
+            )
         return tasks
 
 
@@ -151,7 +164,7 @@ TABLE = pa.table(
         "c": np.array(["x", "y", "z", "w"] * 10),
     }
 )
-PUSHDOWN_LOG: List[tuple] = []
+PUSHDOWN_LOG: list[tuple] = []
 
 
 class PushdownDatasource(sf.Datasource):
@@ -161,24 +174,32 @@ class PushdownDatasource(sf.Datasource):
     by statistics; ``exact`` says whether it claims to filter rows exactly.
     """
 
-    def __init__(self, projection: Optional[Dict[str, str]] = None,
-                 predicate: Optional[Expr] = None, exact: bool = False,
-                 honor_predicate: bool = True):
+    def __init__(
+        self,
+        projection: dict[str, str] | None = None,
+        predicate: Expr | None = None,
+        exact: bool = False,
+        honor_predicate: bool = True,
+    ):
         self.projection = projection
         self.predicate = predicate
         self.exact = exact
         self.honor_predicate = honor_predicate
 
-    def _copy(self, **changes) -> "PushdownDatasource":
-        args = dict(projection=self.projection, predicate=self.predicate, exact=self.exact,
-                    honor_predicate=self.honor_predicate)
+    def _copy(self, **changes) -> PushdownDatasource:
+        args = {
+            "projection": self.projection,
+            "predicate": self.predicate,
+            "exact": self.exact,
+            "honor_predicate": self.honor_predicate,
+        }
         args.update(changes)
         return PushdownDatasource(**args)
 
     def supports_projection_pushdown(self) -> bool:
         return True
 
-    def get_projection_map(self) -> Optional[Dict[str, str]]:
+    def get_projection_map(self) -> dict[str, str] | None:
         return self.projection
 
     def apply_projection(self, projection_map):
@@ -188,7 +209,7 @@ class PushdownDatasource(sf.Datasource):
     def supports_predicate_pushdown(self) -> bool:
         return True
 
-    def get_current_predicate(self) -> Optional[Expr]:
+    def get_current_predicate(self) -> Expr | None:
         return self.predicate
 
     def apply_predicate(self, predicate_expr):
@@ -230,10 +251,7 @@ def _oracle():
 
 
 def _filters_left(ds) -> int:
-    return sum(
-        isinstance(op, FilterExpr)
-        for op in optimize(ds._plan).ops
-    )
+    return sum(isinstance(op, FilterExpr) for op in optimize(ds._plan).ops)
 
 
 def test_projection_and_predicate_reach_the_source(backend, pushdown_log):

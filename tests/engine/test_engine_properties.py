@@ -31,13 +31,18 @@ def _blocks(sizes):
 
 
 @PROPERTY_SETTINGS
-@given(sizes=block_sizes, batch_size=st.integers(min_value=1, max_value=50),
-       drop_last=st.booleans(), prefetch=st.integers(min_value=0, max_value=3))
+@given(
+    sizes=block_sizes,
+    batch_size=st.integers(min_value=1, max_value=50),
+    drop_last=st.booleans(),
+    prefetch=st.integers(min_value=0, max_value=3),
+)
 def test_iter_batches_gives_all_rows_in_order(backend, sizes, batch_size, drop_last, prefetch):
     tables, total = _blocks(sizes)
     ds = sf.from_arrow(tables)
-    batches = list(ds.iter_batches(batch_size=batch_size, drop_last=drop_last,
-                                   prefetch_batches=prefetch))
+    batches = list(
+        ds.iter_batches(batch_size=batch_size, drop_last=drop_last, prefetch_batches=prefetch)
+    )
     lengths = [len(b["x"]) for b in batches]
     expected_rows = total - (total % batch_size if drop_last else 0)
     assert sum(lengths) == expected_rows
@@ -62,15 +67,18 @@ def test_map_batches_sees_exact_batch_sizes_per_task(backend, sizes, batch_size)
     # each input block is one task; within a task, batches are full except the last
     offset = 0
     for size in sizes:
-        seen = out["n"].iloc[offset:offset + size].tolist()
+        seen = out["n"].iloc[offset : offset + size].tolist()
         full, rest = divmod(size, batch_size)
         assert seen == [batch_size] * (full * batch_size) + [rest] * rest
         offset += size
 
 
 @PROPERTY_SETTINGS
-@given(n=st.integers(min_value=0, max_value=300), k=st.integers(min_value=0, max_value=350),
-       num_blocks=st.integers(min_value=1, max_value=12))
+@given(
+    n=st.integers(min_value=0, max_value=300),
+    k=st.integers(min_value=0, max_value=350),
+    num_blocks=st.integers(min_value=1, max_value=12),
+)
 def test_limit_equals_first_rows(backend, n, k, num_blocks):
     ds = sf.range(n, override_num_blocks=num_blocks)
     assert ds.limit(k).take_all() == [{"id": i} for i in range(min(n, k))]
@@ -81,16 +89,26 @@ ops = st.sampled_from([">", ">=", "<", "<=", "==", "!="])
 
 
 def _compare(left, op, value):
-    return {">": left > value, ">=": left >= value, "<": left < value,
-            "<=": left <= value, "==": left == value, "!=": left != value}[op]
+    return {
+        ">": left > value,
+        ">=": left >= value,
+        "<": left < value,
+        "<=": left <= value,
+        "==": left == value,
+        "!=": left != value,
+    }[op]
 
 
 @PROPERTY_SETTINGS
-@given(values=st.lists(st.integers(min_value=-50, max_value=50), min_size=0, max_size=60),
-       op1=ops, t1=st.integers(min_value=-60, max_value=60),
-       op2=ops, t2=st.integers(min_value=-60, max_value=60),
-       combine=st.sampled_from(["and", "or", "not"]),
-       num_blocks=st.integers(min_value=1, max_value=5))
+@given(
+    values=st.lists(st.integers(min_value=-50, max_value=50), min_size=0, max_size=60),
+    op1=ops,
+    t1=st.integers(min_value=-60, max_value=60),
+    op2=ops,
+    t2=st.integers(min_value=-60, max_value=60),
+    combine=st.sampled_from(["and", "or", "not"]),
+    num_blocks=st.integers(min_value=1, max_value=5),
+)
 def test_filter_expression_equals_pandas(backend, values, op1, t1, op2, t2, combine, num_blocks):
     df = pd.DataFrame({"a": values, "b": values[::-1]}, dtype="int64")
     left, right = _compare(sf.col("a"), op1, t1), _compare(sf.col("b"), op2, t2)
@@ -118,7 +136,7 @@ def test_rebatching_matches_numpy_split(backend, seed):
     tables, total = _blocks(sizes)
     batch_size = int(rng.integers(1, 300))
     batches = list(sf.from_arrow(tables).iter_batches(batch_size=batch_size))
-    expected = [a for a in np.array_split(np.arange(total), range(batch_size, total, batch_size))]
+    expected = list(np.array_split(np.arange(total), range(batch_size, total, batch_size)))
     assert len(batches) == len(expected)
     for got, want in zip(batches, expected):
         np.testing.assert_array_equal(got["x"], want)

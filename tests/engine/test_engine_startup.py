@@ -90,7 +90,10 @@ def _run_with_tty_stderr(code: str, env: dict) -> tuple:
 
 def test_import_does_not_import_ray():
     proc = subprocess.run(
-        [sys.executable, "-c", IMPORT_CHECK], env=_env(), capture_output=True, text=True,
+        [sys.executable, "-c", IMPORT_CHECK],
+        env=_env(),
+        capture_output=True,
+        text=True,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
@@ -119,9 +122,7 @@ def test_progress_bars_on_a_terminal_unless_disabled():
     # shown on a terminal: the bar names the fused operator
     assert "ReadRange->MapBatches(slow)" in stderr
 
-    code, stdout, stderr = _run_with_tty_stderr(
-        PIPELINE, _env(SHARDFLOW_DISABLE_PROGRESS_BARS="1")
-    )
+    code, stdout, stderr = _run_with_tty_stderr(PIPELINE, _env(SHARDFLOW_DISABLE_PROGRESS_BARS="1"))
     assert code == 0, stderr
     assert stdout.strip() == "done"
     assert stderr.strip() == ""

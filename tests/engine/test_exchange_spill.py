@@ -36,7 +36,9 @@ def _wide(n: int, blocks: int = 24):
 def test_exchange_of_three_times_the_budget_holds_memory(op):
     out = subprocess.run(
         [sys.executable, SCRIPT, op, str(BUDGET_MIB), str(ROWS)],
-        capture_output=True, text=True, timeout=240,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -82,18 +84,19 @@ def test_spill_folder_removed_after_failure(fresh_context):
 def test_spill_folder_removed_after_early_stop_and_interrupt(fresh_context):
     fresh_context.memory_budget_bytes = 4 << 20
     ds = _wide(200_000).sort("x")
-    for batch in ds.iter_batches(batch_size=100):
+    for _batch in ds.iter_batches(batch_size=100):
         break
     assert not _my_spill_dirs()
     with pytest.raises(KeyboardInterrupt):
-        for batch in ds.iter_batches(batch_size=100):
+        for _batch in ds.iter_batches(batch_size=100):
             raise KeyboardInterrupt
     assert not _my_spill_dirs()
 
 
 def test_folders_of_dead_processes_are_swept():
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     orphan = tempfile.mkdtemp(prefix=f"shardflow-spill-{dead}-")
     open(os.path.join(orphan, "x.arrow"), "w").close()
     spill._swept = False

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any, List, Optional
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -45,8 +45,8 @@ class FakeBackend(Backend):
     def __init__(self, slots: int = 2, task_delay_s: float = 0.0):
         self.slots = slots
         self.task_delay_s = task_delay_s
-        self.launched: List[str] = []
-        self.cancelled: List[int] = []
+        self.launched: list[str] = []
+        self.cancelled: list[int] = []
         self.running = 0
         self.peak_running = 0
         self._lock = threading.Lock()
@@ -118,7 +118,7 @@ class TaskOp(PhysicalOperator):
     def add_input(self, bundle: RefBundle, input_index: int) -> None:
         self.queue.append(bundle)
 
-    def next_task_kind(self) -> Optional[str]:
+    def next_task_kind(self) -> str | None:
         return self.kind if self.queue and not self.cancelled else None
 
     def launch_next(self) -> None:
@@ -196,8 +196,8 @@ class Interleave(PhysicalOperator):
 
     def __init__(self, a: PhysicalOperator, b: PhysicalOperator):
         super().__init__("Interleave", [a, b])
-        self.seen: List[tuple] = []
-        self.done_order: List[int] = []
+        self.seen: list[tuple] = []
+        self.done_order: list[int] = []
         self.ready: deque = deque()
 
     def add_input(self, bundle: RefBundle, input_index: int) -> None:
@@ -218,7 +218,7 @@ class Interleave(PhysicalOperator):
         return self.inputs_complete and not self.ready
 
 
-def run(operators: List[PhysicalOperator], backend: Backend) -> List[int]:
+def run(operators: list[PhysicalOperator], backend: Backend) -> list[int]:
     executor = StreamingExecutor(PhysicalPlan(operators), backend, DataContext())
     return [ref.column("v")[0].as_py() for ref, _ in executor]
 
@@ -331,6 +331,7 @@ class CountingDatasource:
                 self.calls += 1
                 tasks = []
                 for t in range(3):
+
                     def read(t=t):
                         yield pa.table({"v": list(range(t * 10, t * 10 + 10))})
 

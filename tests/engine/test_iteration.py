@@ -115,7 +115,7 @@ def test_local_shuffle_window_respects_buffer_size(backend):
 
 def test_local_shuffle_seed_is_reproducible(backend):
     ds = sf.range(500, override_num_blocks=5).map_batches(lambda b: {"id": b["id"] * 3})
-    kwargs = dict(batch_size=32, local_shuffle_buffer_size=100)
+    kwargs = {"batch_size": 32, "local_shuffle_buffer_size": 100}
     runs = [_ids(ds.iter_batches(local_shuffle_seed=42, **kwargs)) for _ in range(2)]
     other = _ids(ds.iter_batches(local_shuffle_seed=43, **kwargs))
     assert runs[0] == runs[1]

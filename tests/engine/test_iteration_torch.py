@@ -108,7 +108,12 @@ def test_collate_functions_receive_their_formats(backend):
 def test_torch_batches_with_local_shuffle_and_drop_last(backend):
     pytest.importorskip("torch")
     ds = sf.range(100, override_num_blocks=4)
-    kwargs = dict(batch_size=16, local_shuffle_buffer_size=50, local_shuffle_seed=5, drop_last=True)
+    kwargs = {
+        "batch_size": 16,
+        "local_shuffle_buffer_size": 50,
+        "local_shuffle_seed": 5,
+        "drop_last": True,
+    }
     runs = [[b["id"].tolist() for b in ds.iter_torch_batches(**kwargs)] for _ in range(2)]
     assert runs[0] == runs[1] and len(runs[0]) == 6
     flat = sum(runs[0], [])

@@ -79,7 +79,7 @@ def run_threads(its, target=read_ids, **kwargs):
     def run(i, it):
         try:
             results[i] = target(it, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - reported to the test
+        except BaseException as exc:
             results[i] = exc
 
     threads = [threading.Thread(target=run, args=(i, it)) for i, it in enumerate(its)]

@@ -82,9 +82,11 @@ def test_torch_tensors_in_rows_and_batches_become_numpy(backend):
     rows = sf.range(4).map(lambda r: {"t": torch.full((2, 2), float(r["id"]))}).take_batch(4)
     assert rows["t"].shape == (4, 2, 2) and rows["t"].dtype == np.float32
     np.testing.assert_array_equal(rows["t"][:, 0, 0], np.arange(4, dtype=np.float32))
-    batches = sf.range(6).map_batches(
-        lambda b: {"t": torch.as_tensor(b["id"]).reshape(-1, 1) * 2}, batch_size=3
-    ).take_batch(6)
+    batches = (
+        sf.range(6)
+        .map_batches(lambda b: {"t": torch.as_tensor(b["id"]).reshape(-1, 1) * 2}, batch_size=3)
+        .take_batch(6)
+    )
     np.testing.assert_array_equal(batches["t"][:, 0], np.arange(6) * 2)
 
 

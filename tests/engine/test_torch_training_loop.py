@@ -21,8 +21,9 @@ def normalize(batch):
 def test_training_loop_waits_under_ten_percent(backend):
     ds = sf.range_tensor(6400, shape=(3, 16, 16), override_num_blocks=16).map_batches(normalize)
     waited, steps, seen = 0.0, 0, 0
-    batches = iter(ds.iter_torch_batches(batch_size=64, prefetch_batches=4,
-                                         dtypes={"label": torch.int64}))
+    batches = iter(
+        ds.iter_torch_batches(batch_size=64, prefetch_batches=4, dtypes={"label": torch.int64})
+    )
     first = next(batches)  # the pipeline's start is not part of the steady state
     seen += len(first["label"])
     start = time.perf_counter()

@@ -138,10 +138,12 @@ def test_an_actor_that_dies_idle_gives_up_its_slot(backend, tmp_path):
     retries = 0 if backend == "local" else 3
     ds = (
         sf.range(4, override_num_blocks=4)
-        .map_batches(kill_actors_before_row, fn_kwargs={"folder": str(tmp_path), "row": 2},
-                     concurrency=1)
-        .map_batches(RecordPid, fn_constructor_args=(str(tmp_path),), concurrency=1,
-                     max_retries=retries)
+        .map_batches(
+            kill_actors_before_row, fn_kwargs={"folder": str(tmp_path), "row": 2}, concurrency=1
+        )
+        .map_batches(
+            RecordPid, fn_constructor_args=(str(tmp_path),), concurrency=1, max_retries=retries
+        )
     )
     out = ds.take_all()
     assert [r["id"] for r in out] == [0, 1, 2, 3]
@@ -197,8 +199,13 @@ def test_ctrl_c_stops_the_pool_within_two_seconds(tmp_path):
         """
     )
     env = dict(os.environ, SHARDFLOW_DISABLE_PROGRESS_BARS="1")
-    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while len(_pids(tmp_path, "busy")) < 2:
@@ -221,8 +228,12 @@ class Nested:
     """Runs a whole pipeline with an actor pool inside an actor."""
 
     def __call__(self, batch):
-        counts = [sf.range(int(i) + 1).map_batches(RecordPid, fn_constructor_args=(self.folder,),
-                                                   concurrency=1).count() for i in batch["id"]]
+        counts = [
+            sf.range(int(i) + 1)
+            .map_batches(RecordPid, fn_constructor_args=(self.folder,), concurrency=1)
+            .count()
+            for i in batch["id"]
+        ]
         return {"id": batch["id"], "n": np.array(counts)}
 
     def __init__(self, folder):
@@ -230,9 +241,11 @@ class Nested:
 
 
 def test_a_pipeline_inside_an_actor_works(tmp_path):
-    out = sf.range(4, override_num_blocks=2).map_batches(
-        Nested, fn_constructor_args=(str(tmp_path),), concurrency=1
-    ).take_batch(4)
+    out = (
+        sf.range(4, override_num_blocks=2)
+        .map_batches(Nested, fn_constructor_args=(str(tmp_path),), concurrency=1)
+        .take_batch(4)
+    )
     np.testing.assert_array_equal(out["n"], np.arange(4) + 1)
 
 
@@ -242,7 +255,8 @@ def test_two_pipelines_with_actor_pools_in_two_threads_finish(tmp_path):
     def run():
         try:
             ds = sf.range(200, override_num_blocks=8).map_batches(
-                RecordPid, fn_constructor_args=(str(tmp_path),), concurrency=2)
+                RecordPid, fn_constructor_args=(str(tmp_path),), concurrency=2
+            )
             results.append(int(ds.sum("id")))
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)

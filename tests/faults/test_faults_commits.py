@@ -54,7 +54,9 @@ def fail_on_call(monkeypatch, target, method, when):
 
 
 def _write(store, df, mode, blocks=3):
-    sf.from_pandas(df, override_num_blocks=blocks).write_parquet(store.path("out"), mode=mode, **store.options())
+    sf.from_pandas(df, override_num_blocks=blocks).write_parquet(
+        store.path("out"), mode=mode, **store.options()
+    )
 
 
 def once(predicate):
@@ -73,14 +75,20 @@ def once(predicate):
 OBJECT_STORE_STEPS = [
     # (method, which calls fail (a fresh fault per test), step named in the error)
     ("copy", lambda: lambda args, n: ".shardflow-trash-" in str(args[1]) and n >= 2, "back up"),
-    ("copy", lambda: lambda args, n: ".shardflow-staging-" in str(args[0]) and n >= 4, "copy the new files"),
+    (
+        "copy",
+        lambda: lambda args, n: ".shardflow-staging-" in str(args[0]) and n >= 4,
+        "copy the new files",
+    ),
     ("rm", lambda: once(lambda args, n: isinstance(args[0], list)), "delete the files it replaces"),
 ]
 
 
 @pytest.mark.parametrize("method, when, step", OBJECT_STORE_STEPS, ids=["backup", "copy", "delete"])
 @pytest.mark.parametrize("where", ["s3", "gcs"])
-def test_object_store_overwrite_rolls_back_every_step(request, monkeypatch, where, method, when, step):
+def test_object_store_overwrite_rolls_back_every_step(
+    request, monkeypatch, where, method, when, step
+):
     bucket = request.getfixturevalue(f"{where}_bucket")
     options = request.getfixturevalue(f"{where}_options")
     from storage_fixtures import Store
@@ -119,7 +127,9 @@ def test_local_overwrite_rolls_back_and_names_the_step(local_store, monkeypatch)
     _write(local_store, frame(40), "error")
     before = snapshot(local_store)
     fail_on_call(
-        monkeypatch, local.LocalFileSystem, "mv",
+        monkeypatch,
+        local.LocalFileSystem,
+        "mv",
         lambda args, n: ".shardflow-staging-" in str(args[0]) and n >= 5,
     )
     with pytest.raises(WriteCommitError, match="move the new files into place"):
@@ -137,7 +147,9 @@ def test_failed_write_to_a_new_nested_folder_leaves_no_folders(tmp_path):
         return batch
 
     with pytest.raises(RuntimeError, match="injected failure"):
-        sf.from_pandas(frame(30), override_num_blocks=3).map_batches(boom).write_parquet(str(target))
+        sf.from_pandas(frame(30), override_num_blocks=3).map_batches(boom).write_parquet(
+            str(target)
+        )
     assert not (tmp_path / "a").exists()
 
 
@@ -152,6 +164,8 @@ def test_no_task_writes_after_a_failed_write(tmp_path):
 
     start = time.monotonic()
     with pytest.raises(RuntimeError, match="injected failure"):
-        sf.from_pandas(frame(40), override_num_blocks=4).map_batches(slow_or_failing).write_parquet(str(target))
+        sf.from_pandas(frame(40), override_num_blocks=4).map_batches(slow_or_failing).write_parquet(
+            str(target)
+        )
     time.sleep(max(0.0, 3 - (time.monotonic() - start)))  # longer than any task would run
     assert not target.exists() or not os.listdir(target)

@@ -16,12 +16,15 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def _url(bucket: str, path: str) -> str:
-    name = bucket[len("s3://"):]
+    name = bucket[len("s3://") :]
     return f"s3://{FAKE_KEY}:{FAKE_SECRET}@{name}/{path}"
 
 
 def _endpoint_only(s3_options):
-    return {"client_kwargs": s3_options["client_kwargs"], "config_kwargs": s3_options["config_kwargs"]}
+    return {
+        "client_kwargs": s3_options["client_kwargs"],
+        "config_kwargs": s3_options["config_kwargs"],
+    }
 
 
 def test_credentials_in_s3_urls_are_used_and_never_shown(s3_bucket, s3_options, caplog):

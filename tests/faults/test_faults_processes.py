@@ -55,8 +55,14 @@ def _alive(pid: int) -> bool:
 
 def _run_script(code: str, timeout: float = 60, **kwargs) -> subprocess.CompletedProcess:
     env = dict(os.environ, SHARDFLOW_DISABLE_PROGRESS_BARS="1")
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=timeout, env=env, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        **kwargs,
+    )
 
 
 def test_two_pipelines_in_two_threads_always_finish():
@@ -64,7 +70,7 @@ def test_two_pipelines_in_two_threads_always_finish():
     for _ in range(4):
         results, errors = [], []
 
-        def run():
+        def run(results=results, errors=errors):
             try:
                 results.append(sf.range(3000, override_num_blocks=6).map(double).sum("x"))
             except BaseException as exc:  # pragma: no cover - reported below
@@ -98,8 +104,10 @@ def test_satisfied_take_returns_within_two_seconds(kind):
 
 
 def test_udf_exit_status_reaches_the_script():
-    for body in ('sf.range(4).map(lambda r: sys.exit(3)).take_all()',
-                 'sf.range(4).map_batches(lambda b: sys.exit(3)).take_all()'):
+    for body in (
+        "sf.range(4).map(lambda r: sys.exit(3)).take_all()",
+        "sf.range(4).map_batches(lambda b: sys.exit(3)).take_all()",
+    ):
         out = _run_script(f"import sys, shardflow as sf\n{body}\n")
         assert out.returncode == 3, out.stderr[-2000:]
 
@@ -134,8 +142,10 @@ def test_workers_die_with_a_killed_driver(tmp_path):
             return row
         sf.range(4, override_num_blocks=4).map(record).take_all()
     """
-    driver = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)],
-                              env=dict(os.environ, SHARDFLOW_DISABLE_PROGRESS_BARS="1"))
+    driver = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        env=dict(os.environ, SHARDFLOW_DISABLE_PROGRESS_BARS="1"),
+    )
     try:
         deadline = time.monotonic() + 60
         while len(os.listdir(tmp_path)) < 2 and time.monotonic() < deadline:
@@ -166,9 +176,13 @@ def test_ctrl_c_stops_a_pipeline_promptly_and_leaves_nothing(tmp_path):
         for _ in ds.iter_batches():
             pass
     """
-    driver = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True,
-                              env=dict(os.environ, SHARDFLOW_DISABLE_PROGRESS_BARS="1"))
+    driver = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, SHARDFLOW_DISABLE_PROGRESS_BARS="1"),
+    )
     try:
         assert driver.stdout.readline().strip() == "started"
         deadline = time.monotonic() + 60

@@ -36,9 +36,13 @@ SCRIPT = """
 
 
 def _run(args, **kwargs):
-    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(SCRIPT), *map(str, args)],
-                            stdout=subprocess.PIPE, text=True,
-                            env=dict(os.environ, SHARDFLOW_DISABLE_PROGRESS_BARS="1"), **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(SCRIPT), *map(str, args)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, SHARDFLOW_DISABLE_PROGRESS_BARS="1"),
+        **kwargs,
+    )
 
 
 def _rows(folder):
@@ -76,7 +80,9 @@ def test_a_resumed_write_skips_done_tasks_and_matches_a_full_run(tmp_path):
     assert ran_second == tasks - done_before  # exactly the tasks not done before ran again
 
     reference = tmp_path / "reference"
-    sf.read_parquet(str(src)).map_batches(lambda b: {**b, "y": b["id"] * 3}).write_parquet(str(reference))
+    sf.read_parquet(str(src)).map_batches(lambda b: {**b, "y": b["id"] * 3}).write_parquet(
+        str(reference)
+    )
     assert _rows(out) == _rows(reference) == [(i, 3 * i) for i in range(80)]
     files = sorted(p.split("_", 1)[1] for p in os.listdir(out))  # names less the write's id
     assert files == sorted(p.split("_", 1)[1] for p in os.listdir(reference))

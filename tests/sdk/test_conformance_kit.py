@@ -11,12 +11,12 @@ import os
 import threading
 import uuid
 from pathlib import Path
-from typing import Dict, List, Optional
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from shardflow.sdk import BlockMetadata, Datasink, Datasource, ReadTask
 from shardflow.sdk.testing import (
     CHECKS,
@@ -35,14 +35,14 @@ TABLE = pa.table(
     }
 )
 
-_DRIVER_ONLY: Dict[str, pa.Table] = {}
+_DRIVER_ONLY: dict[str, pa.Table] = {}
 
 
 def _slice_reader(table: pa.Table, lo: int, hi: int):
     return lambda: [table.slice(lo, hi - lo)]
 
 
-def _read_driver_state(key: str) -> List[pa.Table]:
+def _read_driver_state(key: str) -> list[pa.Table]:
     return [_DRIVER_ONLY[key]]
 
 
@@ -53,8 +53,8 @@ class TableSource(Datasource):
         self,
         table: pa.Table = TABLE,
         n_tasks: int = 4,
-        defect: Optional[str] = None,
-        projection: Optional[Dict[str, str]] = None,
+        defect: str | None = None,
+        projection: dict[str, str] | None = None,
         predicate=None,
     ):
         self.table, self.n_tasks, self.defect = table, n_tasks, defect
@@ -72,8 +72,8 @@ class TableSource(Datasource):
         return table
 
     def get_read_tasks(
-        self, parallelism: int, per_task_row_limit: Optional[int] = None, **kwargs
-    ) -> List[ReadTask]:
+        self, parallelism: int, per_task_row_limit: int | None = None, **kwargs
+    ) -> list[ReadTask]:
         table = self._table()
         if table.num_rows == 0:
             return []
@@ -133,7 +133,7 @@ class BadSource(Datasource):
     def __init__(self, message: str):
         self.message = message
 
-    def get_read_tasks(self, parallelism: int, **kwargs) -> List[ReadTask]:
+    def get_read_tasks(self, parallelism: int, **kwargs) -> list[ReadTask]:
         message = self.message
 
         def fail():
@@ -142,7 +142,7 @@ class BadSource(Datasource):
         return [ReadTask(fail, BlockMetadata(None, None))]
 
 
-def suite_for(defect: Optional[str] = None, bad_message: str = "broken.bin: bad magic") -> type:
+def suite_for(defect: str | None = None, bad_message: str = "broken.bin: bad magic") -> type:
     class Suite(DatasourceConformance):
         check_in_subprocess = defect in ("driver_state", None)
 
@@ -165,7 +165,7 @@ def suite_for(defect: Optional[str] = None, bad_message: str = "broken.bin: bad 
     return Suite
 
 
-def _statuses(suite, checks=None) -> Dict[str, str]:
+def _statuses(suite, checks=None) -> dict[str, str]:
     report = run_conformance(suite, checks=checks)
     return {r.name: r.status for r in report.results}
 
@@ -267,7 +267,7 @@ def test_assert_same_rows_ignores_order_but_not_duplicates():
 class ParquetFolderSink(Datasink):
     """Stages one hidden parquet file per task; ``defect`` breaks one contract on purpose."""
 
-    def __init__(self, folder: Path, defect: Optional[str] = None):
+    def __init__(self, folder: Path, defect: str | None = None):
         self.folder, self.defect, self.write_id = folder, defect, None
 
     def on_write_start(self, schema=None) -> None:
@@ -306,7 +306,7 @@ class ParquetFolderSink(Datasink):
             path.unlink()
 
 
-def sink_suite(defect: Optional[str] = None) -> type:
+def sink_suite(defect: str | None = None) -> type:
     class Suite(DatasinkConformance):
         def make_datasink(self, tmp_path):
             return ParquetFolderSink(tmp_path / "out", defect)

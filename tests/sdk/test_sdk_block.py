@@ -7,6 +7,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from shardflow.sdk.block import (
     BATCH_FORMATS,
     BlockMetadata,
@@ -184,9 +185,7 @@ def test_pandas_column_of_equal_arrays_becomes_fixed_shape_tensor():
     cells[:] = [np.full((2, 2), i, dtype=np.int16) for i in range(3)]
     table = to_block(pd.DataFrame({"img": cells}))
     assert isinstance(table.column("img").type, pa.FixedShapeTensorType)
-    np.testing.assert_array_equal(
-        block_to_batch(table, "numpy")["img"], np.stack(list(cells))
-    )
+    np.testing.assert_array_equal(block_to_batch(table, "numpy")["img"], np.stack(list(cells)))
 
 
 def test_fixed_shape_tensor_is_readable_by_pyarrow_parquet(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import pickle
 
@@ -10,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+
 from shardflow.sdk import BlockMetadata, Datasource, ReadTask
 from shardflow.sdk.expressions import col
 from shardflow.sdk.pushdowns import Pushdowns
@@ -114,7 +116,7 @@ def test_read_task_validates_arguments():
     with pytest.raises(TypeError, match="callable"):
         ReadTask("not a function", BlockMetadata(1, 1))
     with pytest.raises(ValueError, match="per_task_row_limit"):
-        ReadTask(lambda: [], BlockMetadata(1, 1), per_task_row_limit=-1)
+        ReadTask(list, BlockMetadata(1, 1), per_task_row_limit=-1)
 
 
 def test_datasource_defaults():
@@ -171,5 +173,5 @@ def test_pushdowns_validate_and_compare():
     same = Pushdowns(filter=col("x") > 1, limit=3)
     assert a == same and hash(a) == hash(same)
     assert a != a.with_limit(2)
-    with pytest.raises(Exception):
-        a.limit = 4  # frozen
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.limit = 4

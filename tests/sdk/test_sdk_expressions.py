@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+
 from shardflow.sdk.expressions import (
     ColumnExpr,
     Expr,
@@ -111,7 +112,7 @@ def test_expression_has_no_truth_value():
     with pytest.raises(TypeError, match="&"):
         bool(col("x") > 1)
     with pytest.raises(TypeError, match="&"):
-        (col("x") > 1) and (col("y") > 1)  # noqa: B015
+        (col("x") > 1) and (col("y") > 1)
 
 
 def test_column_name_must_be_a_string():

@@ -7,6 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+
 from shardflow.sdk.parquet_reading import (
     open_parquet_fragment,
     read_parquet_fragment,

@@ -15,6 +15,8 @@ import textwrap
 import numpy as np
 import pyarrow as pa
 import pytest
+
+import shardflow as sf
 from shardflow.sdk import BlockMetadata, Datasink, Datasource, ReadTask
 from shardflow.sdk.registry import (
     BUILTIN_CONNECTORS,
@@ -23,8 +25,6 @@ from shardflow.sdk.registry import (
     ConnectorSpec,
     LazyConnector,
 )
-
-import shardflow as sf
 
 
 class CountingDatasource(Datasource):
@@ -88,14 +88,22 @@ def plugin_site(tmp_path, monkeypatch):
     site = tmp_path / "site"
     site.mkdir()
     (site / "sf_test_plugin.py").write_text(PLUGIN_MODULE)
-    _write_dist(site, "good-pkg", {
-        "good": "sf_test_plugin:GoodDatasource",
-        "good-factory": "sf_test_plugin:spec",
-    })
-    _write_dist(site, "broken-pkg", {
-        "missing-module": "sf_test_no_such_module:Thing",
-        "wrong-object": "sf_test_plugin:NOT_A_CONNECTOR",
-    })
+    _write_dist(
+        site,
+        "good-pkg",
+        {
+            "good": "sf_test_plugin:GoodDatasource",
+            "good-factory": "sf_test_plugin:spec",
+        },
+    )
+    _write_dist(
+        site,
+        "broken-pkg",
+        {
+            "missing-module": "sf_test_no_such_module:Thing",
+            "wrong-object": "sf_test_plugin:NOT_A_CONNECTOR",
+        },
+    )
     _write_dist(site, "dup-one", {"dup": "sf_test_plugin:GoodDatasource"})
     _write_dist(site, "dup-two", {"dup": "sf_test_plugin:GoodDatasource"})
     monkeypatch.syspath_prepend(str(site))
@@ -253,7 +261,10 @@ def test_installed_packages_in_a_fresh_interpreter(plugin_site):
     env["PYTHONPATH"] = os.pathsep.join([str(plugin_site)] + [p for p in sys.path if p])
     proc = subprocess.run(
         [sys.executable, "-c", SUBPROCESS_CHECK],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])

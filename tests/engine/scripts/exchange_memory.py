@@ -43,18 +43,26 @@ def main() -> None:
         count += len(batch["id"])
         total += int(batch["id"].sum())
         if op == "sort" and len(batch["x"]):
-            ordered = ordered and bool(batch["x"][0] >= previous) and bool(np.all(np.diff(batch["x"]) >= 0))
+            ordered = (
+                ordered
+                and bool(batch["x"][0] >= previous)
+                and bool(np.all(np.diff(batch["x"]) >= 0))
+            )
             previous = batch["x"][-1]
     stop.set()
     sampler.join()
-    print(json.dumps({
-        "rows": count,
-        "sum": total,
-        "ordered": ordered,
-        "data_bytes": rows * 24,
-        "rss_growth": peak[0] - base,
-        "stats": out.stats(),
-    }))
+    print(
+        json.dumps(
+            {
+                "rows": count,
+                "sum": total,
+                "ordered": ordered,
+                "data_bytes": rows * 24,
+                "rss_growth": peak[0] - base,
+                "stats": out.stats(),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-
 DOC = Path(__file__).resolve().parents[3] / "docs" / "xshards.md"
 
 
