@@ -41,7 +41,36 @@ def sort_block(block: Block, key: SortKey) -> Block:
     check_key_columns(block, key.columns)
     if block.num_rows <= 1:
         return block
-    return block.take(pc.sort_indices(block, sort_keys=key.arrow_sort_keys()))
+    order = _unique_numeric_order(block, key)
+    if order is None:
+        order = pc.sort_indices(block, sort_keys=key.arrow_sort_keys())
+    return block.take(order)
+
+
+def _unique_numeric_order(block: Block, key: SortKey) -> np.ndarray | None:
+    """The order of a single numeric key without nulls, NaNs or repeated values, from NumPy's
+    vectorized quicksort (several times faster than Arrow's stable sort); None otherwise.
+
+    Without repeated values every order is the stable one, so the result is the same."""
+    if len(key.columns) != 1:
+        return None
+    column = block.column(key.columns[0])
+    kind = column.type
+    if column.null_count or not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+        return None
+    values = column.to_numpy()
+    if pa.types.is_floating(kind):
+        if np.isnan(values).any():
+            return None
+        if key.descending[0]:
+            values = -values
+    elif key.descending[0]:
+        values = ~values  # order-reversing without overflow, for signed and unsigned
+    order = np.argsort(values)
+    ranked = values[order]
+    if np.any(ranked[1:] == ranked[:-1]):
+        return None  # ties: Arrow's stable sort keeps their input order
+    return order
 
 
 def sample_keys(sorted_block: Block, key: SortKey, count: int = SAMPLES_PER_RUN) -> Block:
