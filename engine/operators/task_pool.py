@@ -129,8 +129,6 @@ class TaskPool:
         ordered: Hand out blocks in task order (else as they come).
         counts_output: Whether its blocks are the operator's output in stats (an exchange's
             prepared runs are not).
-        max_retries: Attempts after the first of a failed task (-1: without end); None takes
-            the operator's ``max_task_retries`` or ``DataContext.max_task_retries``.
         relaunch_by_operator: A task to run again goes to ``retry_queue``, for the operator
             to launch (on an actor of its choice), instead of being started at once.
     """
@@ -140,13 +138,11 @@ class TaskPool:
         op: PhysicalOperator,
         ordered: bool,
         counts_output: bool = True,
-        max_retries: int | None = None,
         relaunch_by_operator: bool = False,
     ):
         self.op = op
         self.ordered = ordered
         self.counts_output = counts_output
-        self.max_retries = max_retries
         self.relaunch_by_operator = relaunch_by_operator
         self.retry_queue: deque[PoolTask] = deque()
         self.running: dict[int, PoolTask] = {}
@@ -298,8 +294,6 @@ class TaskPool:
         return True
 
     def _max_retries(self) -> float:
-        if self.max_retries is not None:
-            return float("inf") if self.max_retries < 0 else self.max_retries
         own = getattr(self.op, "max_task_retries", None)
         most = self.runtime.context.max_task_retries if own is None else own
         return float("inf") if most < 0 else most
