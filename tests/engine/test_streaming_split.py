@@ -324,7 +324,13 @@ def test_errors_and_authentication_over_the_socket(fresh_context):
     address, _key = remote._client.__reduce__()[1]
     with pytest.raises(AuthenticationError):
         SocketCoordinatorClient(address, b"not the key").schema()
-    assert remote.schema().names == ["id"]  # the server still serves the right key
+    # The server still serves the right key. Its answer is the schema when a block reached the
+    # coordinator before the failure stopped the run, else the run's error: both come from it.
+    try:
+        answer = remote.schema().names
+    except ZeroDivisionError:
+        answer = "the run's error"
+    assert answer in (["id"], "the run's error")
 
 
 class RayConsumer:
