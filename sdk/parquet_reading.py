@@ -56,6 +56,93 @@ def row_groups_in_split(metadata: Any, split: tuple[int, int] | None) -> list[in
     return [i for i in indices if lo <= row_group_start(metadata.row_group(i)) < hi]
 
 
+class ParquetFragment:
+    """One Parquet file opened for reading, from :func:`open_parquet_fragment`.
+
+    Plain reads (no filter, no partition values, no format options, the file's own schema)
+    go through ``pyarrow.parquet.ParquetFile``; anything else through a
+    ``pyarrow.dataset.ParquetFileFragment``, made on first need. ``pyarrow.dataset`` imports
+    pandas when first loaded (about 0.2 s), a cost a plain read never pays.
+
+    Attributes:
+        metadata: The file's ``pyarrow.parquet.FileMetaData``.
+        physical_schema: The file's Arrow schema.
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        filesystem: Any = None,
+        *,
+        partition_expression: Any = None,
+        pre_buffer: bool | None = None,
+        format_kwargs: dict | None = None,
+    ):
+        if filesystem is None and isinstance(source, str):
+            import pyarrow.fs as pafs
+
+            filesystem = pafs.LocalFileSystem()
+        self._source, self._filesystem = source, filesystem
+        self._partition_expression = partition_expression
+        self._pre_buffer = pre_buffer
+        self._format_kwargs = dict(format_kwargs or {})
+        self._file: Any = None
+        self._fragment: Any = None
+        if partition_expression is not None or self._format_kwargs:
+            self.dataset_fragment()  # every read needs it: open the file once, through it
+
+    @property
+    def metadata(self) -> Any:
+        if self._fragment is not None:
+            return self._fragment.metadata
+        return self.parquet_file().metadata
+
+    @property
+    def physical_schema(self) -> pa.Schema:
+        if self._fragment is not None:
+            return self._fragment.physical_schema
+        return self.parquet_file().schema_arrow
+
+    @property
+    def plain(self) -> bool:
+        """Whether reads without a filter may bypass ``pyarrow.dataset``."""
+        return self._partition_expression is None and not self._format_kwargs
+
+    def parquet_file(self) -> Any:
+        """The file as a ``pyarrow.parquet.ParquetFile``."""
+        if self._file is None:
+            import pyarrow.parquet as pq
+
+            source = self._source
+            if self._filesystem is not None and isinstance(source, str):
+                source = self._filesystem.open_input_file(source)
+            kwargs = {} if self._pre_buffer is None else {"pre_buffer": self._pre_buffer}
+            self._file = pq.ParquetFile(source, **kwargs)
+        return self._file
+
+    def dataset_fragment(self) -> Any:
+        """The file as a ``pyarrow.dataset.ParquetFileFragment``."""
+        if self._fragment is None:
+            import pyarrow.dataset as pads
+
+            format_kwargs = dict(self._format_kwargs)
+            if (
+                self._pre_buffer is not None
+                and "default_fragment_scan_options" not in format_kwargs
+            ):
+                format_kwargs["default_fragment_scan_options"] = pads.ParquetFragmentScanOptions(
+                    pre_buffer=self._pre_buffer
+                )
+            fmt = pads.ParquetFileFormat(**format_kwargs)
+            kwargs: dict[str, Any] = {}
+            if self._partition_expression is not None:
+                kwargs["partition_expression"] = self._partition_expression
+            if self._filesystem is not None:
+                kwargs["filesystem"] = self._filesystem
+            self._fragment = fmt.make_fragment(self._source, **kwargs)
+        return self._fragment
+
+
 def open_parquet_fragment(
     source: Any,
     filesystem: Any = None,
@@ -63,8 +150,9 @@ def open_parquet_fragment(
     partition_expression: Any = None,
     pre_buffer: bool | None = None,
     format_kwargs: dict | None = None,
-) -> Any:
-    """A ``pyarrow.dataset.ParquetFileFragment`` over an open file, or a path on ``filesystem``.
+) -> ParquetFragment:
+    """A Parquet file opened for :func:`read_parquet_fragment`: an open file, or a path on
+    ``filesystem``.
 
     Args:
         source: An open binary file, a ``pyarrow.NativeFile``, or a path.
@@ -75,28 +163,17 @@ def open_parquet_fragment(
             (faster on object stores); pyarrow's default when None.
         format_kwargs: Arguments of ``pyarrow.dataset.ParquetFileFormat`` (read options).
     """
-    import pyarrow.dataset as pads
-
-    format_kwargs = dict(format_kwargs or {})
-    if pre_buffer is not None and "default_fragment_scan_options" not in format_kwargs:
-        format_kwargs["default_fragment_scan_options"] = pads.ParquetFragmentScanOptions(
-            pre_buffer=pre_buffer
-        )
-    fmt = pads.ParquetFileFormat(**format_kwargs)
-    kwargs = {}
-    if filesystem is None and isinstance(source, str):
-        import pyarrow.fs as pafs
-
-        filesystem = pafs.LocalFileSystem()
-    if partition_expression is not None:
-        kwargs["partition_expression"] = partition_expression
-    if filesystem is not None:
-        return fmt.make_fragment(source, filesystem=filesystem, **kwargs)
-    return fmt.make_fragment(source, **kwargs)
+    return ParquetFragment(
+        source,
+        filesystem,
+        partition_expression=partition_expression,
+        pre_buffer=pre_buffer,
+        format_kwargs=format_kwargs,
+    )
 
 
 def read_parquet_fragment(
-    fragment: Any,
+    fragment: ParquetFragment,
     *,
     columns: Sequence[str] | None = None,
     filter: Any = None,
@@ -135,31 +212,84 @@ def read_parquet_fragment(
     if row_groups is not None:
         wanted = set(row_groups)
         indices = [i for i in indices if i in wanted]
-    scan_schema = schema if schema is not None else fragment.physical_schema
-    if filter is not None and indices:
-        kept = {rg.id for rg in fragment.subset(filter=filter, schema=scan_schema).row_groups}
-        indices = [i for i in indices if i in kept]
     deletes = _positions(deleted_positions)
-    options = {
-        "schema": scan_schema,
-        "columns": None if columns is None else list(columns),
-        "use_threads": use_threads,
-    }
-    if batch_size:
-        options["batch_size"] = batch_size
-    if deletes is None:
-        options["filter"] = filter
-    if not indices:
-        yield fragment.subset(row_group_ids=[]).to_table(**options)
-        return
+    if filter is None and _reads_plainly(fragment, columns, schema):
+        tables = _plain_tables(fragment, indices, columns, use_threads)
+    else:
+        # With deletes, rows are filtered after the deleted positions are dropped.
+        row_filter = filter if deletes is None else None
+        tables = _scanned_tables(
+            fragment, indices, columns, filter, row_filter, schema, batch_size, use_threads
+        )
     starts = _row_offsets(metadata) if deletes is not None else None
-    for index in indices:
-        table = fragment.subset(row_group_ids=[index]).to_table(**options)
-        if deletes is not None:
+    for index, table in tables:
+        if deletes is not None and index is not None:
             table = _drop_positions(table, deletes, starts[index])
             if filter is not None:
                 table = table.filter(filter)
         yield table
+
+
+def _reads_plainly(
+    fragment: ParquetFragment, columns: Sequence[str] | None, schema: pa.Schema | None
+) -> bool:
+    if not fragment.plain:
+        return False
+    physical = fragment.physical_schema
+    if schema is not None and not schema.equals(physical):
+        return False
+    if columns is not None:
+        names = physical.names
+        if len(set(columns)) != len(columns) or any(names.count(c) != 1 for c in columns):
+            return False
+    return True
+
+
+def _plain_tables(
+    fragment: ParquetFragment,
+    indices: list[int],
+    columns: Sequence[str] | None,
+    use_threads: bool,
+) -> Iterator[tuple[int | None, Block]]:
+    selected = None if columns is None else list(columns)
+    if not indices:
+        empty = fragment.physical_schema.empty_table()
+        yield None, empty if selected is None else empty.select(selected)
+        return
+    parquet_file = fragment.parquet_file()
+    for index in indices:
+        yield index, parquet_file.read_row_group(index, columns=selected, use_threads=use_threads)
+
+
+def _scanned_tables(
+    fragment: ParquetFragment,
+    indices: list[int],
+    columns: Sequence[str] | None,
+    prune_filter: Any,
+    row_filter: Any,
+    schema: pa.Schema | None,
+    batch_size: int | None,
+    use_threads: bool,
+) -> Iterator[tuple[int | None, Block]]:
+    scanned = fragment.dataset_fragment()
+    scan_schema = schema if schema is not None else scanned.physical_schema
+    if prune_filter is not None and indices:
+        subset = scanned.subset(filter=prune_filter, schema=scan_schema)
+        kept = {rg.id for rg in subset.row_groups}
+        indices = [i for i in indices if i in kept]
+    options = {
+        "schema": scan_schema,
+        "columns": None if columns is None else list(columns),
+        "use_threads": use_threads,
+        "filter": row_filter,
+    }
+    if batch_size:
+        options["batch_size"] = batch_size
+    if not indices:
+        yield None, scanned.subset(row_group_ids=[]).to_table(**options)
+        return
+    for index in indices:
+        yield index, scanned.subset(row_group_ids=[index]).to_table(**options)
 
 
 def _positions(deleted_positions: Sequence[int] | None) -> np.ndarray | None:
