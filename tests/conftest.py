@@ -43,8 +43,16 @@ def ray_session():
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         try:
             # Two logical GPUs: GPU scheduling is tested without a GPU (Ray sets
-            # CUDA_VISIBLE_DEVICES for tasks and actors that ask for them).
-            ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)
+            # CUDA_VISIBLE_DEVICES for tasks and actors that ask for them). address="local":
+            # a fresh instance even when another Ray on this machine (`ray start`, a test
+            # cluster of another process) would otherwise be joined.
+            ray.init(
+                address="local",
+                num_cpus=2,
+                num_gpus=2,
+                include_dashboard=False,
+                log_to_driver=False,
+            )
         finally:
             if previous is None:
                 os.environ.pop("PYTHONPATH", None)

@@ -182,52 +182,6 @@ def _numeric_lower_bound(
     return ordered
 
 
-def masks_ranges(block: Block, key: SortKey) -> bool:
-    """Whether rows of ``key``'s range can be picked from an unsorted block with a vectorized
-    mask (one integer or floating key), so the block need not be sorted first."""
-    if len(key.columns) != 1 or key.columns[0] not in block.column_names:
-        return False
-    arrow_type = block.schema.field(key.columns[0]).type
-    return pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
-
-
-def _before(column: Any, descending: bool, value: Any, inclusive: bool) -> Any:
-    """Mask of the rows that come before ``value`` in sort order (also those equal to it
-    with ``inclusive``): numbers in order, then NaN, then nulls."""
-    is_null = pc.is_null(column)
-    is_nan = pc.fill_null(pc.is_nan(column), False) if pa.types.is_floating(column.type) else None
-    number = (
-        pc.invert(is_null) if is_nan is None else pc.and_(pc.invert(is_null), pc.invert(is_nan))
-    )
-    if value is None:  # everything but nulls comes before a null boundary
-        return pc.invert(is_null) if not inclusive else pc.scalar(True)
-    if isinstance(value, float) and math.isnan(value):
-        return number if not inclusive else (number if is_nan is None else pc.or_(number, is_nan))
-    if descending:
-        compare = pc.greater_equal if inclusive else pc.greater
-    else:
-        compare = pc.less_equal if inclusive else pc.less
-    return pc.and_(number, pc.fill_null(compare(column, value), False))
-
-
-def _range_rows(
-    block: Block, key: SortKey, lo: tuple | None, hi: tuple | None, inclusive: bool
-) -> Block:
-    column = block.column(key.columns[0])
-    descending = key.descending[0]
-    keep = None
-    if lo is not None:
-        keep = pc.invert(_before(column, descending, lo[0], inclusive))
-    if hi is not None:
-        upper = _before(column, descending, hi[0], inclusive)
-        keep = upper if keep is None else pc.and_(keep, upper)
-    if keep is None:
-        return block
-    if isinstance(keep, pa.Scalar):
-        return block if keep.as_py() else block.slice(0, 0)
-    return block.filter(keep)
-
-
 def partition_of(
     run: Any, key: SortKey, lo: tuple | None, hi: tuple | None, inclusive: bool = False
 ) -> Block:
@@ -240,8 +194,6 @@ def partition_of(
         end = run.num_rows if hi is None else _spilled_lower_bound(run, key, hi, inclusive)
         return run.load_rows(start, max(0, end - start))
     block = resolve(run)
-    if masks_ranges(block, key):  # in-memory runs of one numeric key are left unsorted
-        return _range_rows(block, key, lo, hi, inclusive)
     start = lower_bound(block, key, lo, inclusive)
     end = block.num_rows if hi is None else lower_bound(block, key, hi, inclusive)
     return block.slice(start, max(0, end - start))

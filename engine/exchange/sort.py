@@ -16,7 +16,6 @@ from shardflow.engine.exchange.base import (
 )
 from shardflow.engine.exchange.ranges import (
     choose_boundaries,
-    masks_ranges,
     partition_limits,
     partition_of,
     sample_keys,
@@ -30,18 +29,14 @@ from shardflow.sdk.datasink import TaskContext
 class SortRun(PrepareTransform):
     """Prepare: the block sorted by key, then a sample of its keys (the side block).
 
-    A run kept in memory with one numeric key stays unsorted (``spilling`` False): the reduce
-    picks its key range with a vectorized mask and sorts once. A spilled run is sorted, so a
-    reduce reads only the batches of its range."""
+    Runs are sorted, so a reduce finds its key range in each by binary search (reading only
+    the batches of that range from a spilled run), and the pieces it gathers are sorted runs,
+    which the merge sorts fast."""
 
-    def __init__(self, key: SortKey, spilling: bool = True):
-        self.key, self.spilling = key, spilling
+    def __init__(self, key: SortKey):
+        self.key = key
 
     def prepare(self, block: Block, index: int) -> Iterator[Block]:
-        if not self.spilling and masks_ranges(block, self.key):
-            yield block
-            yield sample_keys(block, self.key)
-            return
         ordered = sort_block(block, self.key)
         yield ordered
         yield sample_keys(ordered, self.key)
@@ -67,8 +62,11 @@ class MergeRange:
         return [partition_of(i, self.key, self.lo, self.hi, self.inclusive) for i in inputs]
 
     def __call__(self, inputs: list[Any], ctx: TaskContext) -> Iterator[Block]:
-        block = concat_blocks(self.pieces(inputs))
-        yield from split_even(sort_block(block, self.key) if self.sort else block, self.outputs)
+        pieces = self.pieces(inputs)
+        block = concat_blocks(pieces)
+        if self.sort and sum(1 for p in pieces if p.num_rows) > 1:  # one run's piece is sorted
+            block = sort_block(block, self.key)
+        yield from split_even(block, self.outputs)
 
 
 def range_plans(
@@ -101,9 +99,6 @@ class SortSpec(ExchangeSpec):
 
     def prepare(self, input_index: int) -> Any:
         return SortRun(self.key)
-
-    def prepare_for(self, input_index: int, spilling: bool) -> Any:
-        return SortRun(self.key, spilling)
 
     def has_side(self, input_index: int) -> bool:
         return True
