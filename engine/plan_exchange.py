@@ -51,7 +51,8 @@ def plan_special(planner: Any, op: Any, last: PhysicalOperator) -> PhysicalOpera
         return planner.add(RebatchOperator(op.name, last, op.target_num_rows_per_block))
     spec = _exchange_spec(op)
     run_bytes = _run_bytes(planner.context) if spec.gathers_inputs else 0
-    return planner.add(ExchangeOperator(op.name, [last], spec, run_bytes))
+    memory_run_bytes = planner.context.target_min_block_size if spec.gathers_inputs else 0
+    return planner.add(ExchangeOperator(op.name, [last], spec, run_bytes, memory_run_bytes))
 
 
 def _run_bytes(context: Any) -> int:

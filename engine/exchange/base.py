@@ -68,6 +68,8 @@ class PlanContext:
     num_input_blocks: list[int]
     memory_budget_bytes: int
     target_max_block_size: int
+    #: How many reduce tasks run at once (the backend's task slots).
+    parallelism: int = 1
 
     def partition_bytes(self) -> int:
         """The largest partition the reduce side should handle comfortably."""
@@ -83,9 +85,13 @@ class PlanContext:
     def reduce_tasks(self, outputs: int, runs: list[Run]) -> int:
         """How many reduce tasks make ``outputs`` blocks: one per partition-sized share of
         the data at most, so each task reads large pieces of each run (many tiny pieces of
-        memory-mapped runs would cost far more memory and time than their size)."""
+        memory-mapped runs would cost far more memory and time than their size), rounded up
+        to a multiple of the parallelism so that no slot idles in the last round."""
         total = sum(r.size_bytes for r in runs)
-        return max(1, min(outputs, math.ceil(total / self.partition_bytes())))
+        tasks = max(1, math.ceil(total / self.partition_bytes()))
+        if tasks > 1 and self.parallelism > 1:
+            tasks = math.ceil(tasks / self.parallelism) * self.parallelism
+        return min(outputs, tasks)
 
 
 class ExchangeSpec:
@@ -97,6 +103,10 @@ class ExchangeSpec:
     #: make reduce tasks read larger pieces); specs whose runs are tiny (partial aggregates)
     #: prepare each block as it comes.
     gathers_inputs = True
+    #: Whether the output is the same however input blocks are grouped into runs (a stable
+    #: sort): runs kept in memory are then prepared block by block as the blocks arrive, so
+    #: preparing overlaps with reading; only runs bound for disk gather to full size.
+    grouping_free = False
 
     def prepare(
         self, input_index: int

@@ -93,6 +93,7 @@ class SortSpec(ExchangeSpec):
     each sorted; nulls last."""
 
     name = "Sort"
+    grouping_free = True
 
     def __init__(self, key: SortKey, boundaries: tuple[Any, ...] | None = None):
         self.key, self.boundaries = key, boundaries

@@ -30,6 +30,8 @@ class ExchangeOperator(PhysicalOperator):
         spec: What to prepare, how to plan, how to reduce.
         min_bytes_per_prepare: Consecutive small input blocks are prepared together until they
             reach this size (fewer, larger runs), in a way that depends only on the input.
+        min_bytes_per_memory_run: The same for runs kept in memory, when the spec's output
+            does not depend on how blocks are grouped into runs (``spec.grouping_free``).
     """
 
     runs_tasks = True
@@ -40,10 +42,12 @@ class ExchangeOperator(PhysicalOperator):
         inputs: list[PhysicalOperator],
         spec: ExchangeSpec,
         min_bytes_per_prepare: int = 0,
+        min_bytes_per_memory_run: int = 0,
     ):
         super().__init__(name, inputs)
         self.spec = spec
         self.min_bytes_per_prepare = min_bytes_per_prepare
+        self.min_bytes_per_memory_run = min(min_bytes_per_memory_run, min_bytes_per_prepare)
         self._queues: list[deque[tuple[int, RefBundle]]] = [deque() for _ in inputs]
         self._received = [0] * len(inputs)
         self._runs: list[Run] = []
@@ -90,13 +94,20 @@ class ExchangeOperator(PhysicalOperator):
         of that input, or whatever is queued once the budget is under pressure (waiting to
         gather more could then wait forever)."""
         pressed = self.runtime.budget.used() >= self.runtime.budget.limit * SPILL_FRACTION
+        gather = self._gather_bytes()
         for index, queue_ in enumerate(self._queues):
             if not queue_:
                 continue
             queued = sum(b.meta.size_bytes or 0 for _, b in queue_)
-            if self._inputs_done[index] or pressed or queued >= self.min_bytes_per_prepare:
+            if self._inputs_done[index] or pressed or queued >= gather:
                 return index
         return None
+
+    def _gather_bytes(self) -> int:
+        """How many bytes of input blocks the next run gathers."""
+        if self.spec.grouping_free and not self._must_spill():
+            return self.min_bytes_per_memory_run
+        return self.min_bytes_per_prepare
 
     def ready_input_bytes(self) -> int:
         if self._ready_queue() is None:
@@ -108,7 +119,8 @@ class ExchangeOperator(PhysicalOperator):
         first_seq, first = queue_.popleft()
         taken = [first]
         size = first.meta.size_bytes or 0
-        while queue_ and size < self.min_bytes_per_prepare:
+        gather = self._gather_bytes()
+        while queue_ and size < gather:
             taken.append(queue_.popleft()[1])
             size += taken[-1].meta.size_bytes or 0
         spill = self._must_spill()
@@ -148,7 +160,10 @@ class ExchangeOperator(PhysicalOperator):
         self.spec.validate(runs)
         context = self.runtime.context
         ctx = PlanContext(
-            list(self._received), self.runtime.budget.limit, context.target_max_block_size
+            list(self._received),
+            self.runtime.budget.limit,
+            context.target_max_block_size,
+            self.runtime.backend.num_slots(THREAD),
         )
         self._plans = self.spec.plan(runs, ctx)
 
