@@ -82,14 +82,17 @@ class PlanContext:
         total = sum(r.size_bytes for r in runs)
         return max(1, default, math.ceil(total / self.partition_bytes()))
 
-    def reduce_tasks(self, outputs: int, runs: list[Run]) -> int:
+    def reduce_tasks(self, outputs: int, runs: list[Run], balanced: bool = False) -> int:
         """How many reduce tasks make ``outputs`` blocks: one per partition-sized share of
         the data at most, so each task reads large pieces of each run (many tiny pieces of
-        memory-mapped runs would cost far more memory and time than their size), rounded up
-        to a multiple of the parallelism so that no slot idles in the last round."""
+        memory-mapped runs would cost far more memory and time than their size).
+
+        With ``balanced`` (for specs whose rows do not depend on the number of tasks), rounded
+        up to a multiple of the parallelism so that no slot idles in the last round; seeded
+        shuffles keep a task count that depends only on the data and the settings."""
         total = sum(r.size_bytes for r in runs)
         tasks = max(1, math.ceil(total / self.partition_bytes()))
-        if tasks > 1 and self.parallelism > 1:
+        if balanced and tasks > 1 and self.parallelism > 1:
             tasks = math.ceil(tasks / self.parallelism) * self.parallelism
         return min(outputs, tasks)
 

@@ -123,7 +123,7 @@ class SortSpec(ExchangeSpec):
                 lambda lo, hi: MergeRange(self.key, lo, hi, inclusive=inclusive),
             )
         outputs = ctx.num_partitions(None, runs, ctx.num_input_blocks[0])
-        tasks = ctx.reduce_tasks(outputs, runs)
+        tasks = ctx.reduce_tasks(outputs, runs, balanced=True)
         counts = iter(spread(outputs, tasks))
         return range_plans(
             runs,
