@@ -29,8 +29,9 @@ NUMBERS = st.one_of(
 def test_same_order_as_arrow_stable_sort(values, descending):
     block = pa.table({"k": values, "row": np.arange(len(values))})
     key = SortKey(("k",), (descending,))
-    expected = block.take(pc.sort_indices(block, sort_keys=key.arrow_sort_keys()))
-    assert sort_block(block, key).equals(expected)
+    expected = pc.sort_indices(block, sort_keys=key.arrow_sort_keys())
+    # The order is the row numbers: Table.equals would fail on NaN keys (NaN != NaN).
+    assert sort_block(block, key)["row"].to_pylist() == expected.to_pylist()
 
 
 def test_unique_floats_take_the_fast_path_and_match():
