@@ -42,33 +42,30 @@ class RetryableTaskError(Exception):
         return RetryableTaskError, (self.error,)
 
 
-def stream_blocks(transform, ctx, inputs, trailer: dict[str, Any] | None = None):
-    """What a Ray task or actor call yields: each block's (rows, bytes), then the block.
+def stream_blocks(transform, ctx, inputs, runs_before: int = 0):
+    """What a Ray task or actor call yields: each block's (rows, bytes, runs_before), then the
+    block; ``runs_before`` is how many times Ray ran the task before this run.
 
     Metadata comes first so that the driver's ``ray.get`` of it raises a failed task's error.
-    The last item carries the task's counters; it is always there when ``trailer`` is given
-    (merged into the counters), so every run of a task yields the same number of items, as
-    Ray's reruns of streaming generators require.
+    Every run of a task must yield as many items as the first one (Ray fails a rerun that
+    rebuilds lost blocks otherwise), so what differs between runs goes in item values only.
     """
     from shardflow.sdk import task_stats
 
     task_stats.reset()
     for block in transform(list(inputs), ctx):
-        yield (block.num_rows, block.nbytes)
+        yield (block.num_rows, block.nbytes, runs_before)
         yield for_ray(block)
     counters = task_stats.take()
-    if trailer is not None:
-        counters.update(trailer)
-        yield ("counters", counters)
-    elif counters:  # per-task counters last, marked by a string where rows would be
-        yield ("counters", counters)
+    if counters:  # per-task counters last, marked by a string where rows would be
+        yield ("counters", counters, runs_before)
 
 
 def _run_transform(transform, ctx, retry_exceptions, cuts, *inputs):
     """Body of the Ray task (``cuts``: see ``task_args``).
 
     An error the operator retries leaves as a RetryableTaskError (Ray then runs the task
-    again); the counters report how many runs came before this one.
+    again).
     """
     try:
         yield from stream_blocks(transform, ctx, cut_slices(inputs, cuts), _runs_before())
@@ -85,17 +82,19 @@ def _user_error(exc: BaseException) -> BaseException:
     return exc
 
 
-def _runs_before() -> dict[str, int]:
-    """``{"task_retries": n}`` when Ray ran this task n > 0 times before (after failures or
-    to rebuild lost blocks). Only statistics depend on it; without Ray's attempt number
-    (an internal of its worker) it reports nothing."""
+def _runs_before() -> int:
+    """How many times Ray ran this task before (after failures, or to rebuild lost blocks).
+
+    Only statistics depend on it (``tasks retried`` in ``Dataset.stats()``); it is Ray's
+    attempt number, an internal of its worker, and 0 where that is not available.
+    """
     try:
         import ray
 
-        attempt = ray._private.worker.global_worker.core_worker.get_current_task_attempt_number()
-        return {"task_retries": int(attempt)} if attempt else {}
+        worker = ray._private.worker.global_worker
+        return int(worker.core_worker.get_current_task_attempt_number())
     except Exception:
-        return {}
+        return 0
 
 
 def ensure_ray(address: str | None = None, **init_kwargs: Any) -> None:
@@ -209,6 +208,7 @@ class RayBackend(Backend):
     def _drive(self, spec: TaskSpec, generator: Any) -> None:
         ray = self._ray
         counters = None
+        retries = 0  # Ray's reruns of the task, as far as the blocks read from them tell
         try:
             while True:
                 if not spec.gate.acquire():
@@ -219,7 +219,8 @@ class RayBackend(Backend):
                 except StopIteration:
                     spec.gate.unused()
                     break
-                rows, nbytes = ray.get(meta_ref)
+                rows, nbytes, runs_before = ray.get(meta_ref)
+                retries = max(retries, runs_before)
                 if rows == "counters":
                     spec.gate.unused()
                     counters = nbytes
@@ -229,6 +230,8 @@ class RayBackend(Backend):
                 spec.events.put(
                     (BLOCK, spec.task_id, RayRef(block_ref), BlockMetadata(rows, nbytes))
                 )
+            if retries:
+                counters = {**(counters or {}), "task_retries": retries}
             spec.events.put((DONE, spec.task_id, counters, None))
         except BaseException as exc:
             spec.gate.unused()
