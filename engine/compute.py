@@ -179,7 +179,8 @@ class MapOptions:
         num_gpus: GPUs per task or actor.
         memory: Heap memory per task or actor, in bytes (a scheduling hint on Ray).
         ray_remote_args: Further arguments of ``ray.remote`` (``max_retries``, ``resources``,
-            ...); ``max_retries`` also bounds retries of a crashed worker's inputs locally.
+            ...); ``max_retries`` and ``retry_exceptions`` are the stage's retries on either
+            backend.
         ray_remote_args_fn: Called before each task or actor starts on Ray; its arguments
             override ``ray_remote_args``.
     """
@@ -225,7 +226,8 @@ class MapOptions:
 
     def remote_args(self) -> dict[str, Any]:
         """Ray's remote arguments for one task or actor of this stage."""
-        # Retries are the task pool's (it drops blocks a failed attempt already delivered).
+        # Retries are the operator's: its task pool hands them to the backend (Ray tasks get
+        # them as max_retries and a retry_exceptions of their own) or applies them itself.
         args = {
             k: v
             for k, v in self.ray_remote_args.items()

@@ -79,7 +79,10 @@ class DataContext:
         retry: Retry policy for transient storage errors.
         max_task_retries: How many times a task whose worker died (killed, out of memory) runs
             again before the execution fails; user exceptions are retried only when the
-            operation asks (``map_batches(..., retry_exceptions=...)``).
+            operation asks (``map_batches(..., retry_exceptions=...)``). On Ray this is the
+            tasks' ``max_retries``, which also bounds the reruns that rebuild blocks lost
+            with a node (lineage reconstruction; 0 turns it off). Ray Data's tasks retry
+            without end.
         max_errored_blocks: How many failed tasks an execution may skip (their blocks are
             dropped and counted in ``stats()``) instead of failing; ``-1`` for no limit.
         no_progress_timeout_s: Fail an execution in which no task produced or finished

@@ -114,8 +114,11 @@ class MapMixin:
             accelerator_type: Ray only: the accelerator type the workers need.
             runtime_env: Ray only: the runtime environment of the workers.
             ray_remote_args_fn: Ray only: returns remote arguments for each worker.
-            ray_remote_args: Further ``ray.remote`` arguments; ``max_retries`` also bounds
-                retries of a crashed worker's inputs on the local backend.
+            ray_remote_args: Further ``ray.remote`` arguments. ``max_retries`` (default
+                ``DataContext.max_task_retries``; -1 without end) bounds how often a failed
+                task runs again, on either backend: after its worker died, or after an
+                exception ``retry_exceptions`` allows. On Ray the same count also bounds
+                the reruns that rebuild blocks lost with a node.
 
         Returns:
             A new Dataset.
@@ -200,8 +203,11 @@ class MapMixin:
             ray_remote_args_fn: Ray only: returns remote arguments for each worker; they
                 override ``ray_remote_args``.
             ray_remote_args: Further ``ray.remote`` arguments. ``max_retries`` bounds how
-                often the inputs of a crashed worker are retried on a new one (default 3
-                for actors, 0 for tasks; -1 without end).
+                often a failed task runs again, on either backend: after its worker died,
+                or after an exception ``retry_exceptions`` allows (default
+                ``DataContext.max_task_retries`` for tasks, 3 for actors; -1 without end).
+                On Ray the same count also bounds the reruns of a task that rebuild its
+                blocks lost with a node; actors' blocks are not rebuilt.
 
         Returns:
             A new Dataset.

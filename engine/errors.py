@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import traceback
+from typing import Any
 
 from shardflow.sdk.expressions import ColumnNotFoundError
 from shardflow.sdk.filesystems import redact_text
@@ -62,6 +63,23 @@ class UserCodeError(UserCodeException):
 
 class WorkerCrashedError(RuntimeError):
     """A worker process died while running a task."""
+
+
+def is_retryable(error: BaseException | None, retry_exceptions: Any) -> bool:
+    """Whether a task that failed with ``error`` (the user's own exception, or
+    WorkerCrashedError) may run again.
+
+    A dead worker always may: the work itself may be fine. An exception may when the
+    operation's ``retry_exceptions`` allows it: True for any Exception, a list or tuple for
+    those types.
+    """
+    if isinstance(error, WorkerCrashedError):
+        return True
+    if retry_exceptions is True:
+        return isinstance(error, Exception)
+    if isinstance(retry_exceptions, (list, tuple)) and error is not None:
+        return isinstance(error, tuple(retry_exceptions))
+    return False
 
 
 class TaskFailure:

@@ -32,6 +32,19 @@ class Gate(Protocol):
         """Return the room of an acquire that produced no block."""
 
 
+@dataclass(frozen=True)
+class Retries:
+    """How often a failed task may run again, for a backend that retries tasks itself.
+
+    ``max_retries`` counts further runs (-1: without end); a worker's death is always
+    retried, an exception only when ``retry_exceptions`` allows it (True: any Exception;
+    a tuple: those types), as ``errors.is_retryable`` decides.
+    """
+
+    max_retries: int = 0
+    retry_exceptions: bool | tuple[type[BaseException], ...] = False
+
+
 @dataclass
 class TaskSpec:
     """One task to run: ``transform(inputs, ctx)`` yields the task's output blocks."""
@@ -47,6 +60,7 @@ class TaskSpec:
     spill_dir: str | None = None  # local backend: store produced blocks as files here
     actor: ActorHandle | None = None  # run on this actor (an actor pool's task)
     remote_args: dict[str, Any] = field(default_factory=dict)  # Ray: resources of the task
+    retries: Retries = field(default_factory=Retries)  # backends that retry tasks themselves
 
 
 @dataclass
@@ -102,6 +116,12 @@ class Backend:
 
     def cancel(self, task_id: int) -> None:
         """Best-effort stop of a running task (its gate also answers False)."""
+
+    def retries_failed_tasks(self, kind: str, on_actor: bool) -> bool:
+        """Whether the backend itself runs a failed task of ``kind`` again, within the
+        ``retries`` of its TaskSpec, without delivering a block twice. Its pool then retries
+        nothing, so that a failure is handled once; otherwise the pool retries (TaskPool)."""
+        return False
 
     def plan_actor_pool(
         self,

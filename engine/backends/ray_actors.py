@@ -43,10 +43,10 @@ class _MapActor:
     def ready(self) -> TaskFailure | None:
         return self._failure
 
-    def run(self, ctx: Any, *inputs: Any):
-        from shardflow.engine.backends.ray_backend import stream_blocks
+    def run(self, ctx: Any, cuts: tuple, *inputs: Any):
+        from shardflow.engine.backends.ray_backend import cut_slices, stream_blocks
 
-        yield from stream_blocks(self._transform, ctx, inputs)
+        yield from stream_blocks(self._transform, ctx, cut_slices(inputs, cuts))
 
 
 class CpuLedger:
@@ -143,11 +143,11 @@ class RayActor:
             spec.events.put((ERROR, spec.actor_id, failure, None))
 
     def submit(self, spec: TaskSpec) -> None:
-        from shardflow.engine.backends.ray_backend import task_arg
+        from shardflow.engine.backends.ray_backend import task_args
 
         generator = self.actor.run.options(
             num_returns="streaming", _generator_backpressure_num_objects=2
-        ).remote(spec.ctx, *[task_arg(i) for i in spec.inputs])
+        ).remote(spec.ctx, *task_args(spec.inputs))
         self._backend.drive_generator(spec, generator)
 
     def alive(self) -> bool:

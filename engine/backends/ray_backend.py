@@ -1,5 +1,12 @@
 """The Ray backend: tasks are Ray streaming-generator tasks; blocks live in the object store.
 
+Ray runs a failed task again itself (``max_retries``): after its worker died, or after an
+exception its operator retries. Ray's streaming generators resume where the consumer is, so
+a rerun delivers no block twice. The same setting lets Ray rebuild a block lost from the
+object store (its node died) by running the task that made it again (lineage
+reconstruction). The task pool therefore never retries Ray tasks; it still retries actor
+tasks and tasks run on the driver.
+
 Ray is imported only when this backend is created (by ``shardflow.init(backend="ray")``).
 """
 
@@ -13,8 +20,8 @@ from typing import Any
 from shardflow.engine.backends.base import DRIVER, ActorPoolPlan, ActorSpec, Backend, TaskSpec
 from shardflow.engine.backends.ray_actors import CpuLedger, RayActor, plan_pool
 from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR, drive_task
-from shardflow.engine.errors import TaskFailure, WorkerCrashedError
-from shardflow.engine.refs import MemoryRef, PicklingBlock, RayRef, for_ray
+from shardflow.engine.errors import TaskFailure, UserCodeError, WorkerCrashedError, is_retryable
+from shardflow.engine.refs import MemoryRef, PicklingBlock, RayRef, SliceRef, for_ray
 from shardflow.sdk.block import BlockMetadata
 from shardflow.sdk.optional import require
 
@@ -22,25 +29,72 @@ _remote_task = None
 _CANCEL_GRACE_S = 0.25
 
 
-def stream_blocks(transform, ctx, inputs):
-    """What a Ray task or actor call yields: each block's (rows, bytes), then the block.
+class RetryableTaskError(Exception):
+    """Raised by a Ray task in place of an error its operator retries: the one exception
+    type in the task's ``retry_exceptions``, so that Ray decides with the operator's rule
+    (``errors.is_retryable``) whatever the user's exception was wrapped in."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+    def __reduce__(self) -> tuple:
+        return RetryableTaskError, (self.error,)
+
+
+def stream_blocks(transform, ctx, inputs, runs_before: int = 0):
+    """What a Ray task or actor call yields: each block's (rows, bytes, runs_before), then the
+    block; ``runs_before`` is how many times Ray ran the task before this run.
 
     Metadata comes first so that the driver's ``ray.get`` of it raises a failed task's error.
+    Every run of a task must yield as many items as the first one (Ray fails a rerun that
+    rebuilds lost blocks otherwise), so what differs between runs goes in item values only.
     """
     from shardflow.sdk import task_stats
 
     task_stats.reset()
     for block in transform(list(inputs), ctx):
-        yield (block.num_rows, block.nbytes)
+        yield (block.num_rows, block.nbytes, runs_before)
         yield for_ray(block)
     counters = task_stats.take()
     if counters:  # per-task counters last, marked by a string where rows would be
-        yield ("counters", counters)
+        yield ("counters", counters, runs_before)
 
 
-def _run_transform(transform, ctx, *inputs):
-    """Body of the Ray task."""
-    yield from stream_blocks(transform, ctx, inputs)
+def _run_transform(transform, ctx, retry_exceptions, cuts, *inputs):
+    """Body of the Ray task (``cuts``: see ``task_args``).
+
+    An error the operator retries leaves as a RetryableTaskError (Ray then runs the task
+    again).
+    """
+    try:
+        yield from stream_blocks(transform, ctx, cut_slices(inputs, cuts), _runs_before())
+    except Exception as exc:
+        if retry_exceptions and is_retryable(_user_error(exc), retry_exceptions):
+            raise RetryableTaskError(exc) from exc
+        raise
+
+
+def _user_error(exc: BaseException) -> BaseException:
+    """The user's own exception behind an error raised in a task."""
+    if isinstance(exc, UserCodeError) and exc.__cause__ is not None:
+        return exc.__cause__
+    return exc
+
+
+def _runs_before() -> int:
+    """How many times Ray ran this task before (after failures, or to rebuild lost blocks).
+
+    Only statistics depend on it (``tasks retried`` in ``Dataset.stats()``); it is Ray's
+    attempt number, an internal of its worker, and 0 where that is not available.
+    """
+    try:
+        import ray
+
+        worker = ray._private.worker.global_worker
+        return int(worker.core_worker.get_current_task_attempt_number())
+    except Exception:
+        return 0
 
 
 def ensure_ray(address: str | None = None, **init_kwargs: Any) -> None:
@@ -85,6 +139,11 @@ class RayBackend(Backend):
     def num_slots(self, kind: str) -> int:
         return self._cpus
 
+    def retries_failed_tasks(self, kind: str, on_actor: bool) -> bool:
+        # Ray tasks: Ray retries them (see the module's docstring). Actors are not restarted
+        # (their pool retries elsewhere), and driver tasks run in this process.
+        return not on_actor and kind != DRIVER
+
     def launch(self, spec: TaskSpec) -> None:
         if spec.actor is not None:
             spec.actor.submit(spec)
@@ -92,13 +151,18 @@ class RayBackend(Backend):
         if spec.kind == DRIVER:
             self._drivers.submit(self._run_on_driver, spec)
             return
-        options = {"max_retries": 0, **spec.remote_args}  # a crashed task is retried by its pool
+        retries = spec.retries
+        options = {
+            "max_retries": retries.max_retries,  # also bounds rebuilding lost blocks
+            "retry_exceptions": [RetryableTaskError] if retries.retry_exceptions else False,
+            **spec.remote_args,
+        }
         generator = _remote_task.options(
             num_returns="streaming",
             name=spec.op_name,
             _generator_backpressure_num_objects=2,
             **options,
-        ).remote(spec.transform, spec.ctx, *[task_arg(i) for i in spec.inputs])
+        ).remote(spec.transform, spec.ctx, retries.retry_exceptions, *task_args(spec.inputs))
         self.drive_generator(spec, generator)
 
     def drive_generator(self, spec: TaskSpec, generator: Any) -> None:
@@ -144,6 +208,7 @@ class RayBackend(Backend):
     def _drive(self, spec: TaskSpec, generator: Any) -> None:
         ray = self._ray
         counters = None
+        retries = 0  # Ray's reruns of the task, as far as the blocks read from them tell
         try:
             while True:
                 if not spec.gate.acquire():
@@ -154,7 +219,8 @@ class RayBackend(Backend):
                 except StopIteration:
                     spec.gate.unused()
                     break
-                rows, nbytes = ray.get(meta_ref)
+                rows, nbytes, runs_before = ray.get(meta_ref)
+                retries = max(retries, runs_before)
                 if rows == "counters":
                     spec.gate.unused()
                     counters = nbytes
@@ -164,6 +230,8 @@ class RayBackend(Backend):
                 spec.events.put(
                     (BLOCK, spec.task_id, RayRef(block_ref), BlockMetadata(rows, nbytes))
                 )
+            if retries:
+                counters = {**(counters or {}), "task_retries": retries}
             spec.events.put((DONE, spec.task_id, counters, None))
         except BaseException as exc:
             spec.gate.unused()
@@ -220,14 +288,38 @@ class RayBackend(Backend):
         return self.put(item) if isinstance(item, pa.Table) else item
 
 
-def task_arg(item: Any) -> Any:
-    """Top-level object references are resolved by Ray before the task starts."""
-    return item.object_ref if isinstance(item, RayRef) else item
+def task_args(inputs: list[Any]) -> list[Any]:
+    """The arguments of a Ray task or actor call over ``inputs``: where to cut slices, then
+    one argument per input.
+
+    Blocks in the object store go to Ray as top-level object references: Ray fetches them
+    before the task starts, and can rebuild them from lineage when they were lost. A row
+    range of one (SliceRef) goes as its block's reference, with (position, offset, length)
+    in the cuts. Nested inside another argument, a lost reference would not be rebuilt: a
+    rerun of the task would wait for it without end.
+    """
+    cuts, args = [], []
+    for position, item in enumerate(inputs):
+        if isinstance(item, SliceRef) and isinstance(item.parent, RayRef):
+            cuts.append((position, item.offset, item.length))
+            item = item.parent
+        args.append(item.object_ref if isinstance(item, RayRef) else item)
+    return [tuple(cuts), *args]
+
+
+def cut_slices(inputs: tuple[Any, ...], cuts: tuple[tuple[int, int, int], ...]) -> list[Any]:
+    """Inside the task: the inputs, with the row ranges ``task_args`` sent whole cut again."""
+    items = list(inputs)
+    for position, offset, length in cuts:
+        items[position] = SliceRef(items[position], offset, length)
+    return items
 
 
 def unwrap_ray_error(exc: BaseException) -> BaseException:
     """The user's exception inside a RayTaskError, or a crash error for a dead worker."""
     cause = getattr(exc, "cause", None)
+    if isinstance(cause, RetryableTaskError):
+        return cause.error
     if isinstance(cause, BaseException):
         return cause
     name = type(exc).__name__

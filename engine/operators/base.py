@@ -18,7 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shardflow.engine.backends.base import ActorHandle, ActorSpec, Backend, Gate, TaskSpec
+from shardflow.engine.backends.base import (
+    ActorHandle,
+    ActorSpec,
+    Backend,
+    Gate,
+    Retries,
+    TaskSpec,
+)
 from shardflow.engine.context import DataContext
 from shardflow.engine.memory import MemoryBudget
 from shardflow.engine.refs import RefBundle
@@ -190,9 +197,10 @@ class OperatorRuntime:
         spill_dir: str | None = None,
         actor: ActorHandle | None = None,
         remote_args: dict[str, Any] | None = None,
+        retries: Retries | None = None,
     ) -> int:
         """Run ``transform(inputs, ctx)`` as a task of ``op`` (on ``actor`` when given);
-        returns the task id."""
+        returns the task id. ``retries`` is for a backend that retries failed tasks itself."""
         task_id = next(_task_ids)
         self._running[task_id] = _RunningTask(op, kind)
         spec = TaskSpec(
@@ -207,6 +215,7 @@ class OperatorRuntime:
             spill_dir=spill_dir,
             actor=actor,
             remote_args=dict(remote_args or {}),
+            retries=retries or Retries(),
         )
         self.backend.launch(spec)
         return task_id

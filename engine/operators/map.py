@@ -27,7 +27,7 @@ class MapOperator(PooledOperator):
         options: The stage's MapOptions (engine/compute.py): resources of each task on Ray;
             ``max_retries`` and ``retry_exceptions`` of its Ray remote arguments bound the
             retries of a failed task (else ``DataContext.max_task_retries``, worker crashes
-            only).
+            only), by its pool or, for Ray tasks, by Ray (see TaskPool._retry).
     """
 
     def __init__(

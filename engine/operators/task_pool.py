@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from shardflow.engine.backends.base import Retries
 from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR
-from shardflow.engine.errors import WorkerCrashedError
+from shardflow.engine.errors import WorkerCrashedError, is_retryable
 from shardflow.engine.operators.base import PhysicalOperator
 from shardflow.engine.refs import RefBundle
 
@@ -37,6 +38,7 @@ class PoolTask:
     skip: int = 0  # blocks a rerun produces again that its failed attempt already delivered
     actor: Any = None  # the actor it runs on (actor pools)
     remote_args: dict[str, Any] | None = None  # its resources on Ray
+    retried_by_backend: bool = False  # the backend runs it again after failures, not the pool
 
 
 def is_worker_crash(failure: Any) -> bool:
@@ -212,6 +214,9 @@ class TaskPool:
             gate = BudgetGate(self, task.index)
         spill_dir = self.runtime.spill_dir() if task.spilled else None
         name = task.index if task.name_index is None else task.name_index
+        task.retried_by_backend = self.runtime.backend.retries_failed_tasks(
+            task.kind, task.actor is not None
+        )
         task.task_id = self.runtime.launch(
             self.op,
             task.transform,
@@ -222,6 +227,7 @@ class TaskPool:
             spill_dir,
             actor=task.actor,
             remote_args=task.remote_args,
+            retries=self._retries_left(task),
         )
         task.started = time.perf_counter()
         self.running[task.task_id] = task
@@ -249,6 +255,7 @@ class TaskPool:
         elif event == DONE:
             if payload:  # per-task counters (sdk.task_stats), e.g. files skipped as unreadable
                 stats.skipped_files += payload.get("skipped_files", 0)
+                stats.tasks_retried += payload.get("task_retries", 0)  # by the backend
             self._finish(task)
         elif event == ERROR:
             if self.op.cancelled:
@@ -265,7 +272,13 @@ class TaskPool:
 
     def _retry(self, task: PoolTask, failure: Any) -> bool:
         """Run a failed task again on the same inputs, when its error allows and attempts
-        remain; the blocks its failed attempt already delivered are dropped from the rerun."""
+        remain; the blocks its failed attempt already delivered are dropped from the rerun.
+
+        A task its backend retries itself (Ray tasks) failed for good: it is never run again
+        here, so that a failure is retried once, not by both.
+        """
+        if task.retried_by_backend:
+            return False
         error = failure.original() if hasattr(failure, "original") else None
         if task.attempt >= self._max_retries() or not self._retryable(error):
             return False
@@ -299,14 +312,16 @@ class TaskPool:
         return float("inf") if most < 0 else most
 
     def _retryable(self, error: BaseException | None) -> bool:
-        if isinstance(error, WorkerCrashedError):
-            return True  # the process died (killed, out of memory): the work itself may be fine
+        return is_retryable(error, getattr(self.op, "retry_exceptions", False))
+
+    def _retries_left(self, task: PoolTask) -> Retries:
+        """What a backend that retries tasks itself may still do for ``task``."""
+        most = self._max_retries()
+        left = -1 if most == float("inf") else max(0, int(most) - task.attempt)
         allowed = getattr(self.op, "retry_exceptions", False)
-        if allowed is True:
-            return isinstance(error, Exception)
-        if isinstance(allowed, (list, tuple)) and error is not None:
-            return isinstance(error, tuple(allowed))
-        return False
+        if isinstance(allowed, list):
+            allowed = tuple(allowed)
+        return Retries(left, allowed)
 
     def _skip_errored(self, task: PoolTask, failure: Any) -> bool:
         """With DataContext.max_errored_blocks, a failed task's blocks are skipped (and

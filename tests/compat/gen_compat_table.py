@@ -35,8 +35,11 @@ BEHAVIOUR_NOTES = (
     "`split(n)` gives splits whose row counts differ by at most one (Ray Data splits by blocks "
     "unless `equal=True`) (tests/compat/test_a2a_vs_ray.py compares sizes and rows).",
     "A failing read or map task is retried when its worker process died (up to "
-    "`DataContext.max_task_retries`, 3 by default), and blocks the failed attempt already "
-    "delivered are not delivered again (tests/faults/test_faults_retries.py).",
+    "`DataContext.max_task_retries`, 3 by default; Ray Data's tasks retry without end), and "
+    "blocks the failed attempt already delivered are not delivered again "
+    "(tests/faults/test_faults_retries.py). On Ray the retries are Ray's (`max_retries`), and "
+    "the same count bounds the reruns that rebuild blocks lost with a node "
+    "(tests/faults/test_faults_lineage.py).",
     "`iter_torch_batches(dtypes={...})` gives the columns the dict does not name their default "
     "dtype (Ray Data raises KeyError) (tests/engine/test_iteration_torch.py).",
     "`read_csv` / `read_json` over several files: a column whose inferred types conflict "
