@@ -4,7 +4,9 @@ A path's scheme picks the filesystem: none or ``file://`` (local disk), ``s3://`
 ``gs://`` or ``gcs://`` (gcsfs), ``memory://`` (fsspec's in-process store). Users may instead
 pass ``filesystem=``, an fsspec filesystem or a ``pyarrow.fs.FileSystem`` (wrapped for fsspec
 use), and credentials through ``storage_options`` (a dict handed to fsspec). fsspec and the
-cloud clients are imported when a filesystem is first needed, never at ``import shardflow``.
+cloud clients are imported when a filesystem is first needed, never at ``import shardflow``;
+local disk without options is a :class:`~shardflow.sdk.local_disk.LocalDisk`, which imports
+fsspec only for calls beyond path lookups (writes), so local reads never do.
 
 ``memory://`` lives in the memory of one process: it suits tests and the local backend's
 threads, but tasks that run in worker processes (Ray, or pure-Python functions fused into a
@@ -71,6 +73,10 @@ def _protocols(fs: Any) -> tuple[str, ...]:
 
 def is_local(fs: Any) -> bool:
     """Whether ``fs`` is this machine's disk (where a rename is atomic)."""
+    from shardflow.sdk.local_disk import LocalDisk
+
+    if isinstance(fs, LocalDisk):
+        return True
     from fsspec.implementations.arrow import ArrowFSWrapper
 
     if isinstance(fs, ArrowFSWrapper):
@@ -118,6 +124,10 @@ def _make_fsspec(protocol: str, storage_options: dict[str, Any]) -> Any:
 
 def wrap_filesystem(filesystem: Any) -> Any:
     """An fsspec filesystem for ``filesystem`` (an fsspec one, or a ``pyarrow.fs.FileSystem``)."""
+    from shardflow.sdk.local_disk import LocalDisk
+
+    if isinstance(filesystem, LocalDisk):
+        return filesystem
     from fsspec.spec import AbstractFileSystem
 
     if isinstance(filesystem, AbstractFileSystem):
@@ -226,6 +236,7 @@ def resolve_paths(
         >>> resolve_paths(["memory://data/a.csv"]).native is None
         True
     """
+    from shardflow.sdk.local_disk import LocalDisk
     from shardflow.sdk.native_filesystems import native_for
 
     options = _check_storage_options(storage_options)
@@ -234,7 +245,10 @@ def resolve_paths(
         if options:
             raise ValueError("Pass either filesystem= or storage_options=, not both.")
         fs = wrap_filesystem(filesystem)
-        native = native_for("", {}, filesystem)
+        if isinstance(fs, LocalDisk):  # passed on from an earlier resolution
+            native = native_for("file", {})
+        else:
+            native = native_for("", {}, filesystem)
         return ResolvedPaths(fs, [strip_path(fs, p) for p in paths], native)
     protocols = {protocol_of(p) or "file" for p in paths}
     if len(protocols) > 1:
@@ -242,7 +256,8 @@ def resolve_paths(
         raise ValueError(f"All paths must use one filesystem; got schemes {shown}.")
     protocol = protocols.pop() if protocols else "file"
     paths, options = _move_credentials(paths, protocol, options)
-    fs = _make_fsspec(protocol, options)
+    # Local disk without options: path lookups need no fsspec (see sdk/local_disk.py).
+    fs = LocalDisk() if protocol == "file" and not options else _make_fsspec(protocol, options)
     return ResolvedPaths(fs, [strip_path(fs, p) for p in paths], native_for(protocol, options))
 
 
