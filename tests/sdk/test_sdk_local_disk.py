@@ -54,11 +54,15 @@ def test_local_paths_resolve_to_local_disk_with_a_native_filesystem(tmp_path):
 
 
 def test_a_local_read_never_imports_fsspec(tmp_path):
+    """Nor, for text formats, pyarrow.fs (which loads the SSL and cloud modules)."""
     path = str(tmp_path / "t.parquet")
     pq.write_table(pa.table({"x": list(range(100))}), path)
+    (tmp_path / "t.csv").write_text("x\n" + "\n".join(str(i) for i in range(100)) + "\n")
     code = (
         "import sys\n"
         "import shardflow as sf\n"
+        f"assert len(sf.read_csv({str(tmp_path / 't.csv')!r}).take_all()) == 100\n"
+        "assert 'pyarrow.fs' not in sys.modules\n"
         f"assert sf.read_parquet({path!r}).sum('x') == 4950\n"
         "print('fsspec' in sys.modules)\n"
     )
