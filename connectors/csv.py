@@ -105,6 +105,8 @@ class CSVDatasource(FileBasedDatasource):
         import pyarrow.csv as pacsv
 
         first_options = _copy(self._read_options or pacsv.ReadOptions())
+        if self._read_options is None:
+            first_options.use_threads = self.arrow_threads_help()
         if self._parse_options is not None and self._parse_options.invalid_row_handler:
             first_options.use_threads = False  # the handler is called in file order
         later_read: Any | None = None

@@ -225,7 +225,7 @@ class JSONDatasource(FileBasedDatasource):
             return
         user = self._read_options
         read = pajson.ReadOptions(
-            use_threads=True if user is None else user.use_threads,
+            use_threads=self.arrow_threads_help() if user is None else user.use_threads,
             block_size=_BLOCK_BYTES if user is None else user.block_size,
         )
         # With fields inferred (the default), the chunks after the first are read with the

@@ -31,7 +31,6 @@ from shardflow.sdk.file_datasink import BlockBasedFileDatasink
 from shardflow.sdk.file_datasource import PATH_COLUMN, FileBasedDatasource, conform_to_schema
 from shardflow.sdk.file_reading import FileUnit
 from shardflow.sdk.filename_provider import TaskFileNamer
-from shardflow.sdk.native_filesystems import is_arrow_file
 from shardflow.sdk.parquet_reading import (
     open_parquet_fragment,
     read_parquet_fragment,
@@ -210,7 +209,7 @@ class ParquetDatasource(FileBasedDatasource):
         )
         # Arrow decodes the columns of a row group in parallel when it owns the file (never
         # with threads that would call into a Python file object).
-        threads = is_arrow_file(f)
+        threads = self.decode_threads(f)
         schema = self._scan_schema(fragment.physical_schema, unit)
         columns = None
         if self.pushdowns.columns is not None:
