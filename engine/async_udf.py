@@ -7,7 +7,6 @@ generator's outputs for one input are gathered before the next result is returne
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import threading
 from collections import deque
@@ -39,11 +38,15 @@ class EventLoopThread:
     """An asyncio event loop running in a daemon thread until ``close()``."""
 
     def __init__(self) -> None:
+        import asyncio  # only when a UDF is async: importing asyncio costs ~12 ms
+
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="shardflow-async-udf", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
+        import asyncio
+
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
@@ -54,6 +57,8 @@ class EventLoopThread:
         max_in_flight: int,
     ) -> Iterator[Any]:
         """``await make(item)`` for each item, up to ``max_in_flight`` at once, in order."""
+        from asyncio import run_coroutine_threadsafe
+
         pending: deque[Any] = deque()
         source = iter(items)
         exhausted = False
@@ -65,7 +70,7 @@ class EventLoopThread:
                     except StopIteration:
                         exhausted = True
                         break
-                    pending.append(asyncio.run_coroutine_threadsafe(make(item), self.loop))
+                    pending.append(run_coroutine_threadsafe(make(item), self.loop))
                 if not pending:
                     return
                 yield pending.popleft().result()

@@ -7,6 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from shardflow.engine.arrow_memory import apply_memory_pool
 from shardflow.engine.backends.base import Backend
 from shardflow.engine.context import DataContext
 from shardflow.engine.executor import StreamingExecutor
@@ -29,6 +30,9 @@ class PreparedPlan:
 
     def __init__(self, plan: LogicalPlan):
         self.context = DataContext.get_current()
+        # Before planning: the pool a read's first allocations come from is the one its
+        # later ones are fastest in (see engine/arrow_memory.py).
+        apply_memory_pool(self.context.arrow_memory_pool)
         self.backend: Backend = current_backend(self.context)
         self.plan = optimize(plan)
         self.read_tasks = ReadTaskCache(self.context)

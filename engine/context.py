@@ -19,15 +19,23 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-import psutil
-
 from shardflow.engine.execution_options import ExecutionOptions, warn_once
 
 _ENV_DISABLE_BARS = "SHARDFLOW_DISABLE_PROGRESS_BARS"
 
 
 def _default_memory_budget() -> int:
-    return int(psutil.virtual_memory().total * 0.25)
+    return int(_physical_memory() * 0.25)
+
+
+def _physical_memory() -> int:
+    """The machine's RAM in bytes (sysconf where it exists: importing psutil costs ~7 ms)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        import psutil
+
+        return int(psutil.virtual_memory().total)
 
 
 def _bars_enabled_by_env() -> bool:
@@ -96,6 +104,12 @@ class DataContext:
             above, and resource limits set ``num_cpus`` and ``memory_budget_bytes``.
         enable_operator_progress_bars: Ray Data's switch for per-operator bars; shardflow's
             bars are all per operator, so False turns them off.
+        arrow_memory_pool: The Arrow memory pool executions make this process's default (and
+            their worker processes'): ``"jemalloc"`` (the default), ``"mimalloc"`` (Arrow's
+            own default on Linux), ``"system"``, or None to leave Arrow's choice alone. An
+            ``ARROW_DEFAULT_MEMORY_POOL`` environment variable always wins. jemalloc returns
+            freed pages and shares them between threads, which lowers the peak memory of
+            streaming reads and writes (see engine/arrow_memory.py).
 
     Examples:
         >>> import shardflow as sf
@@ -122,6 +136,7 @@ class DataContext:
         default_factory=lambda: ExecutionOptions(preserve_order=True)
     )
     enable_operator_progress_bars: bool = True
+    arrow_memory_pool: str | None = "jemalloc"
     _kv_configs: dict[str, Any] = field(default_factory=dict, repr=False)
 
     _current: DataContext | None = None
@@ -261,6 +276,11 @@ class DataContext:
             raise ValueError(
                 "DataContext.actor_pool_idle_timeout_s must be a number >= 0, got "
                 f"{self.actor_pool_idle_timeout_s!r}."
+            )
+        if self.arrow_memory_pool not in (None, "jemalloc", "mimalloc", "system"):
+            raise ValueError(
+                "DataContext.arrow_memory_pool must be 'jemalloc', 'mimalloc', 'system' or "
+                f"None, got {self.arrow_memory_pool!r}."
             )
         if self.backend not in ("local", "ray"):
             raise ValueError(f"DataContext.backend must be 'local' or 'ray', got {self.backend!r}.")

@@ -21,7 +21,6 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import metadata as importlib_metadata
 from typing import Any
 
 from shardflow.sdk.optional import install_command
@@ -243,6 +242,8 @@ class ConnectorRegistry:
                 return
             self._entry_points_loaded = True
             try:
+                from importlib import metadata as importlib_metadata  # ~8 ms: only when needed
+
                 entry_points = importlib_metadata.entry_points(group=ENTRY_POINT_GROUP)
             except Exception as exc:  # a broken installation must not break import
                 logger.warning("Could not read entry points %r: %s", ENTRY_POINT_GROUP, exc)

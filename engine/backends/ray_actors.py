@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from shardflow.engine.arrow_memory import applied_memory_pool
 from shardflow.engine.backends.base import ActorPoolPlan, ActorSpec, TaskSpec
 from shardflow.engine.backends.task_runner import DONE, ERROR
 from shardflow.engine.errors import TaskFailure
@@ -32,7 +33,10 @@ _remote_class = None
 class _MapActor:
     """The body of a Ray actor of an actor pool (made remote on first use)."""
 
-    def __init__(self, transform: Any, op_name: str):
+    def __init__(self, transform: Any, op_name: str, memory_pool: str | None = None):
+        from shardflow.engine.arrow_memory import apply_memory_pool
+
+        apply_memory_pool(memory_pool)
         self._transform = transform
         self._failure: TaskFailure | None = None
         try:
@@ -126,7 +130,9 @@ class RayActor:
         self._on_exit = on_exit
         self._ended = False
         self._lock = threading.Lock()
-        self.actor = _remote_class.options(**options).remote(spec.transform, spec.op_name)
+        self.actor = _remote_class.options(**options).remote(
+            spec.transform, spec.op_name, applied_memory_pool()
+        )
         backend.drivers.submit(self._await_ready)
 
     def _await_ready(self) -> None:

@@ -17,6 +17,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from shardflow.engine.arrow_memory import applied_memory_pool, apply_memory_pool
 from shardflow.engine.backends.base import DRIVER, ActorPoolPlan, ActorSpec, Backend, TaskSpec
 from shardflow.engine.backends.ray_actors import CpuLedger, RayActor, plan_pool
 from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR, drive_task
@@ -61,12 +62,14 @@ def stream_blocks(transform, ctx, inputs, runs_before: int = 0):
         yield ("counters", counters, runs_before)
 
 
-def _run_transform(transform, ctx, retry_exceptions, cuts, *inputs):
-    """Body of the Ray task (``cuts``: see ``task_args``).
+def _run_transform(transform, ctx, retry_exceptions, memory_pool, cuts, *inputs):
+    """Body of the Ray task (``cuts``: see ``task_args``; ``memory_pool``: the Arrow pool
+    the driver uses, see engine/arrow_memory.py).
 
     An error the operator retries leaves as a RetryableTaskError (Ray then runs the task
     again).
     """
+    apply_memory_pool(memory_pool)
     try:
         yield from stream_blocks(transform, ctx, cut_slices(inputs, cuts), _runs_before())
     except Exception as exc:
@@ -162,7 +165,13 @@ class RayBackend(Backend):
             name=spec.op_name,
             _generator_backpressure_num_objects=2,
             **options,
-        ).remote(spec.transform, spec.ctx, retries.retry_exceptions, *task_args(spec.inputs))
+        ).remote(
+            spec.transform,
+            spec.ctx,
+            retries.retry_exceptions,
+            applied_memory_pool(),
+            *task_args(spec.inputs),
+        )
         self.drive_generator(spec, generator)
 
     def drive_generator(self, spec: TaskSpec, generator: Any) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import cloudpickle
 
+from shardflow.engine.arrow_memory import child_environment
 from shardflow.engine.backends.base import TaskSpec
 from shardflow.engine.backends.process_worker import receive, send
 from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR
@@ -40,7 +41,7 @@ class Zygote:
     def __init__(self) -> None:
         remove_orphans()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = dict(os.environ)
+        env = {**os.environ, **child_environment()}
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         self._process = subprocess.Popen(
             [

@@ -6,6 +6,7 @@ Installed packages are simulated by ``*.dist-info`` folders on ``sys.path``, whi
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -208,15 +209,13 @@ def test_duplicate_names_from_two_packages_raise(plugin_site):
 
 def test_entry_points_are_read_lazily(plugin_site, monkeypatch):
     calls = []
-    from shardflow.sdk import registry as registry_module
-
-    real = registry_module.importlib_metadata.entry_points
+    real = importlib.metadata.entry_points
 
     def counting_entry_points(**kwargs):
         calls.append(kwargs)
         return real(**kwargs)
 
-    monkeypatch.setattr(registry_module.importlib_metadata, "entry_points", counting_entry_points)
+    monkeypatch.setattr(importlib.metadata, "entry_points", counting_entry_points)
     registry = ConnectorRegistry()
     registry.register("in-code", datasource=CountingDatasource)
     assert calls == []
@@ -226,12 +225,10 @@ def test_entry_points_are_read_lazily(plugin_site, monkeypatch):
 
 
 def test_unreadable_entry_points_do_not_break_lookup(monkeypatch):
-    from shardflow.sdk import registry as registry_module
-
     def failing(**kwargs):
         raise RuntimeError("corrupt installation")
 
-    monkeypatch.setattr(registry_module.importlib_metadata, "entry_points", failing)
+    monkeypatch.setattr(importlib.metadata, "entry_points", failing)
     registry = ConnectorRegistry()
     registry.register("in-code", datasource=CountingDatasource)
     assert registry.get("in-code").name == "in-code"
