@@ -1,6 +1,6 @@
 """CSV: ``read_csv`` and ``Dataset.write_csv``, streamed through ``pyarrow.csv``.
 
-Files are read in chunks of about 8 MiB cut at line ends and each chunk is parsed with
+Files are read in chunks of about 2 MiB cut at line ends and each chunk is parsed with
 ``pyarrow.csv.read_csv`` on Arrow's thread pool (see :mod:`shardflow.connectors.line_chunks`),
 so a file of any size is read in bounded memory; ``.gz``, ``.bz2``, ``.zst`` ... files are
 decompressed on the fly. Column names come from the header, and column types are inferred
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from shardflow.connectors.line_chunks import line_chunks
+from shardflow.connectors.line_chunks import line_chunks, read_bytes_for
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
 from shardflow.sdk.file_datasource import FileBasedDatasource
@@ -111,7 +111,7 @@ class CSVDatasource(FileBasedDatasource):
             first_options.use_threads = False  # the handler is called in file order
         later_read: Any | None = None
         later_convert: Any | None = None
-        for chunk in line_chunks(f):
+        for chunk in line_chunks(f, read_bytes=read_bytes_for(self._reads_local_disk())):
             try:
                 if later_read is None:
                     table = pacsv.read_csv(

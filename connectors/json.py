@@ -1,6 +1,6 @@
 """JSON: ``read_json`` (JSON Lines or a top-level JSON array) and ``Dataset.write_json``.
 
-JSON Lines files are read in chunks of about 8 MiB cut at line ends, each parsed with
+JSON Lines files are read in chunks of about 2 MiB cut at line ends, each parsed with
 ``pyarrow.json.read_json`` on Arrow's thread pool (see :mod:`shardflow.connectors.line_chunks`);
 the chunks after the first are parsed with the types found before them. A file holding one
 JSON document (an array of objects, or a single object) is parsed whole. ``lines=None``
@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from shardflow.connectors.line_chunks import line_chunks
+from shardflow.connectors.line_chunks import line_chunks, read_bytes_for
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
 from shardflow.sdk.file_datasource import FileBasedDatasource
@@ -233,7 +233,7 @@ class JSONDatasource(FileBasedDatasource):
         # one's; a field that held only nulls so far is inferred again in the next chunk.
         pin = parse.unexpected_field_behavior == "infer"
         current = parse
-        for chunk in line_chunks(f):
+        for chunk in line_chunks(f, read_bytes=read_bytes_for(self._reads_local_disk())):
             table = pajson.read_json(
                 pa.BufferReader(chunk), read_options=read, parse_options=current
             )

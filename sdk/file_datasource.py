@@ -208,6 +208,16 @@ class FileBasedDatasource(Datasource):
     def _display(self, path: str) -> str:
         return display_path(self._fs, path)
 
+    def _reads_local_disk(self) -> bool:
+        """Whether the files are on this machine's disk (no per-request latency: readers may
+        read in small pieces)."""
+        native = getattr(self, "_native", None)
+        if native is not None:
+            return native.kind == "local"
+        from shardflow.sdk.filesystems import is_local
+
+        return is_local(self._fs)
+
     # -- listing (driver) -----------------------------------------------------------------
 
     def _file_units(self) -> list[FileUnit]:

@@ -36,13 +36,20 @@ def _csv_text(sep: str = "\n") -> str:
 
 @pytest.mark.parametrize("sep", ["\n", "\r\n", "\r"], ids=["lf", "crlf", "cr"])
 @pytest.mark.parametrize("size", [1, 7, 64, 1 << 20])
-def test_chunks_end_at_line_ends_and_lose_nothing(sep, size):
+@pytest.mark.parametrize("read", [None, 1, 50, 333], ids=["read8MiB", "read1", "read50", "read333"])
+def test_chunks_end_at_line_ends_and_lose_nothing(sep, size, read):
     rng = random.Random(size)
-    data = sep.join("x" * rng.randint(0, 40) for _ in range(200)).encode()
-    chunks = [c.to_pybytes() for c in line_chunks(io.BytesIO(data), size)]
+    lines = ["x" * rng.randint(0, 40) for _ in range(200)]
+    lines[17] = "y" * 500  # longer than some chunks and reads
+    data = sep.join(lines).encode()
+    chunks = [c.to_pybytes() for c in line_chunks(io.BytesIO(data), size, read)]
     assert b"".join(chunks) == data
     for chunk in chunks[:-1]:
         assert chunk.endswith(sep[-1].encode())
+        # a chunk is cut at the last line end that fits (one byte over, for a "\r\n"), or
+        # after its one line
+        if len(chunk) > size + 1:
+            assert chunk.count(sep.encode()) == 1
     if size >= len(data):
         assert len(chunks) == 1
 
