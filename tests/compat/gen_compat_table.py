@@ -50,6 +50,15 @@ BEHAVIOUR_NOTES = (
     "(Ray Data, through pyarrow, encodes every column); pass `use_dictionary` to choose.",
     "Writes are all-or-nothing and `mode` defaults to `'error'`; `write_*(resume=True)` "
     "resumes a failed write (a shardflow extension) (tests/faults/).",
+    "An execution makes Arrow's jemalloc pool the process's default memory pool (in the "
+    "driver and in the worker processes and Ray workers that run its tasks), which lowers "
+    "the peak memory of streaming reads and writes by a quarter or more; Ray Data leaves "
+    "Arrow's default (mimalloc). `DataContext.arrow_memory_pool` chooses another pool or, "
+    "with None, none; an `ARROW_DEFAULT_MEMORY_POOL` environment variable always wins "
+    "(tests/engine/test_arrow_memory.py).",
+    "`read_csv` / `read_json` (JSON Lines) give blocks of the rows of about 2 MiB of text "
+    "each (Ray Data: up to `target_max_block_size`); `repartition` or `map_batches` with a "
+    "`batch_size` gives larger batches.",
 )
 
 
