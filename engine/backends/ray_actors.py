@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from shardflow.engine.arrow_memory import applied_memory_pool
+from shardflow.engine.arrow_memory import applied_memory_pool, apply_memory_pool
 from shardflow.engine.backends.base import ActorPoolPlan, ActorSpec, TaskSpec
 from shardflow.engine.backends.task_runner import DONE, ERROR
 from shardflow.engine.errors import TaskFailure
@@ -34,8 +34,6 @@ class _MapActor:
     """The body of a Ray actor of an actor pool (made remote on first use)."""
 
     def __init__(self, transform: Any, op_name: str, memory_pool: str | None = None):
-        from shardflow.engine.arrow_memory import apply_memory_pool
-
         apply_memory_pool(memory_pool)
         self._transform = transform
         self._failure: TaskFailure | None = None
