@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from shardflow.engine.arrow_memory import apply_memory_pool
 from shardflow.engine.backends.base import Backend
 from shardflow.engine.backends.task_runner import DONE, ERROR
 from shardflow.engine.context import DataContext
@@ -48,7 +47,6 @@ class StreamingExecutor:
 
     def __init__(self, plan: PhysicalPlan, backend: Backend, context: DataContext):
         context.validate()
-        apply_memory_pool(context.arrow_memory_pool)
         self.plan = plan
         self.backend = backend
         self.context = context
