@@ -20,6 +20,10 @@ def main(argv: list[str]) -> int:
         print("usage: child.py BENCH SYSTEM SCALE", file=sys.stderr)
         return 2
     name, system, scale = argv[0], argv[1], float(argv[2])
+    if system.startswith("shardflow"):
+        # First, as a user's script imports its engine at its top: shardflow chooses Arrow's
+        # memory pool when it is imported before pyarrow (src/shardflow/_arrow_pool.py).
+        import shardflow  # noqa: F401
     from registry import Unavailable, all_benchmarks, load_family
     from systems import shutdown
 

@@ -69,5 +69,13 @@ def applied_memory_pool() -> str | None:
 
 def child_environment() -> dict[str, str]:
     """Environment variables that give a child process the driver's pool from its start
-    (Arrow reads ``ARROW_DEFAULT_MEMORY_POOL`` when it is imported)."""
-    return {ENV_VAR: _applied} if _applied is not None else {}
+    (Arrow reads ``ARROW_DEFAULT_MEMORY_POOL`` when it is imported): the pool applied, else
+    the driver's own default (a child imports shardflow before pyarrow, which would
+    otherwise choose jemalloc for it, see ``shardflow._arrow_pool``)."""
+    if _applied is not None:
+        return {ENV_VAR: _applied}
+    if os.environ.get(ENV_VAR):
+        return {}
+    import pyarrow as pa
+
+    return {ENV_VAR: pa.default_memory_pool().backend_name}

@@ -109,7 +109,9 @@ class DataContext:
             own default on Linux), ``"system"``, or None to leave Arrow's choice alone. An
             ``ARROW_DEFAULT_MEMORY_POOL`` environment variable always wins. jemalloc returns
             freed pages and shares them between threads, which lowers the peak memory of
-            streaming reads and writes (see engine/arrow_memory.py).
+            streaming reads and writes (see engine/arrow_memory.py). Arrow's C++ code that
+            takes no pool from Python uses the pool chosen when pyarrow was imported:
+            jemalloc when ``import shardflow`` came first (see shardflow/_arrow_pool.py).
 
     Examples:
         >>> import shardflow as sf

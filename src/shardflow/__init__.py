@@ -14,6 +14,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from shardflow._arrow_pool import choose_before_pyarrow_loads
+
+choose_before_pyarrow_loads()
+
 if TYPE_CHECKING:
     from shardflow.engine.compute import ActorPoolStrategy, TaskPoolStrategy
     from shardflow.engine.context import DataContext, RetryPolicy

@@ -54,7 +54,10 @@ BEHAVIOUR_NOTES = (
     "driver and in the worker processes and Ray workers that run its tasks), which lowers "
     "the peak memory of streaming reads and writes by a quarter or more; Ray Data leaves "
     "Arrow's default (mimalloc). `DataContext.arrow_memory_pool` chooses another pool or, "
-    "with None, none; an `ARROW_DEFAULT_MEMORY_POOL` environment variable always wins "
+    "with None, none; an `ARROW_DEFAULT_MEMORY_POOL` environment variable always wins. "
+    "`import shardflow` before pyarrow is imported (on Linux) also makes jemalloc the pool "
+    "of Arrow's C++ code that Python cannot give a pool to (the Parquet writer's and "
+    "reader's buffers), by setting `ARROW_DEFAULT_MEMORY_POOL` while pyarrow is imported "
     "(tests/engine/test_arrow_memory.py).",
     "`read_csv` / `read_json` (JSON Lines) give blocks of the rows of about 2 MiB of text "
     "each (Ray Data: up to `target_max_block_size`); `repartition` or `map_batches` with a "

@@ -127,3 +127,69 @@ def test_ray_tasks_and_actors_allocate_from_the_drivers_pool(ray_session):
     actors = sf.range(4, override_num_blocks=2).map_batches(PoolOf, concurrency=1).take_all()
     assert {r["pool"] for r in tasks} == {"jemalloc"}
     assert {r["pool"] for r in actors} == {"jemalloc"}
+
+
+IMPORT_ORDER = textwrap.dedent(
+    """
+    import json, os, sys
+    if sys.argv[1] == "pyarrow-first":
+        import pyarrow
+    import shardflow
+    import pyarrow as pa
+    print(json.dumps({
+        "cpp_default": pa.default_memory_pool().backend_name,
+        "env_after_import": os.environ.get("ARROW_DEFAULT_MEMORY_POOL"),
+        "loader_restored": type(pa.__spec__.loader).__name__,
+    }))
+    """
+)
+
+
+def _import_order(order: str, **env_overrides: str) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    env.pop("ARROW_DEFAULT_MEMORY_POOL", None)
+    env.update(env_overrides)
+    out = subprocess.run(
+        [sys.executable, "-c", IMPORT_ORDER, order],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@needs_jemalloc
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="chosen on Linux only")
+def test_importing_shardflow_first_gives_arrows_cpp_code_jemalloc_without_leaking_the_variable():
+    seen = _import_order("shardflow-first")
+    assert seen["cpp_default"] == "jemalloc"
+    assert seen["env_after_import"] is None  # set only while pyarrow was imported
+    assert seen["loader_restored"] != "_LoaderWithPool"
+
+
+def test_importing_pyarrow_first_keeps_arrows_own_default():
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    alone = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import pyarrow as pa; print(pa.default_memory_pool().backend_name)",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.strip()
+    first = _import_order("pyarrow-first")
+    assert first["cpp_default"] == alone
+    assert first["env_after_import"] is None
+
+
+def test_the_users_variable_wins_at_import():
+    seen = _import_order("shardflow-first", ARROW_DEFAULT_MEMORY_POOL="system")
+    assert seen["cpp_default"] == "system"
+    assert seen["env_after_import"] == "system"
