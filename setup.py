@@ -5,7 +5,7 @@ Every folder of Python modules under them is a subpackage, with or without ``__i
 the wheel); ``make test`` checks the wheel's contents against the source tree.
 """
 
-from setuptools import find_namespace_packages, setup
+from setuptools import Extension, find_namespace_packages, setup
 
 FOLDERS = {
     "shardflow.sdk": "sdk",
@@ -20,6 +20,17 @@ TEMPLATE_FILES = [
     "connector/**/.*/**/.*",
 ]
 NOT_PACKAGES = ["__pycache__", "*.__pycache__"]
+
+# The C parser of JSON Lines (connectors/json_lines_native.py). Optional: where it does not
+# compile, the install goes on and Arrow parses every JSON Lines file.
+EXTENSIONS = [
+    Extension(
+        "shardflow.connectors._jsonl",
+        sources=["connectors/_jsonl.c"],
+        extra_compile_args=["-O3", "-std=gnu11"],
+        optional=True,
+    )
+]
 
 
 def _packages():
@@ -37,4 +48,5 @@ setup(
     package_dir={"shardflow": "src/shardflow", "shardflow.templates": "templates", **FOLDERS},
     package_data={"shardflow": ["py.typed"], "shardflow.templates": TEMPLATE_FILES},
     include_package_data=False,
+    ext_modules=EXTENSIONS,
 )

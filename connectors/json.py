@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from shardflow.connectors import json_lines_native
 from shardflow.connectors.line_chunks import line_chunks, read_bytes_for
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
@@ -232,11 +233,19 @@ class JSONDatasource(FileBasedDatasource):
         # types found so far, as Arrow's streaming reader reads its blocks with the first
         # one's; a field that held only nulls so far is inferred again in the next chunk.
         pin = parse.unexpected_field_behavior == "infer"
+        # shardflow's C parser gives Arrow's table for flat objects, ~4x faster; the first
+        # chunk it declines (nested values, say) sends the rest of the file to Arrow.
+        native = pin and user is None and json_lines_native.available()
         current = parse
         for chunk in line_chunks(f, read_bytes=read_bytes_for(self._reads_local_disk())):
-            table = pajson.read_json(
-                pa.BufferReader(chunk), read_options=read, parse_options=current
-            )
+            table = None
+            if native and chunk.size <= _BLOCK_BYTES:
+                table = json_lines_native.read_lines(chunk, current.explicit_schema, _BLOCK_BYTES)
+                native = table is not None
+            if table is None:
+                table = pajson.read_json(
+                    pa.BufferReader(chunk), read_options=read, parse_options=current
+                )
             del chunk
             if pin:
                 known = current.explicit_schema
