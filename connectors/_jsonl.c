@@ -23,28 +23,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__GLIBC__) || defined(__APPLE__)
-#include <locale.h>
-#if defined(__APPLE__)
-#include <xlocale.h>
-#endif
-#define HAVE_STRTOD_L 1
-#endif
+
+#include "_jsonl_numbers.h"
+#include "_jsonl_strings.h"
 
 enum { K_NULL = 0, K_BOOL = 1, K_INT = 2, K_DOUBLE = 3, K_STRING = 4 };
 
 #define MAX_COLUMNS 1024
-#define MAX_SLOW_NUMBER 800
-#define POW_MIN (-348)
-#define POW_MAX 347
-#define POW_COUNT (POW_MAX - POW_MIN + 1)
-
-static uint64_t pow10_hi[POW_COUNT];
-static uint64_t pow10_lo[POW_COUNT];
-static int powers_ready = 0;
-#ifdef HAVE_STRTOD_L
-static locale_t c_locale = (locale_t)0;
-#endif
 
 /* ---------------------------------------------------------------------------------------- */
 /* Owned memory exposed through the buffer protocol                                          */
@@ -100,9 +85,9 @@ typedef struct {
     int64_t length;
     int64_t null_count;
     uint8_t *validity; /* NULL while there is no null among allocated values */
-    uint8_t *data;     /* 8 bytes per row, bits for bool, bytes for strings */
-    int32_t *offsets;  /* strings */
-    size_t str_len, str_cap;
+    uint8_t *data;     /* 8 bytes per row, or bits for bool */
+    int32_t *offsets;  /* strings: offsets into text */
+    ByteSink text;     /* strings */
 } Column;
 
 typedef struct {
@@ -113,7 +98,7 @@ typedef struct {
     int expect; /* column index the next key most likely names */
     const char *decline;
     int nomem;
-    Column key; /* scratch: a key with escapes, decoded */
+    ByteSink key; /* scratch: a key with escapes, decoded */
 } Parser;
 
 static int col_alloc(Parser *ps, Column *c, int kind) {
@@ -121,11 +106,8 @@ static int col_alloc(Parser *ps, Column *c, int kind) {
     c->kind = kind;
     if (kind == K_STRING) {
         c->offsets = (int32_t *)malloc((size_t)(cap + 1) * sizeof(int32_t));
-        c->str_cap = 1024;
-        c->data = (uint8_t *)malloc(c->str_cap);
-        if (c->offsets == NULL || c->data == NULL) goto nomem;
+        if (c->offsets == NULL || !sink_reserve(&c->text, 1024, &ps->nomem)) goto nomem;
         for (int64_t i = 0; i <= c->length; i++) c->offsets[i] = 0;
-        c->str_len = 0;
     } else if (kind == K_BOOL) {
         c->data = (uint8_t *)calloc((size_t)((cap + 7) / 8 + 1), 1);
         if (c->data == NULL) goto nomem;
@@ -162,7 +144,7 @@ static int col_fill_nulls(Parser *ps, Column *c, int64_t upto) {
         }
         for (int64_t i = c->length; i < upto; i++) {
             c->validity[i >> 3] &= (uint8_t)~(1u << (i & 7));
-            if (c->kind == K_STRING) c->offsets[i + 1] = (int32_t)c->str_len;
+            if (c->kind == K_STRING) c->offsets[i + 1] = (int32_t)c->text.len;
         }
     }
     c->null_count += upto - c->length;
@@ -176,337 +158,14 @@ static void col_free(Column *c) {
     free(c->validity);
     free(c->data);
     free(c->offsets);
+    free(c->text.data);
     c->validity = NULL;
     c->data = NULL;
     c->offsets = NULL;
+    c->text.data = NULL;
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* Numbers                                                                                   */
 
-static inline int is_digit(char ch) { return ch >= '0' && ch <= '9'; }
-
-static inline uint64_t mul64(uint64_t a, uint64_t b, uint64_t *lo) {
-    __uint128_t r = (__uint128_t)a * b;
-    *lo = (uint64_t)r;
-    return (uint64_t)(r >> 64);
-}
-
-static inline int clz64(uint64_t x) { return __builtin_clzll(x); }
-
-/* Eisel-Lemire: man * 10^exp10 correctly rounded, or 0 when it cannot decide. */
-static int eisel_lemire(uint64_t man, int64_t exp10, int neg, double *out) {
-    if (exp10 < POW_MIN || exp10 > POW_MAX) return 0;
-    int clz = clz64(man);
-    man <<= clz;
-    uint64_t ret_exp2 = (uint64_t)(((217706 * exp10) >> 16) + 64 + 1023) - (uint64_t)clz;
-    int idx = (int)(exp10 - POW_MIN);
-    uint64_t x_lo, x_hi = mul64(man, pow10_hi[idx], &x_lo);
-    if ((x_hi & 0x1FF) == 0x1FF && x_lo + man < man) {
-        uint64_t y_lo, y_hi = mul64(man, pow10_lo[idx], &y_lo);
-        uint64_t merged_hi = x_hi, merged_lo = x_lo + y_hi;
-        if (merged_lo < x_lo) merged_hi++;
-        if ((merged_hi & 0x1FF) == 0x1FF && merged_lo + 1 == 0 && y_lo + man < man) return 0;
-        x_hi = merged_hi;
-        x_lo = merged_lo;
-    }
-    uint64_t msb = x_hi >> 63;
-    uint64_t mant = x_hi >> (msb + 9);
-    ret_exp2 -= 1 ^ msb;
-    if (x_lo == 0 && (x_hi & 0x1FF) == 0 && (mant & 3) == 1) return 0;
-    mant += mant & 1;
-    mant >>= 1;
-    if (mant >> 53) {
-        mant >>= 1;
-        ret_exp2 += 1;
-    }
-    if (ret_exp2 - 1 >= 0x7FF - 1) return 0;
-    uint64_t bits = (ret_exp2 << 52) | (mant & 0x000FFFFFFFFFFFFFULL);
-    if (neg) bits |= 0x8000000000000000ULL;
-    memcpy(out, &bits, sizeof(bits));
-    return 1;
-}
-
-static int slow_double(const char *start, const char *stop, double *out) {
-#ifdef HAVE_STRTOD_L
-    char text[MAX_SLOW_NUMBER + 1];
-    size_t n = (size_t)(stop - start);
-    if (n > MAX_SLOW_NUMBER || c_locale == (locale_t)0) return 0;
-    memcpy(text, start, n);
-    text[n] = '\0';
-    char *end = NULL;
-    double v = strtod_l(text, &end, c_locale);
-    if (end != text + n) return 0;
-    if (v == HUGE_VAL || v == -HUGE_VAL) return 0; /* Arrow: "Number too big" */
-    *out = v;
-    return 1;
-#else
-    (void)start;
-    (void)stop;
-    (void)out;
-    return 0;
-#endif
-}
-
-/*
- * Parses a JSON number at *pp. Returns 1 with *iv for an integer literal (no fraction or
- * exponent) that fits in int64, unless want_double; 2 with *dv for a double; 0 to decline.
- */
-static int parse_number(const char **pp, const char *end, int want_double, int64_t *iv,
-                        double *dv) {
-    const char *start = *pp, *p = start;
-    int neg = 0;
-    if (*p == '-') {
-        neg = 1;
-        if (++p >= end) return 0;
-    }
-    if (!is_digit(*p)) return 0;
-    uint64_t man = 0;
-    int sig = 0;         /* significant digits in man */
-    int truncated = 0;   /* digits beyond 19 were dropped */
-    int64_t exp10 = 0;
-    int int_digits = 0;
-    if (*p == '0') {
-        p++;
-        int_digits = 1;
-        if (p < end && is_digit(*p)) return 0; /* leading zero */
-    } else {
-        while (p < end && is_digit(*p)) {
-            if (sig < 19) {
-                man = man * 10 + (uint64_t)(*p - '0');
-                sig++;
-            } else {
-                exp10++;
-                truncated = 1;
-            }
-            int_digits++;
-            p++;
-        }
-    }
-    int integral = 1;
-    if (p < end && *p == '.') {
-        integral = 0;
-        p++;
-        if (p >= end || !is_digit(*p)) return 0;
-        while (p < end && is_digit(*p)) {
-            if (sig == 0 && *p == '0') {
-                exp10--;
-            } else if (sig < 19) {
-                man = man * 10 + (uint64_t)(*p - '0');
-                sig++;
-                exp10--;
-            } else if (*p != '0') {
-                truncated = 1;
-            }
-            p++;
-        }
-    }
-    int64_t e_part = 0;
-    if (p < end && (*p == 'e' || *p == 'E')) {
-        integral = 0;
-        p++;
-        int e_neg = 0;
-        if (p < end && (*p == '+' || *p == '-')) {
-            e_neg = *p == '-';
-            p++;
-        }
-        if (p >= end || !is_digit(*p)) return 0;
-        while (p < end && is_digit(*p)) {
-            if (e_part < 100000) e_part = e_part * 10 + (*p - '0');
-            p++;
-        }
-        if (e_neg) e_part = -e_part;
-        if (e_part > 308) return 0; /* Arrow rejects some of these ("0e309") */
-        exp10 += e_part;
-    }
-    *pp = p;
-    if (integral && !want_double) {
-        if (int_digits > 19 || truncated) return 0; /* Arrow makes it a double: let it */
-        if (neg) {
-            if (man == 0) return 0; /* "-0": -0.0 if the column becomes double */
-            if (man > (uint64_t)INT64_MAX + 1) return 0;
-            *iv = (int64_t)(0 - man);
-        } else {
-            if (man > (uint64_t)INT64_MAX) return 0;
-            *iv = (int64_t)man;
-        }
-        return 1;
-    }
-    if (man == 0) {
-        *dv = neg ? -0.0 : 0.0;
-        return 2;
-    }
-    if (!truncated && powers_ready && eisel_lemire(man, exp10, neg, dv)) return 2;
-    return slow_double(start, p, dv) ? 2 : 0;
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Strings                                                                                   */
-
-/* 0: copy, 1: quote, 2: backslash, 3: control character, 4: not ASCII */
-static uint8_t str_class[256];
-
-static void init_classes(void) {
-    for (int i = 0; i < 256; i++) {
-        str_class[i] = i < 0x20 ? 3 : (i >= 0x80 ? 4 : 0);
-    }
-    str_class['"'] = 1;
-    str_class['\\'] = 2;
-}
-
-/* Length of the valid UTF-8 sequence at p (lead byte >= 0x80), or 0. */
-static int utf8_sequence(const uint8_t *p, const uint8_t *end) {
-    uint8_t b0 = p[0];
-    if (b0 >= 0xC2 && b0 <= 0xDF) {
-        return (end - p >= 2 && (p[1] & 0xC0) == 0x80) ? 2 : 0;
-    }
-    if (b0 >= 0xE0 && b0 <= 0xEF) {
-        if (end - p < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
-        if (b0 == 0xE0 && p[1] < 0xA0) return 0;
-        if (b0 == 0xED && p[1] > 0x9F) return 0;
-        return 3;
-    }
-    if (b0 >= 0xF0 && b0 <= 0xF4) {
-        if (end - p < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 ||
-            (p[3] & 0xC0) != 0x80)
-            return 0;
-        if (b0 == 0xF0 && p[1] < 0x90) return 0;
-        if (b0 == 0xF4 && p[1] > 0x8F) return 0;
-        return 4;
-    }
-    return 0;
-}
-
-static int hex4(const uint8_t *p, uint32_t *out) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) {
-        uint8_t ch = p[i];
-        v <<= 4;
-        if (ch >= '0' && ch <= '9') v |= (uint32_t)(ch - '0');
-        else if (ch >= 'a' && ch <= 'f') v |= (uint32_t)(ch - 'a' + 10);
-        else if (ch >= 'A' && ch <= 'F') v |= (uint32_t)(ch - 'A' + 10);
-        else return 0;
-    }
-    *out = v;
-    return 1;
-}
-
-static int str_reserve(Parser *ps, Column *c, size_t more) {
-    if (c->str_len + more <= c->str_cap) return 1;
-    size_t cap = c->str_cap * 2;
-    while (cap < c->str_len + more) cap *= 2;
-    if (cap > (size_t)INT32_MAX) return 0;
-    uint8_t *grown = (uint8_t *)realloc(c->data, cap);
-    if (grown == NULL) {
-        ps->nomem = 1;
-        return 0;
-    }
-    c->data = grown;
-    c->str_cap = cap;
-    return 1;
-}
-
-/*
- * Parses the string that starts at *pp (just after its opening quote) into c's data when c
- * is not NULL, else only validates it; *pp ends after the closing quote. *escaped says
- * whether the string held an escape (keys with escapes are declined). Returns 0 to decline.
- */
-static int parse_string(Parser *ps, const uint8_t **pp, const uint8_t *end, Column *c,
-                        int *escaped) {
-    const uint8_t *p = *pp;
-    *escaped = 0;
-    for (;;) {
-        const uint8_t *run = p;
-        while (p < end && str_class[*p] == 0) p++;
-        if (c != NULL && p > run) {
-            if (!str_reserve(ps, c, (size_t)(p - run))) return 0;
-            memcpy(c->data + c->str_len, run, (size_t)(p - run));
-            c->str_len += (size_t)(p - run);
-        }
-        if (p >= end) return 0;
-        uint8_t cls = str_class[*p];
-        if (cls == 1) {
-            *pp = p + 1;
-            return 1;
-        }
-        if (cls == 3) return 0;
-        if (cls == 4) {
-            int n = utf8_sequence(p, end);
-            if (n == 0) return 0;
-            if (c != NULL) {
-                if (!str_reserve(ps, c, (size_t)n)) return 0;
-                memcpy(c->data + c->str_len, p, (size_t)n);
-                c->str_len += (size_t)n;
-            }
-            p += n;
-            continue;
-        }
-        /* a backslash */
-        *escaped = 1;
-        if (end - p < 2) return 0;
-        uint8_t out[4];
-        int nout = 1;
-        switch (p[1]) {
-            case '"': out[0] = '"'; break;
-            case '\\': out[0] = '\\'; break;
-            case '/': out[0] = '/'; break;
-            case 'b': out[0] = '\b'; break;
-            case 'f': out[0] = '\f'; break;
-            case 'n': out[0] = '\n'; break;
-            case 'r': out[0] = '\r'; break;
-            case 't': out[0] = '\t'; break;
-            case 'u': {
-                uint32_t cp;
-                if (end - p < 6 || !hex4(p + 2, &cp)) return 0;
-                p += 4; /* now p[1] is the last hex digit */
-                if (cp >= 0xD800 && cp <= 0xDBFF) {
-                    uint32_t low;
-                    if (end - p < 8 || p[2] != '\\' || p[3] != 'u' || !hex4(p + 4, &low)) return 0;
-                    if (low < 0xDC00 || low > 0xDFFF) return 0;
-                    cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-                    p += 6;
-                } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                    return 0;
-                }
-                if (cp < 0x80) {
-                    out[0] = (uint8_t)cp;
-                } else if (cp < 0x800) {
-                    out[0] = (uint8_t)(0xC0 | (cp >> 6));
-                    out[1] = (uint8_t)(0x80 | (cp & 0x3F));
-                    nout = 2;
-                } else if (cp < 0x10000) {
-                    out[0] = (uint8_t)(0xE0 | (cp >> 12));
-                    out[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-                    out[2] = (uint8_t)(0x80 | (cp & 0x3F));
-                    nout = 3;
-                } else {
-                    out[0] = (uint8_t)(0xF0 | (cp >> 18));
-                    out[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
-                    out[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-                    out[3] = (uint8_t)(0x80 | (cp & 0x3F));
-                    nout = 4;
-                }
-                break;
-            }
-            default:
-                return 0;
-        }
-        if (c != NULL) {
-            if (!str_reserve(ps, c, (size_t)nout)) return 0;
-            memcpy(c->data + c->str_len, out, (size_t)nout);
-            c->str_len += (size_t)nout;
-        }
-        p += 2;
-    }
-}
-
-/* A decoded string of the form YYYY-MM-DD...: Arrow may infer a timestamp from it. */
-static int looks_like_date(const uint8_t *s, size_t n) {
-    if (n < 10) return 0;
-    return is_digit((char)s[0]) && is_digit((char)s[1]) && is_digit((char)s[2]) &&
-           is_digit((char)s[3]) && s[4] == '-' && is_digit((char)s[5]) && is_digit((char)s[6]) &&
-           s[7] == '-' && is_digit((char)s[8]) && is_digit((char)s[9]);
-}
 
 /* ---------------------------------------------------------------------------------------- */
 /* Objects                                                                                   */
@@ -544,28 +203,20 @@ static Column *find_column(Parser *ps, const uint8_t *name, Py_ssize_t len) {
 
 /* The column a key with escapes names: the key decoded, the name kept if it is new. */
 static Column *find_escaped(Parser *ps, const uint8_t *start, const uint8_t *end) {
-    Column *k = &ps->key;
-    k->str_len = 0;
-    if (k->data == NULL) {
-        k->str_cap = 256;
-        k->data = (uint8_t *)malloc(k->str_cap);
-        if (k->data == NULL) {
-            ps->nomem = 1;
-            return NULL;
-        }
-    }
+    ByteSink *k = &ps->key;
+    k->len = 0;
     const uint8_t *q = start;
     int escaped;
-    if (!parse_string(ps, &q, end, k, &escaped)) return NULL;
+    if (!parse_string(&q, end, k, &escaped, &ps->nomem)) return NULL;
     int before = ps->ncols;
-    Column *c = find_column(ps, k->data, (Py_ssize_t)k->str_len);
+    Column *c = find_column(ps, k->data, (Py_ssize_t)k->len);
     if (c != NULL && ps->ncols > before) { /* new: keep its own copy of the name */
-        char *copy = (char *)malloc(k->str_len ? k->str_len : 1);
+        char *copy = (char *)malloc(k->len ? k->len : 1);
         if (copy == NULL) {
             ps->nomem = 1;
             return NULL;
         }
-        memcpy(copy, k->data, k->str_len);
+        memcpy(copy, k->data, k->len);
         c->name = copy;
         c->owns_name = 1;
     }
@@ -636,16 +287,16 @@ static int store_value(Parser *ps, Column *c, const uint8_t **pp, const uint8_t 
         if (c->kind != K_STRING) DECLINE("a string in a column of another type");
         if (!c->allocated && !col_alloc(ps, c, K_STRING)) return 0;
         if (!col_fill_nulls(ps, c, row)) return 0;
-        size_t before = c->str_len;
+        size_t before = c->text.len;
         const uint8_t *q = p + 1;
         int escaped;
-        if (!parse_string(ps, &q, end, c, &escaped)) {
+        if (!parse_string(&q, end, &c->text, &escaped, &ps->nomem)) {
             if (ps->nomem) return 0;
             DECLINE("a string Arrow may read differently");
         }
-        if (!c->fixed && looks_like_date(c->data + before, c->str_len - before))
+        if (!c->fixed && looks_like_date(c->text.data + before, c->text.len - before))
             DECLINE("a string Arrow may infer as a timestamp");
-        c->offsets[row + 1] = (int32_t)c->str_len;
+        c->offsets[row + 1] = (int32_t)c->text.len;
         c->length = row + 1;
         *pp = q;
         return 1;
@@ -666,7 +317,7 @@ static int parse_line(Parser *ps, const uint8_t *p, const uint8_t *end) {
             if (p >= end || *p != '"') DECLINE("invalid object");
             const uint8_t *name = p + 1, *q = p + 1;
             int escaped;
-            if (!parse_string(ps, &q, end, NULL, &escaped)) DECLINE("invalid key");
+            if (!parse_string(&q, end, NULL, &escaped, &ps->nomem)) DECLINE("invalid key");
             Column *c = escaped ? find_escaped(ps, name, end)
                                 : find_column(ps, name, (Py_ssize_t)(q - 1 - name));
             if (c == NULL) {
@@ -729,12 +380,15 @@ static PyObject *column_tuple(Parser *ps, Column *c) {
     size_t data_size = 0, offsets_size = 0;
     if (c->allocated) {
         if (c->kind == K_STRING) {
-            data_size = c->str_len;
+            data_size = c->text.len;
             offsets_size = (size_t)(rows + 1) * sizeof(int32_t);
-            if (c->str_len < c->str_cap) { /* give back what the doubling left over */
-                uint8_t *fit = (uint8_t *)realloc(c->data, c->str_len ? c->str_len : 1);
-                if (fit != NULL) c->data = fit;
+            if (c->text.len < c->text.cap) { /* give back what the doubling left over */
+                uint8_t *fit = (uint8_t *)realloc(c->text.data, c->text.len ? c->text.len : 1);
+                if (fit != NULL) c->text.data = fit;
             }
+            free(c->data); /* strings keep their bytes in text */
+            c->data = c->text.data;
+            c->text.data = NULL;
         } else if (c->kind == K_BOOL) {
             data_size = (size_t)((rows + 7) / 8);
         } else {
@@ -837,7 +491,7 @@ static PyObject *jsonl_parse(PyObject *self, PyObject *args) {
     result = Py_BuildValue("(LN)", (long long)ps->rows, columns);
 done:
     for (int i = 0; i < ps->ncols; i++) col_free(&ps->cols[i]);
-    col_free(&ps->key);
+    free(ps->key.data);
     free(ps);
     PyBuffer_Release(&view);
     return result;
@@ -852,17 +506,7 @@ static PyObject *jsonl_set_powers(PyObject *self, PyObject *arg) {
         PyErr_SetString(PyExc_ValueError, "the table must hold 696 pairs of 64-bit words");
         return NULL;
     }
-    const uint8_t *b = (const uint8_t *)view.buf;
-    for (int i = 0; i < POW_COUNT; i++) {
-        uint64_t lo = 0, hi = 0;
-        for (int k = 7; k >= 0; k--) {
-            lo = (lo << 8) | b[16 * i + k];
-            hi = (hi << 8) | b[16 * i + 8 + k];
-        }
-        pow10_lo[i] = lo;
-        pow10_hi[i] = hi;
-    }
-    powers_ready = 1;
+    load_powers((const uint8_t *)view.buf);
     PyBuffer_Release(&view);
     Py_RETURN_NONE;
 }
@@ -897,9 +541,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__jsonl(void) {
     init_classes();
-#ifdef HAVE_STRTOD_L
-    if (c_locale == (locale_t)0) c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
-#endif
+    init_numbers();
     if (PyType_Ready(&MemType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;

@@ -1,0 +1,209 @@
+/*
+ * Numbers for _jsonl.c: JSON number literals to int64, or to correctly rounded doubles by the
+ * Eisel-Lemire algorithm over a table of 128-bit powers of ten (set_powers(), from Python),
+ * falling back to strtod_l in the C locale where it cannot decide.
+ */
+#ifndef SHARDFLOW_JSONL_NUMBERS_H
+#define SHARDFLOW_JSONL_NUMBERS_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__GLIBC__) || defined(__APPLE__)
+#include <locale.h>
+#if defined(__APPLE__)
+#include <xlocale.h>
+#endif
+#define HAVE_STRTOD_L 1
+#endif
+
+#define MAX_SLOW_NUMBER 800
+#define POW_MIN (-348)
+#define POW_MAX 347
+#define POW_COUNT (POW_MAX - POW_MIN + 1)
+
+static uint64_t pow10_hi[POW_COUNT];
+static uint64_t pow10_lo[POW_COUNT];
+static int powers_ready = 0;
+#ifdef HAVE_STRTOD_L
+static locale_t c_locale = (locale_t)0;
+#endif
+
+static inline int is_digit(char ch) { return ch >= '0' && ch <= '9'; }
+
+static inline uint64_t mul64(uint64_t a, uint64_t b, uint64_t *lo) {
+    __uint128_t r = (__uint128_t)a * b;
+    *lo = (uint64_t)r;
+    return (uint64_t)(r >> 64);
+}
+
+static inline int clz64(uint64_t x) { return __builtin_clzll(x); }
+
+/* Eisel-Lemire: man * 10^exp10 correctly rounded, or 0 when it cannot decide. */
+static int eisel_lemire(uint64_t man, int64_t exp10, int neg, double *out) {
+    if (exp10 < POW_MIN || exp10 > POW_MAX) return 0;
+    int clz = clz64(man);
+    man <<= clz;
+    uint64_t ret_exp2 = (uint64_t)(((217706 * exp10) >> 16) + 64 + 1023) - (uint64_t)clz;
+    int idx = (int)(exp10 - POW_MIN);
+    uint64_t x_lo, x_hi = mul64(man, pow10_hi[idx], &x_lo);
+    if ((x_hi & 0x1FF) == 0x1FF && x_lo + man < man) {
+        uint64_t y_lo, y_hi = mul64(man, pow10_lo[idx], &y_lo);
+        uint64_t merged_hi = x_hi, merged_lo = x_lo + y_hi;
+        if (merged_lo < x_lo) merged_hi++;
+        if ((merged_hi & 0x1FF) == 0x1FF && merged_lo + 1 == 0 && y_lo + man < man) return 0;
+        x_hi = merged_hi;
+        x_lo = merged_lo;
+    }
+    uint64_t msb = x_hi >> 63;
+    uint64_t mant = x_hi >> (msb + 9);
+    ret_exp2 -= 1 ^ msb;
+    if (x_lo == 0 && (x_hi & 0x1FF) == 0 && (mant & 3) == 1) return 0;
+    mant += mant & 1;
+    mant >>= 1;
+    if (mant >> 53) {
+        mant >>= 1;
+        ret_exp2 += 1;
+    }
+    if (ret_exp2 - 1 >= 0x7FF - 1) return 0;
+    uint64_t bits = (ret_exp2 << 52) | (mant & 0x000FFFFFFFFFFFFFULL);
+    if (neg) bits |= 0x8000000000000000ULL;
+    memcpy(out, &bits, sizeof(bits));
+    return 1;
+}
+
+static int slow_double(const char *start, const char *stop, double *out) {
+#ifdef HAVE_STRTOD_L
+    char text[MAX_SLOW_NUMBER + 1];
+    size_t n = (size_t)(stop - start);
+    if (n > MAX_SLOW_NUMBER || c_locale == (locale_t)0) return 0;
+    memcpy(text, start, n);
+    text[n] = '\0';
+    char *end = NULL;
+    double v = strtod_l(text, &end, c_locale);
+    if (end != text + n) return 0;
+    if (v == HUGE_VAL || v == -HUGE_VAL) return 0; /* Arrow: "Number too big" */
+    *out = v;
+    return 1;
+#else
+    (void)start;
+    (void)stop;
+    (void)out;
+    return 0;
+#endif
+}
+
+/*
+ * Parses a JSON number at *pp. Returns 1 with *iv for an integer literal (no fraction or
+ * exponent) that fits in int64, unless want_double; 2 with *dv for a double; 0 to decline.
+ */
+static int parse_number(const char **pp, const char *end, int want_double, int64_t *iv,
+                        double *dv) {
+    const char *start = *pp, *p = start;
+    int neg = 0;
+    if (*p == '-') {
+        neg = 1;
+        if (++p >= end) return 0;
+    }
+    if (!is_digit(*p)) return 0;
+    uint64_t man = 0;
+    int sig = 0;         /* significant digits in man */
+    int truncated = 0;   /* digits beyond 19 were dropped */
+    int64_t exp10 = 0;
+    int int_digits = 0;
+    if (*p == '0') {
+        p++;
+        int_digits = 1;
+        if (p < end && is_digit(*p)) return 0; /* leading zero */
+    } else {
+        while (p < end && is_digit(*p)) {
+            if (sig < 19) {
+                man = man * 10 + (uint64_t)(*p - '0');
+                sig++;
+            } else {
+                exp10++;
+                truncated = 1;
+            }
+            int_digits++;
+            p++;
+        }
+    }
+    int integral = 1;
+    if (p < end && *p == '.') {
+        integral = 0;
+        p++;
+        if (p >= end || !is_digit(*p)) return 0;
+        while (p < end && is_digit(*p)) {
+            if (sig == 0 && *p == '0') {
+                exp10--;
+            } else if (sig < 19) {
+                man = man * 10 + (uint64_t)(*p - '0');
+                sig++;
+                exp10--;
+            } else if (*p != '0') {
+                truncated = 1;
+            }
+            p++;
+        }
+    }
+    int64_t e_part = 0;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        integral = 0;
+        p++;
+        int e_neg = 0;
+        if (p < end && (*p == '+' || *p == '-')) {
+            e_neg = *p == '-';
+            p++;
+        }
+        if (p >= end || !is_digit(*p)) return 0;
+        while (p < end && is_digit(*p)) {
+            if (e_part < 100000) e_part = e_part * 10 + (*p - '0');
+            p++;
+        }
+        if (e_neg) e_part = -e_part;
+        if (e_part > 308) return 0; /* Arrow rejects some of these ("0e309") */
+        exp10 += e_part;
+    }
+    *pp = p;
+    if (integral && !want_double) {
+        if (int_digits > 19 || truncated) return 0; /* Arrow makes it a double: let it */
+        if (neg) {
+            if (man == 0) return 0; /* "-0": -0.0 if the column becomes double */
+            if (man > (uint64_t)INT64_MAX + 1) return 0;
+            *iv = (int64_t)(0 - man);
+        } else {
+            if (man > (uint64_t)INT64_MAX) return 0;
+            *iv = (int64_t)man;
+        }
+        return 1;
+    }
+    if (man == 0) {
+        *dv = neg ? -0.0 : 0.0;
+        return 2;
+    }
+    if (!truncated && powers_ready && eisel_lemire(man, exp10, neg, dv)) return 2;
+    return slow_double(start, p, dv) ? 2 : 0;
+}
+
+/* Reads the table of set_powers(): POW_COUNT (low, high) pairs of little-endian words. */
+static void load_powers(const uint8_t *b) {
+    for (int i = 0; i < POW_COUNT; i++) {
+        uint64_t lo = 0, hi = 0;
+        for (int k = 7; k >= 0; k--) {
+            lo = (lo << 8) | b[16 * i + k];
+            hi = (hi << 8) | b[16 * i + 8 + k];
+        }
+        pow10_lo[i] = lo;
+        pow10_hi[i] = hi;
+    }
+    powers_ready = 1;
+}
+
+static void init_numbers(void) {
+#ifdef HAVE_STRTOD_L
+    if (c_locale == (locale_t)0) c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+#endif
+}
+
+#endif
