@@ -27,7 +27,12 @@ EXTENSIONS = [
     Extension(
         "shardflow.connectors._jsonl",
         sources=["connectors/_jsonl.c"],
-        depends=["connectors/_jsonl_numbers.h", "connectors/_jsonl_strings.h"],
+        depends=[
+            "connectors/_parse_memory.h",
+            "connectors/_parse_numbers.h",
+            "connectors/_parse_text.h",
+            "connectors/_jsonl_strings.h",
+        ],
         extra_compile_args=["-O3", "-std=gnu11"],
         optional=True,
     )

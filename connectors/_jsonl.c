@@ -24,53 +24,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "_jsonl_numbers.h"
+#include "_parse_memory.h"
+#include "_parse_numbers.h"
+#include "_parse_text.h"
 #include "_jsonl_strings.h"
 
 enum { K_NULL = 0, K_BOOL = 1, K_INT = 2, K_DOUBLE = 3, K_STRING = 4 };
 
 #define MAX_COLUMNS 1024
-
-/* ---------------------------------------------------------------------------------------- */
-/* Owned memory exposed through the buffer protocol                                          */
-
-typedef struct {
-    PyObject_HEAD
-    char *data;
-    Py_ssize_t size;
-} MemObject;
-
-static void mem_dealloc(MemObject *self) {
-    free(self->data);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static int mem_getbuffer(MemObject *self, Py_buffer *view, int flags) {
-    return PyBuffer_FillInfo(view, (PyObject *)self, self->data, self->size, 1, flags);
-}
-
-static PyBufferProcs mem_as_buffer = {(getbufferproc)mem_getbuffer, NULL};
-
-static PyTypeObject MemType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "shardflow.connectors._jsonl.Memory",
-    .tp_basicsize = sizeof(MemObject),
-    .tp_dealloc = (destructor)mem_dealloc,
-    .tp_as_buffer = &mem_as_buffer,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Memory filled by the parser (read-only, through the buffer protocol).",
-};
-
-/* Takes ownership of data (freed here on failure). */
-static PyObject *mem_new(char *data, Py_ssize_t size) {
-    MemObject *obj = PyObject_New(MemObject, &MemType);
-    if (obj == NULL) {
-        free(data);
-        return NULL;
-    }
-    obj->data = data;
-    obj->size = size;
-    return (PyObject *)obj;
-}
 
 /* ---------------------------------------------------------------------------------------- */
 /* Columns                                                                                   */
@@ -367,13 +328,6 @@ static int parse_all(Parser *ps, const uint8_t *buf, Py_ssize_t size, Py_ssize_t
 
 /* ---------------------------------------------------------------------------------------- */
 /* Python API                                                                                */
-
-static PyObject *take_memory(uint8_t **data, size_t size) {
-    if (*data == NULL) Py_RETURN_NONE;
-    char *owned = (char *)*data;
-    *data = NULL;
-    return mem_new(owned, (Py_ssize_t)size);
-}
 
 static PyObject *column_tuple(Parser *ps, Column *c) {
     int64_t rows = ps->rows;

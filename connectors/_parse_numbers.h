@@ -1,10 +1,11 @@
 /*
- * Numbers for _jsonl.c: JSON number literals to int64, or to correctly rounded doubles by the
- * Eisel-Lemire algorithm over a table of 128-bit powers of ten (set_powers(), from Python),
- * falling back to strtod_l in the C locale where it cannot decide.
+ * Numbers for the text parsers (_jsonl.c, _csv.c): number literals to int64, or to correctly
+ * rounded doubles by the Eisel-Lemire algorithm over a table of 128-bit powers of ten
+ * (set_powers(), from Python), falling back to strtod_l in the C locale where it cannot
+ * decide.
  */
-#ifndef SHARDFLOW_JSONL_NUMBERS_H
-#define SHARDFLOW_JSONL_NUMBERS_H
+#ifndef SHARDFLOW_PARSE_NUMBERS_H
+#define SHARDFLOW_PARSE_NUMBERS_H
 
 #include <math.h>
 #include <stdint.h>
@@ -18,6 +19,8 @@
 #define HAVE_STRTOD_L 1
 #endif
 
+#include "_parse_text.h"
+
 #define MAX_SLOW_NUMBER 800
 #define POW_MIN (-348)
 #define POW_MAX 347
@@ -30,7 +33,6 @@ static int powers_ready = 0;
 static locale_t c_locale = (locale_t)0;
 #endif
 
-static inline int is_digit(char ch) { return ch >= '0' && ch <= '9'; }
 
 static inline uint64_t mul64(uint64_t a, uint64_t b, uint64_t *lo) {
     __uint128_t r = (__uint128_t)a * b;
@@ -95,11 +97,13 @@ static int slow_double(const char *start, const char *stop, double *out) {
 }
 
 /*
- * Parses a JSON number at *pp. Returns 1 with *iv for an integer literal (no fraction or
+ * Parses a number at *pp: -?digits(.digits)?([eE][+-]?digits)?, with leading zeros only when
+ * zeros_ok (JSON forbids them). Returns 1 with *iv for an integer literal (no fraction or
  * exponent) that fits in int64, unless want_double; 2 with *dv for a double; 0 to decline.
+ * *pp ends after the number.
  */
-static int parse_number(const char **pp, const char *end, int want_double, int64_t *iv,
-                        double *dv) {
+static int parse_number_ex(const char **pp, const char *end, int want_double, int zeros_ok,
+                           int64_t *iv, double *dv) {
     const char *start = *pp, *p = start;
     int neg = 0;
     if (*p == '-') {
@@ -112,11 +116,12 @@ static int parse_number(const char **pp, const char *end, int want_double, int64
     int truncated = 0;   /* digits beyond 19 were dropped */
     int64_t exp10 = 0;
     int int_digits = 0;
-    if (*p == '0') {
+    if (!zeros_ok && *p == '0') {
         p++;
         int_digits = 1;
         if (p < end && is_digit(*p)) return 0; /* leading zero */
     } else {
+        while (p + 1 < end && *p == '0' && is_digit(p[1])) p++; /* leading zeros */
         while (p < end && is_digit(*p)) {
             if (sig < 19) {
                 man = man * 10 + (uint64_t)(*p - '0');
@@ -184,6 +189,12 @@ static int parse_number(const char **pp, const char *end, int want_double, int64
     }
     if (!truncated && powers_ready && eisel_lemire(man, exp10, neg, dv)) return 2;
     return slow_double(start, p, dv) ? 2 : 0;
+}
+
+/* A JSON number (no leading zeros). */
+static inline int parse_number(const char **pp, const char *end, int want_double, int64_t *iv,
+                               double *dv) {
+    return parse_number_ex(pp, end, want_double, 0, iv, dv);
 }
 
 /* Reads the table of set_powers(): POW_COUNT (low, high) pairs of little-endian words. */
