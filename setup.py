@@ -21,21 +21,23 @@ TEMPLATE_FILES = [
 ]
 NOT_PACKAGES = ["__pycache__", "*.__pycache__"]
 
-# The C parser of JSON Lines (connectors/json_lines_native.py). Optional: where it does not
-# compile, the install goes on and Arrow parses every JSON Lines file.
+# The C parsers of JSON Lines and CSV (connectors/json_lines_native.py, csv_native.py).
+# Optional: where they do not compile, the install goes on and Arrow parses every file.
+PARSER_HEADERS = [
+    "connectors/_parse_memory.h",
+    "connectors/_parse_numbers.h",
+    "connectors/_parse_text.h",
+    "connectors/_jsonl_strings.h",
+]
 EXTENSIONS = [
     Extension(
-        "shardflow.connectors._jsonl",
-        sources=["connectors/_jsonl.c"],
-        depends=[
-            "connectors/_parse_memory.h",
-            "connectors/_parse_numbers.h",
-            "connectors/_parse_text.h",
-            "connectors/_jsonl_strings.h",
-        ],
+        f"shardflow.connectors.{name}",
+        sources=[f"connectors/{name}.c"],
+        depends=PARSER_HEADERS,
         extra_compile_args=["-O3", "-std=gnu11"],
         optional=True,
     )
+    for name in ("_jsonl", "_csv")
 ]
 
 

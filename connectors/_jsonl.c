@@ -482,7 +482,7 @@ static PyMethodDef methods[] = {
     {"parse", jsonl_parse, METH_VARARGS,
      "parse(buffer, names, kinds, max_line_bytes) -> (rows, columns) or a reason (str)."},
     {"set_powers", jsonl_set_powers, METH_O,
-     "Give the parser its table of 128-bit powers of ten (see json_lines_native.py)."},
+     "Give the parser its table of 128-bit powers of ten (see native_text.py)."},
     {"parse_double", jsonl_parse_double, METH_O,
      "The double a JSON number literal stands for, or None (for tests)."},
     {NULL, NULL, 0, NULL},

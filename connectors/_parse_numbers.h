@@ -26,6 +26,9 @@
 #define POW_MAX 347
 #define POW_COUNT (POW_MAX - POW_MIN + 1)
 
+static const double exact_pow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                       1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                       1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 static uint64_t pow10_hi[POW_COUNT];
 static uint64_t pow10_lo[POW_COUNT];
 static int powers_ready = 0;
@@ -185,6 +188,14 @@ static int parse_number_ex(const char **pp, const char *end, int want_double, in
     }
     if (man == 0) {
         *dv = neg ? -0.0 : 0.0;
+        return 2;
+    }
+    if (!truncated && man <= ((uint64_t)1 << 53) && exp10 >= -22 && exp10 <= 22) {
+        /* Clinger's fast path: both operands are exact doubles, so one correctly rounded
+           multiplication or division gives the correctly rounded result */
+        double d = (double)man;
+        d = exp10 < 0 ? d / exact_pow10[-exp10] : d * exact_pow10[exp10];
+        *dv = neg ? -d : d;
         return 2;
     }
     if (!truncated && powers_ready && eisel_lemire(man, exp10, neg, dv)) return 2;

@@ -1,8 +1,8 @@
 """Check a built shardflow wheel against the source tree: ``python check_wheel.py WHEEL``.
 
 The wheel must hold every module of src/shardflow, sdk/, connectors/ and engine/ (folders with
-or without ``__init__.py``), the compiled JSON Lines parser (an optional extension, built
-wherever a C compiler is), every file of templates/ (dotfiles included), ``py.typed``, the
+or without ``__init__.py``), the compiled CSV and JSON Lines parsers (optional extensions,
+built wherever a C compiler is), every file of templates/ (dotfiles included), ``py.typed``, the
 version of ``shardflow.__version__`` and core requirements without any extra's package.
 Exits non-zero with one line per problem.
 """
@@ -24,7 +24,7 @@ SOURCE_FOLDERS = {
 TEMPLATES = ("templates", "shardflow/templates")
 OPTIONAL_PACKAGES = ("ray", "torch", "pillow", "s3fs", "gcsfs", "pyiceberg", "daft", "datasets")
 SKIPPED_PARTS = {"__pycache__"}
-COMPILED_PARSER = "shardflow/connectors/_jsonl."  # connectors/_jsonl.c, an optional extension
+COMPILED_PARSERS = ("shardflow/connectors/_jsonl.", "shardflow/connectors/_csv.")  # optional
 
 
 def source_version(root: Path = ROOT) -> str:
@@ -63,11 +63,12 @@ def problems(wheel: Path, root: Path = ROOT) -> list[str]:
         metadata_name = next((n for n in names if n.endswith(".dist-info/METADATA")), None)
         metadata = archive.read(metadata_name).decode() if metadata_name else ""
     found = [f"missing from the wheel: {name}" for name in sorted(expected_files(root) - names)]
-    if not any(n.startswith(COMPILED_PARSER) and n.endswith((".so", ".pyd")) for n in names):
-        found.append(
-            f"missing from the wheel: the compiled JSON Lines parser ({COMPILED_PARSER}*.so); "
-            "did connectors/_jsonl.c compile? (pip install -v shows the compiler's errors)"
-        )
+    for parser in COMPILED_PARSERS:
+        if not any(n.startswith(parser) and n.endswith((".so", ".pyd")) for n in names):
+            found.append(
+                f"missing from the wheel: the compiled parser {parser}*.so; did its C file "
+                "compile? (pip install -v shows the compiler's errors)"
+            )
     version = source_version(root)
     if f"\nVersion: {version}\n" not in metadata:
         found.append(f"METADATA does not say Version: {version}")
