@@ -32,6 +32,10 @@ _SAMPLE_ROWS = 16384
 _MIN_SAMPLE_ROWS = 256
 _MAX_DISTINCT_SHARE = 1 / 8
 _MOSTLY_DISTINCT_SHARE = 0.9
+# Values the writer encodes, levels and statistics included, per step (pyarrow's default is
+# 1024): fewer, larger steps took 0.98x the time of a Parquet-to-Parquet ETL (B4, paired
+# runs); data pages may exceed their 1 MiB target by up to one step's values.
+_WRITE_BATCH_ROWS = 65536
 # Blocks smaller than this are gathered into one row group (unless row_group_size says
 # otherwise), so a stream of small blocks does not make a file of tiny row groups.
 _MIN_ROW_GROUP_BYTES = 8 * 1024 * 1024
@@ -140,6 +144,7 @@ class ParquetBlockWriter(BlockFileWriter):
         self._row_group_size: int | None = args.pop("row_group_size", None)
         if "use_dictionary" not in args:
             args["use_dictionary"] = dictionary_columns(block)
+        args.setdefault("write_batch_size", _WRITE_BATCH_ROWS)
         self.schema = block.schema
         self._writer = pq.ParquetWriter(f, self.schema, **args)
         self._pending: list[Block] = []
