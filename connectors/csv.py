@@ -81,6 +81,10 @@ class CSVDatasource(FileBasedDatasource):
         end = max(head.rfind(b"\n"), head.rfind(b"\r"))
         if end < 0:
             return None
+        if self._uses_default_options():
+            table = csv_native.read_chunk(pa.py_buffer(head[: end + 1]))
+            if table is not None:
+                return table.schema
         return pacsv.read_csv(
             pa.BufferReader(head[: end + 1]),
             read_options=self._read_options,

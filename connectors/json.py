@@ -118,6 +118,14 @@ class JSONDatasource(FileBasedDatasource):
         end = head.rfind(b"\n")
         if start != b"{" or self._lines is False or end < 0:
             return None  # a JSON document (an array) is typed row by row, in Python
+        if self._native_lines():
+            parse = self._parse_options
+            explicit = parse.explicit_schema if parse is not None else None
+            table = json_lines_native.read_lines(
+                pa.py_buffer(head[: end + 1]), explicit, _BLOCK_BYTES
+            )
+            if table is not None:
+                return table.schema
         try:
             return pajson.read_json(
                 pa.BufferReader(head[: end + 1]),
@@ -235,7 +243,7 @@ class JSONDatasource(FileBasedDatasource):
         pin = parse.unexpected_field_behavior == "infer"
         # shardflow's C parser gives Arrow's table for flat objects, ~4x faster; the first
         # chunk it declines (nested values, say) sends the rest of the file to Arrow.
-        native = pin and user is None and json_lines_native.available()
+        native = self._native_lines()
         current = parse
         for chunk in line_chunks(f, read_bytes=read_bytes_for(self._reads_local_disk())):
             table = None
@@ -259,6 +267,19 @@ class JSONDatasource(FileBasedDatasource):
                     current = _copy(parse)
                     current.explicit_schema = pa.schema([*(known or []), *found])
             yield table
+
+    def _native_lines(self) -> bool:
+        """Whether JSON Lines chunks may go to the C parser (Arrow's default read options,
+        fields inferred, no line breaks inside values)."""
+        parse = self._parse_options
+        return (
+            json_lines_native.available()
+            and self._read_options is None
+            and (
+                parse is None
+                or (parse.unexpected_field_behavior == "infer" and not parse.newlines_in_values)
+            )
+        )
 
     def _read_lines_streaming(self, f: Any) -> Iterator[Block]:
         import pyarrow as pa
