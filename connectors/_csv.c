@@ -479,8 +479,6 @@ static inline int number_in_place(Csv *cv, OutColumn *o, int64_t row, const uint
 /* Parses a chunk whose every column's type is known in one pass, row by row. */
 static int parse_typed(Csv *cv, const uint8_t *buf, Py_ssize_t size, OutColumn *outs) {
     const uint8_t *p = buf, *end = buf + size;
-    if (size >= 3 && buf[0] == 0xEF && buf[1] == 0xBB && buf[2] == 0xBF)
-        DECLINE("a byte order mark");
     int64_t row = 0;
     while (p < end) {
         if (empty_line(&p, end)) continue;
@@ -535,35 +533,165 @@ static int load_words(PyObject *tuple, WordList *list) {
     return 1;
 }
 
-/* Splits the whole buffer; with a header, its fields become *header_fields (row -1). */
-static int split_all(Csv *cv, const uint8_t *buf, Py_ssize_t size, int header,
-                     int64_t *header_row) {
+/* Splits every line of [buf, buf + size) into rows of cv's span arrays. */
+static int split_all(Csv *cv, const uint8_t *buf, Py_ssize_t size) {
     const uint8_t *p = buf, *end = buf + size;
-    *header_row = -1;
-    if (size >= 3 && buf[0] == 0xEF && buf[1] == 0xBB && buf[2] == 0xBF)
-        DECLINE("a byte order mark");
     while (p < end) {
         if (empty_line(&p, end)) continue;
         int fields = split_line(cv, &p, end);
         if (fields < 0) return 0;
         if (fields != cv->ncols) DECLINE("a row with fewer values than columns");
-        if (header && *header_row < 0) {
-            *header_row = cv->rows;
-        }
         cv->rows++;
     }
+    if (cv->rows == 0) DECLINE("no data row");
     return 1;
+}
+
+#define SAMPLE_ROWS 64
+#define SAMPLE_COLUMNS 64
+
+/*
+ * Guesses the kind of each column of kinds[] still K_INFER from the first rows of
+ * [buf, buf + size), as inference would decide if the chunk ended there. Returns 0 when a
+ * column cannot be guessed (only nulls, or a value of unclear type so far): the chunk is
+ * then split and inferred whole.
+ */
+static int guess_kinds(const Csv *cv, const uint8_t *buf, Py_ssize_t size, int *kinds) {
+    Csv sample = *cv;
+    uint32_t starts[SAMPLE_ROWS * SAMPLE_COLUMNS], lens[SAMPLE_ROWS * SAMPLE_COLUMNS];
+    uint8_t flags[SAMPLE_ROWS * SAMPLE_COLUMNS];
+    if (cv->ncols > SAMPLE_COLUMNS) return 0;
+    sample.starts = starts;
+    sample.lens = lens;
+    sample.flags = flags;
+    sample.rows = 0;
+    const uint8_t *p = buf, *end = buf + size;
+    while (p < end && sample.rows < SAMPLE_ROWS) {
+        if (empty_line(&p, end)) continue;
+        if (split_line(&sample, &p, end) != cv->ncols) return 0;
+        sample.rows++;
+    }
+    for (int c = 0; c < cv->ncols; c++) {
+        if (kinds[c] != K_INFER) continue; /* given */
+        kinds[c] = infer_kind(&sample, c);
+        if (kinds[c] == K_INFER || kinds[c] == K_NULL) return 0;
+    }
+    return 1;
+}
+
+/* The chunk's columns: typed in one pass where the kinds are known (or guessed right), else
+   split into spans and each column inferred. */
+static int parse_chunk(Csv *cv, const uint8_t *buf, Py_ssize_t size, const int *given,
+                       OutColumn *outs) {
+    int kinds[MAX_COLUMNS];
+    int typed = 1;
+    for (int c = 0; c < cv->ncols; c++) {
+        kinds[c] = given[c];
+        typed &= given[c] != K_INFER;
+    }
+    int guessed = !typed && guess_kinds(cv, buf, size, kinds);
+    if (typed || guessed) {
+        int ok = 1;
+        for (int c = 0; ok && c < cv->ncols; c++) ok = out_prepare(cv, &outs[c], kinds[c], cv->row_cap);
+        ok = ok && parse_typed(cv, buf, size, outs);
+        if (ok || typed || cv->nomem) return ok;
+        for (int c = 0; c < cv->ncols; c++) out_free(&outs[c]); /* a wrong guess */
+        cv->decline = NULL;
+        cv->rows = 0;
+    }
+    size_t cells = (size_t)cv->row_cap * (size_t)cv->ncols;
+    cv->starts = (uint32_t *)malloc(cells * sizeof(uint32_t));
+    cv->lens = (uint32_t *)malloc(cells * sizeof(uint32_t));
+    cv->flags = (uint8_t *)malloc(cells);
+    if (!cv->starts || !cv->lens || !cv->flags) {
+        cv->nomem = 1;
+        return 0;
+    }
+    if (!split_all(cv, buf, size)) return 0;
+    for (int c = 0; c < cv->ncols; c++) {
+        if (!convert_column(cv, c, given[c], &outs[c])) return 0;
+    }
+    return 1;
+}
+
+/* Python object for column c's buffers (moved out of o). */
+static PyObject *column_tuple(Csv *cv, OutColumn *o, PyObject *name) {
+    int64_t rows = cv->rows;
+    size_t data_size = 0, offsets_size = 0;
+    if (o->kind == K_STRING) {
+        free(o->data);
+        o->data = o->text.data;
+        o->text.data = NULL;
+        data_size = o->text.len;
+        offsets_size = (size_t)(rows + 1) * sizeof(int32_t);
+    } else if (o->kind != K_NULL) {
+        data_size = (size_t)rows * 8;
+    }
+    PyObject *validity = o->null_count > 0 && o->validity
+                             ? take_memory(&o->validity, (size_t)((rows + 7) / 8))
+                             : (Py_INCREF(Py_None), Py_None);
+    PyObject *data = take_memory(&o->data, data_size);
+    uint8_t *off = (uint8_t *)o->offsets;
+    o->offsets = NULL;
+    PyObject *offsets = take_memory(&off, offsets_size);
+    if (validity == NULL || data == NULL || offsets == NULL) {
+        Py_XDECREF(validity);
+        Py_XDECREF(data);
+        Py_XDECREF(offsets);
+        return NULL;
+    }
+    Py_INCREF(name);
+    return Py_BuildValue("(NiLNNN)", name, o->kind, (long long)o->null_count, validity, data,
+                         offsets);
+}
+
+/* The header's names (a new tuple), a str saying why they are declined, or NULL on error. */
+static PyObject *header_names(Csv *header) {
+    PyObject *names = PyTuple_New(header->ncols);
+    if (names == NULL) return NULL;
+    for (int c = 0; c < header->ncols; c++) {
+        OutColumn scratch = {0};
+        const uint8_t *start = header->buf + header->starts[c];
+        int valid = append_text(header, &scratch, start, start + header->lens[c],
+                                header->flags[c] & F_DOUBLED);
+        PyObject *name = NULL;
+        if (valid) {
+            name = PyUnicode_DecodeUTF8((const char *)scratch.text.data,
+                                        (Py_ssize_t)scratch.text.len, "strict");
+        }
+        out_free(&scratch);
+        if (name == NULL) {
+            Py_DECREF(names);
+            if (header->nomem) return PyErr_NoMemory();
+            if (!valid) return PyUnicode_FromString("a column name that is not UTF-8");
+            return NULL;
+        }
+        PyTuple_SET_ITEM(names, c, name);
+    }
+    PyObject *seen = PySet_New(names); /* Arrow takes duplicate names; leave them to it */
+    if (seen == NULL) {
+        Py_DECREF(names);
+        return NULL;
+    }
+    Py_ssize_t distinct = PySet_GET_SIZE(seen);
+    Py_DECREF(seen);
+    if (distinct != header->ncols) {
+        Py_DECREF(names);
+        return PyUnicode_FromString("duplicate column names");
+    }
+    return names;
 }
 
 static PyObject *csv_parse(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
-    PyObject *names, *kinds, *nulls, *trues, *falses;
-    if (!PyArg_ParseTuple(args, "y*O!O!OOO", &view, &PyTuple_Type, &names, &PyTuple_Type, &kinds,
-                          &nulls, &trues, &falses))
+    PyObject *given_names, *kinds, *nulls, *trues, *falses;
+    if (!PyArg_ParseTuple(args, "y*O!O!OOO", &view, &PyTuple_Type, &given_names, &PyTuple_Type,
+                          &kinds, &nulls, &trues, &falses))
         return NULL;
-    PyObject *result = NULL, *columns = NULL;
+    PyObject *result = NULL, *names = NULL, *columns = NULL;
     OutColumn *outs = NULL;
+    Csv header = {0};
     Csv *cv = (Csv *)calloc(1, sizeof(Csv));
     if (cv == NULL) {
         PyBuffer_Release(&view);
@@ -577,65 +705,67 @@ static PyObject *csv_parse(PyObject *self, PyObject *args) {
         double d;
         cv->number_nulls |= double_literal(word->text, (size_t)word->len, &d);
     }
-    const uint8_t *buf = (const uint8_t *)view.buf;
-    Py_ssize_t size = view.len;
-    if (size > (Py_ssize_t)UINT32_MAX) {
+    const uint8_t *buf = (const uint8_t *)view.buf, *end = buf + view.len;
+    if (view.len > (Py_ssize_t)UINT32_MAX) {
         result = PyUnicode_FromString("a chunk larger than 4 GiB");
         goto done;
     }
-    int header = PyTuple_GET_SIZE(names) == 0;
-    int ncols;
-    if (header) { /* count the fields of the first non-empty line */
-        const uint8_t *p = buf, *end = buf + size;
-        while (p < end && empty_line(&p, end)) {
+    if (view.len >= 3 && buf[0] == 0xEF && buf[1] == 0xBB && buf[2] == 0xBF) {
+        result = PyUnicode_FromString("a byte order mark");
+        goto done;
+    }
+    int given[MAX_COLUMNS];
+    const uint8_t *body = buf;
+    if (PyTuple_GET_SIZE(given_names) == 0) { /* the first non-empty line names the columns */
+        while (body < end && empty_line(&body, end)) {
         }
-        ncols = 0;
-        if (p < end) {
-            Csv probe = {0};
-            probe.buf = buf;
-            probe.ncols = MAX_COLUMNS;
-            probe.row_cap = 1;
-            probe.starts = (uint32_t *)malloc(MAX_COLUMNS * sizeof(uint32_t));
-            probe.lens = (uint32_t *)malloc(MAX_COLUMNS * sizeof(uint32_t));
-            probe.flags = (uint8_t *)malloc(MAX_COLUMNS);
-            if (probe.starts && probe.lens && probe.flags) ncols = split_line(&probe, &p, end);
-            free(probe.starts);
-            free(probe.lens);
-            free(probe.flags);
-            if (ncols < 0) {
-                result = PyUnicode_FromString(probe.decline ? probe.decline : "declined");
-                goto done;
-            }
+        header.buf = buf;
+        header.ncols = MAX_COLUMNS;
+        header.starts = (uint32_t *)malloc(MAX_COLUMNS * sizeof(uint32_t));
+        header.lens = (uint32_t *)malloc(MAX_COLUMNS * sizeof(uint32_t));
+        header.flags = (uint8_t *)malloc(MAX_COLUMNS);
+        if (!header.starts || !header.lens || !header.flags) {
+            PyErr_NoMemory();
+            goto done;
         }
+        int ncols = body < end ? split_line(&header, &body, end) : 0;
+        if (ncols <= 0) {
+            result = PyUnicode_FromString(header.decline ? header.decline : "no header line");
+            goto done;
+        }
+        header.ncols = ncols;
+        names = header_names(&header);
+        if (names == NULL || PyUnicode_Check(names)) {
+            result = names;
+            names = NULL;
+            goto done;
+        }
+        for (int c = 0; c < ncols; c++) given[c] = K_INFER;
     } else {
-        ncols = (int)PyTuple_GET_SIZE(names);
-        if (PyTuple_GET_SIZE(kinds) != ncols) {
+        names = given_names;
+        Py_INCREF(names);
+        if (PyTuple_GET_SIZE(kinds) != PyTuple_GET_SIZE(names) ||
+            PyTuple_GET_SIZE(names) > MAX_COLUMNS) {
             PyErr_SetString(PyExc_ValueError, "names and kinds must have the same length");
             goto done;
         }
-    }
-    if (ncols <= 0 || ncols > MAX_COLUMNS) {
-        result = PyUnicode_FromString("no columns, or too many");
-        goto done;
-    }
-    int col_kinds[MAX_COLUMNS];
-    for (int c = 0; c < ncols; c++) {
-        col_kinds[c] = K_INFER;
-        if (!header) {
+        for (Py_ssize_t c = 0; c < PyTuple_GET_SIZE(names); c++) {
             long k = PyLong_AsLong(PyTuple_GET_ITEM(kinds, c));
             if (k == -1 && PyErr_Occurred()) goto done;
             if (k != K_INFER && k != K_INT && k != K_DOUBLE && k != K_STRING) {
                 PyErr_SetString(PyExc_ValueError, "unknown column kind");
                 goto done;
             }
-            col_kinds[c] = (int)k;
+            given[c] = (int)k;
         }
     }
-    int typed = !header;
-    for (int c = 0; c < ncols; c++) typed &= col_kinds[c] != K_INFER;
+    int ncols = (int)PyTuple_GET_SIZE(names);
+    if (ncols == 0) {
+        result = PyUnicode_FromString("no columns");
+        goto done;
+    }
     int64_t lines = 1;
-    for (const uint8_t *p = buf; (p = memchr(p, '\n', (size_t)(buf + size - p))) != NULL; p++)
-        lines++;
+    for (const uint8_t *p = body; (p = memchr(p, '\n', (size_t)(end - p))) != NULL; p++) lines++;
     cv->buf = buf;
     cv->ncols = ncols;
     cv->row_cap = lines;
@@ -644,42 +774,9 @@ static PyObject *csv_parse(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    if (!typed) { /* values are kept as spans until each column's type is known */
-        size_t cells = (size_t)lines * (size_t)ncols;
-        cv->starts = (uint32_t *)malloc(cells * sizeof(uint32_t));
-        cv->lens = (uint32_t *)malloc(cells * sizeof(uint32_t));
-        cv->flags = (uint8_t *)malloc(cells);
-        if (!cv->starts || !cv->lens || !cv->flags) {
-            PyErr_NoMemory();
-            goto done;
-        }
-    }
-    int ok = 1, shifted = 0;
-    int64_t header_row = -1;
+    int ok;
     Py_BEGIN_ALLOW_THREADS;
-    if (typed) {
-        for (int c = 0; ok && c < ncols; c++) ok = out_prepare(cv, &outs[c], col_kinds[c], lines);
-        ok = ok && parse_typed(cv, buf, size, outs);
-    } else {
-        ok = split_all(cv, buf, size, header, &header_row);
-        if (ok && header) { /* the header's fields are row 0: data rows start at 1 */
-            cv->starts += ncols;
-            cv->lens += ncols;
-            cv->flags += ncols;
-            cv->rows -= 1;
-            shifted = 1;
-        }
-        if (ok && cv->rows == 0) {
-            cv->decline = "no data row";
-            ok = 0;
-        }
-        for (int c = 0; ok && c < ncols; c++) ok = convert_column(cv, c, col_kinds[c], &outs[c]);
-        if (shifted) {
-            cv->starts -= ncols;
-            cv->lens -= ncols;
-            cv->flags -= ncols;
-        }
-    }
+    ok = parse_chunk(cv, body, (Py_ssize_t)(end - body), given, outs);
     Py_END_ALLOW_THREADS;
     if (!ok) {
         if (cv->nomem) PyErr_NoMemory();
@@ -689,84 +786,21 @@ static PyObject *csv_parse(PyObject *self, PyObject *args) {
     columns = PyList_New(ncols);
     if (columns == NULL) goto done;
     for (int c = 0; c < ncols; c++) {
-        PyObject *name;
-        if (header) {
-            int64_t i = header_row * ncols + c; /* the header row, before the shift */
-            OutColumn scratch = {0};
-            Csv tmp = *cv;
-            const uint8_t *start = cv->buf + cv->starts[i];
-            int valid = append_text(&tmp, &scratch, start, start + cv->lens[i],
-                                    cv->flags[i] & F_DOUBLED);
-            if (tmp.nomem) {
-                out_free(&scratch);
-                PyErr_NoMemory();
-                goto done;
-            }
-            if (!valid) {
-                out_free(&scratch);
-                result = PyUnicode_FromString("a column name that is not UTF-8");
-                goto done;
-            }
-            name = PyUnicode_DecodeUTF8((const char *)scratch.text.data,
-                                        (Py_ssize_t)scratch.text.len, "strict");
-            out_free(&scratch);
-        } else {
-            name = PyTuple_GET_ITEM(names, c);
-            Py_INCREF(name);
-        }
-        if (name == NULL) goto done;
-        OutColumn *o = &outs[c];
-        int64_t rows = cv->rows;
-        size_t data_size = 0, offsets_size = 0;
-        if (o->kind == K_STRING) {
-            free(o->data);
-            o->data = o->text.data;
-            o->text.data = NULL;
-            data_size = o->text.len;
-            offsets_size = (size_t)(rows + 1) * sizeof(int32_t);
-        } else if (o->kind != K_NULL) {
-            data_size = (size_t)rows * 8;
-        }
-        PyObject *validity = o->null_count > 0 && o->validity
-                                 ? take_memory(&o->validity, (size_t)((rows + 7) / 8))
-                                 : (Py_INCREF(Py_None), Py_None);
-        PyObject *data = take_memory(&o->data, data_size);
-        uint8_t *off = (uint8_t *)o->offsets;
-        o->offsets = NULL;
-        PyObject *offsets = take_memory(&off, offsets_size);
-        if (validity == NULL || data == NULL || offsets == NULL) {
-            Py_DECREF(name);
-            Py_XDECREF(validity);
-            Py_XDECREF(data);
-            Py_XDECREF(offsets);
-            goto done;
-        }
-        PyObject *item = Py_BuildValue("(NiLNNN)", name, o->kind, (long long)o->null_count,
-                                       validity, data, offsets);
+        PyObject *item = column_tuple(cv, &outs[c], PyTuple_GET_ITEM(names, c));
         if (item == NULL) goto done;
         PyList_SET_ITEM(columns, c, item);
-    }
-    if (header) { /* Arrow takes duplicate names; this parser leaves them to it */
-        PyObject *seen = PySet_New(NULL);
-        if (seen == NULL) goto done;
-        for (int c = 0; c < ncols; c++) {
-            PyObject *name = PyTuple_GET_ITEM(PyList_GET_ITEM(columns, c), 0);
-            int has = PySet_Contains(seen, name);
-            if (has != 0 || PySet_Add(seen, name) < 0) {
-                Py_DECREF(seen);
-                if (has == 1) result = PyUnicode_FromString("duplicate column names");
-                goto done;
-            }
-        }
-        Py_DECREF(seen);
     }
     result = Py_BuildValue("(LO)", (long long)cv->rows, columns);
 done:
     Py_XDECREF(columns);
+    Py_XDECREF(names);
     if (outs != NULL) {
         for (int c = 0; c < cv->ncols; c++) out_free(&outs[c]);
         free(outs);
     }
+    free(header.starts);
+    free(header.lens);
+    free(header.flags);
     free(cv->starts);
     free(cv->lens);
     free(cv->flags);

@@ -90,6 +90,25 @@ def test_files_it_parses_as_arrow_does(data):
     assert same_as_arrow(data) is not None
 
 
+@pytest.mark.parametrize(
+    ("late", "type_"),
+    [("2.5", pa.float64()), ("abc", pa.string()), ("", pa.int64()), ("-0", pa.int64())],
+)
+def test_a_value_after_the_first_rows_can_change_the_guessed_type(late, type_):
+    """Types are guessed from the first rows and the chunk read in one pass; a later value
+    that does not fit sends the chunk to the full inference, which must agree with Arrow."""
+    rows = [f"{i},{i % 7}" for i in range(300)]
+    rows[250] = f"250,{late}"
+    table = same_as_arrow(("id,v\n" + "\n".join(rows) + "\n").encode())
+    assert table is not None
+    assert table.schema.field("v").type == type_
+
+
+def test_a_late_value_of_unclear_type_is_declined():
+    rows = [f"{i}" for i in range(300)] + ["2024-01-02"]
+    assert same_as_arrow(("v\n" + "\n".join(rows) + "\n").encode()) is None
+
+
 DECLINED = [
     b"a\ntrue\nfalse\n",  # bool
     b"a\n2024-01-02\n",  # date32
