@@ -65,7 +65,7 @@ class MergeRange:
         pieces = self.pieces(inputs)
         block = concat_blocks(pieces)
         if self.sort and sum(1 for p in pieces if p.num_rows) > 1:  # one run's piece is sorted
-            block = sort_block(block, self.key)
+            block = sort_block(block, self.key, sorted_runs=True)
         yield from split_even(block, self.outputs)
 
 
