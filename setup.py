@@ -24,8 +24,8 @@ NOT_PACKAGES = ["__pycache__", "*.__pycache__"]
 # The C parsers of JSON Lines and CSV (connectors/json_lines_native.py, csv_native.py).
 # Optional: where they do not compile, the install goes on and Arrow parses every file.
 PARSER_HEADERS = [
-    "connectors/_parse_memory.h",
     "connectors/_parse_numbers.h",
+    "connectors/_parse_python.h",
     "connectors/_parse_text.h",
     "connectors/_jsonl_strings.h",
 ]

@@ -30,8 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "_parse_memory.h"
 #include "_parse_numbers.h"
+#include "_parse_python.h"
 #include "_parse_text.h"
 
 enum { K_INFER = -1, K_NULL = 0, K_INT = 2, K_DOUBLE = 3, K_STRING = 4 };
@@ -809,25 +809,11 @@ done:
     return result;
 }
 
-static PyObject *csv_set_powers(PyObject *self, PyObject *arg) {
-    (void)self;
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
-    if (view.len != (Py_ssize_t)(POW_COUNT * 16)) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "the table must hold 696 pairs of 64-bit words");
-        return NULL;
-    }
-    load_powers((const uint8_t *)view.buf);
-    PyBuffer_Release(&view);
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef methods[] = {
     {"parse", csv_parse, METH_VARARGS,
      "parse(buffer, names, kinds, null_values, true_values, false_values) -> (rows, columns) "
      "or a reason (str)."},
-    {"set_powers", csv_set_powers, METH_O,
+    {"set_powers", parser_set_powers, METH_O,
      "Give the parser its table of 128-bit powers of ten (see native_text.py)."},
     {NULL, NULL, 0, NULL},
 };

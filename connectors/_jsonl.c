@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "_parse_memory.h"
 #include "_parse_numbers.h"
+#include "_parse_python.h"
 #include "_parse_text.h"
 #include "_jsonl_strings.h"
 
@@ -451,20 +451,6 @@ done:
     return result;
 }
 
-static PyObject *jsonl_set_powers(PyObject *self, PyObject *arg) {
-    (void)self;
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
-    if (view.len != (Py_ssize_t)(POW_COUNT * 16)) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "the table must hold 696 pairs of 64-bit words");
-        return NULL;
-    }
-    load_powers((const uint8_t *)view.buf);
-    PyBuffer_Release(&view);
-    Py_RETURN_NONE;
-}
-
 static PyObject *jsonl_parse_double(PyObject *self, PyObject *arg) {
     (void)self;
     Py_ssize_t len;
@@ -481,7 +467,7 @@ static PyObject *jsonl_parse_double(PyObject *self, PyObject *arg) {
 static PyMethodDef methods[] = {
     {"parse", jsonl_parse, METH_VARARGS,
      "parse(buffer, names, kinds, max_line_bytes) -> (rows, columns) or a reason (str)."},
-    {"set_powers", jsonl_set_powers, METH_O,
+    {"set_powers", parser_set_powers, METH_O,
      "Give the parser its table of 128-bit powers of ten (see native_text.py)."},
     {"parse_double", jsonl_parse_double, METH_O,
      "The double a JSON number literal stands for, or None (for tests)."},

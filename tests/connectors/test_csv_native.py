@@ -17,6 +17,7 @@ import pyarrow.csv as pacsv
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from table_oracle import check_same_as_arrow, read_with_and_without
 
 from shardflow.connectors import csv_native as native
 
@@ -38,24 +39,8 @@ def same_as_arrow(data: bytes, names=None, types=None) -> pa.Table | None:
     """Parse with the C parser; when it does not decline, Arrow must give the same table."""
     got = native.read_chunk(pa.py_buffer(data), names, types)
     want = arrow(data, names, types)
-    if got is None:
-        return None
-    assert not isinstance(want, Exception), (data[:300], want)
-    assert got.schema == want.schema, (data[:300], got.schema, want.schema)
-    assert got.num_rows == want.num_rows
-    for name in want.column_names:
-        mine, theirs = got[name].combine_chunks(), want[name].combine_chunks()
-        assert mine.null_count == theirs.null_count, name
-        if pa.types.is_floating(theirs.type):  # bit for bit, -0.0 included
-            assert _bits(mine) == _bits(theirs), (name, mine, theirs)
-        else:
-            assert mine.equals(theirs), (name, mine, theirs)
-    got.validate(full=True)
+    check_same_as_arrow(got, want, data)
     return got
-
-
-def _bits(array: pa.Array) -> list:
-    return [None if v is None else struct.pack("<d", v) for v in array.to_pylist()]
 
 
 PARSED = [
@@ -266,11 +251,9 @@ def read_both(monkeypatch):
     import shardflow as sf
 
     def read(path):
-        with_native = sf.read_csv(str(path)).to_arrow()
-        monkeypatch.setattr(native, "_csv", None)
-        arrow_only = sf.read_csv(str(path)).to_arrow()
-        monkeypatch.undo()
-        return with_native, arrow_only
+        return read_with_and_without(
+            monkeypatch, native, "_csv", lambda: sf.read_csv(str(path)).to_arrow()
+        )
 
     return read
 

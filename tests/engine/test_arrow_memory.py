@@ -57,13 +57,14 @@ POOLS = textwrap.dedent(
 )
 
 
-def _pools(setting: str, **env_overrides: str) -> dict:
+def _run(script: str, argument: str, **env_overrides: str) -> dict:
+    """The JSON ``script`` prints last, run in a fresh interpreter without the user's pool."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     env.pop("ARROW_DEFAULT_MEMORY_POOL", None)
     env.update(env_overrides)
     out = subprocess.run(
-        [sys.executable, "-c", POOLS, setting],
+        [sys.executable, "-c", script, argument],
         env=env,
         capture_output=True,
         text=True,
@@ -71,6 +72,10 @@ def _pools(setting: str, **env_overrides: str) -> dict:
         check=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _pools(setting: str, **env_overrides: str) -> dict:
+    return _run(POOLS, setting, **env_overrides)
 
 
 @needs_jemalloc
@@ -146,19 +151,7 @@ IMPORT_ORDER = textwrap.dedent(
 
 
 def _import_order(order: str, **env_overrides: str) -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    env.pop("ARROW_DEFAULT_MEMORY_POOL", None)
-    env.update(env_overrides)
-    out = subprocess.run(
-        [sys.executable, "-c", IMPORT_ORDER, order],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return _run(IMPORT_ORDER, order, **env_overrides)
 
 
 @needs_jemalloc

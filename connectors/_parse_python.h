@@ -1,10 +1,12 @@
 /*
- * Memory the text parsers (_jsonl.c, _csv.c) fill, handed to Python as objects that expose it
- * through the buffer protocol (pyarrow.py_buffer wraps them without a copy) and free it when
- * the last Arrow buffer over them goes. Include after Python.h; call PyType_Ready(&MemType).
+ * What the text parsers (_jsonl.c, _csv.c) share on the Python side: the memory they fill,
+ * handed to Python as objects that expose it through the buffer protocol (pyarrow.py_buffer
+ * wraps them without a copy) and free it when the last Arrow buffer over them goes; and
+ * set_powers(), which loads the table of powers of ten. Include after Python.h and
+ * _parse_numbers.h; call PyType_Ready(&MemType).
  */
-#ifndef SHARDFLOW_PARSE_MEMORY_H
-#define SHARDFLOW_PARSE_MEMORY_H
+#ifndef SHARDFLOW_PARSE_PYTHON_H
+#define SHARDFLOW_PARSE_PYTHON_H
 
 
 typedef struct {
@@ -51,6 +53,21 @@ static PyObject *take_memory(uint8_t **data, size_t size) {
     char *owned = (char *)*data;
     *data = NULL;
     return mem_new(owned, (Py_ssize_t)size);
+}
+
+/* set_powers(table): the table of 128-bit powers of ten (see native_text.py). */
+static PyObject *parser_set_powers(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (view.len != (Py_ssize_t)(POW_COUNT * 16)) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "the table must hold 696 pairs of 64-bit words");
+        return NULL;
+    }
+    load_powers((const uint8_t *)view.buf);
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
 }
 
 #endif
