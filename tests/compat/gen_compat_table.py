@@ -59,6 +59,10 @@ BEHAVIOUR_NOTES = (
     "of Arrow's C++ code that Python cannot give a pool to (the Parquet writer's and "
     "reader's buffers), by setting `ARROW_DEFAULT_MEMORY_POOL` while pyarrow is imported "
     "(tests/engine/test_arrow_memory.py).",
+    "`read_json(lines=True)` reads JSON Lines with Arrow's types, as `read_json` without "
+    "`lines` does in both (Ray Data 2.60 reads `lines=True` through pandas: integer columns "
+    "with nulls become doubles, strings `large_string`) "
+    "(tests/compat/test_documented_differences.py).",
     "`read_csv` / `read_json` (JSON Lines) give blocks of the rows of about 2 MiB of text "
     "each (Ray Data: up to `target_max_block_size`); `repartition` or `map_batches` with a "
     "`batch_size` gives larger batches.",

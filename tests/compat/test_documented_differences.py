@@ -158,3 +158,21 @@ def test_actor_pool_retries_are_bounded_and_resources_validated(rd, sfm, tmp_pat
         2,
         3,
     ]
+
+
+def test_json_lines_keep_arrows_types_with_lines_true(rd, sfm, tmp_path):
+    """Listed in docs/compatibility.md's behaviour differences: Ray Data 2.60 reads
+    ``read_json(lines=True)`` through pandas (integers with nulls become doubles, strings
+    large_string); shardflow reads JSON Lines with Arrow's types whether or not ``lines`` is
+    given, as Ray Data does without it."""
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"a": 1, "s": "x", "n": null}\n{"a": 2, "s": "y", "n": 3}\n')
+    ray_lines = rd.read_json(str(path), lines=True).take_batch(10, batch_format="pyarrow")
+    ray_plain = rd.read_json(str(path)).take_batch(10, batch_format="pyarrow")
+    assert ray_lines.schema.field("n").type == pa.float64()
+    assert ray_lines.schema.field("s").type == pa.large_string()
+    assert ray_plain.schema.field("n").type == pa.int64()
+    for lines in (True, None):
+        ours = sfm.read_json(path, lines=lines).take_batch(10, batch_format="pyarrow")
+        assert ours.schema.types == ray_plain.schema.types
+        assert ours.to_pylist() == ray_plain.to_pylist()
