@@ -39,6 +39,16 @@ EXTENSIONS = [
     )
     for name in ("_jsonl", "_csv")
 ]
+# Dictionary-encoded strings expanded for Parquet reads (sdk/dictionary_strings.py); optional
+# too: without it Arrow decodes those columns.
+EXTENSIONS.append(
+    Extension(
+        "shardflow.sdk._dictionary_strings",
+        sources=["sdk/_dictionary_strings.c"],
+        extra_compile_args=["-O3", "-std=gnu11"],
+        optional=True,
+    )
+)
 
 
 def _packages():

@@ -24,7 +24,12 @@ SOURCE_FOLDERS = {
 TEMPLATES = ("templates", "shardflow/templates")
 OPTIONAL_PACKAGES = ("ray", "torch", "pillow", "s3fs", "gcsfs", "pyiceberg", "daft", "datasets")
 SKIPPED_PARTS = {"__pycache__"}
-COMPILED_PARSERS = ("shardflow/connectors/_jsonl.", "shardflow/connectors/_csv.")  # optional
+# Optional compiled extensions, which a build on this project's machines must produce.
+COMPILED_MODULES = (
+    "shardflow/connectors/_jsonl.",
+    "shardflow/connectors/_csv.",
+    "shardflow/sdk/_dictionary_strings.",
+)
 
 
 def source_version(root: Path = ROOT) -> str:
@@ -63,10 +68,10 @@ def problems(wheel: Path, root: Path = ROOT) -> list[str]:
         metadata_name = next((n for n in names if n.endswith(".dist-info/METADATA")), None)
         metadata = archive.read(metadata_name).decode() if metadata_name else ""
     found = [f"missing from the wheel: {name}" for name in sorted(expected_files(root) - names)]
-    for parser in COMPILED_PARSERS:
-        if not any(n.startswith(parser) and n.endswith((".so", ".pyd")) for n in names):
+    for module in COMPILED_MODULES:
+        if not any(n.startswith(module) and n.endswith((".so", ".pyd")) for n in names):
             found.append(
-                f"missing from the wheel: the compiled parser {parser}*.so; did its C file "
+                f"missing from the wheel: the compiled module {module}*.so; did its C file "
                 "compile? (pip install -v shows the compiler's errors)"
             )
     version = source_version(root)
