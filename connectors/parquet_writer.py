@@ -9,9 +9,12 @@ column chunk only once its dictionary reaches 1 MiB, so on columns of distinct n
 (ids, measurements) most of the hashing is wasted: it was about half of all CPU time of a
 Parquet-to-Parquet ETL. Unless ``use_dictionary`` is passed, shardflow dictionary-encodes
 string and binary columns (and Arrow dictionary columns), plus numeric columns whose first
-values repeat a lot (at most one distinct value in eight of a sample), as Polars' writer
-decides. The files are standard Parquet either way; only their encodings differ from Ray
-Data's (which uses pyarrow's default).
+values repeat a lot: at most one distinct value in eight of a sample, or so few values seen
+only once that the next value is unlikely to be new (Good-Turing: singletons at most a tenth
+of the sample), the sign of a small dictionary however long the sample (codes, categories,
+sums of a few such). Dictionary-encoding those is both faster than writing them plainly
+(fewer bytes to compress) and gives smaller files. The files are standard Parquet either
+way; only their encodings differ from Ray Data's (which uses pyarrow's default).
 """
 
 from __future__ import annotations
@@ -19,18 +22,20 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_writing import BlockFileWriter
 
 # Rows of a column sampled to judge its cardinality (a first, smaller sample rules out
-# columns of nearly distinct values), and the share of distinct values at or under which a
-# numeric column is dictionary-encoded.
+# columns of nearly distinct values); a numeric column is dictionary-encoded when the share
+# of distinct values in the sample, or the share of values seen once, is at most these.
 _FIRST_SAMPLE_ROWS = 2048
 _SAMPLE_ROWS = 16384
 _MIN_SAMPLE_ROWS = 256
 _MAX_DISTINCT_SHARE = 1 / 8
+_MAX_SINGLETON_SHARE = 1 / 10
 _MOSTLY_DISTINCT_SHARE = 0.9
 # Values the writer encodes, levels and statistics included, per step (pyarrow's default is
 # 1024): fewer, larger steps took 0.98x the time of a Parquet-to-Parquet ETL (B4, paired
@@ -110,22 +115,28 @@ def _repeats(column: pa.ChunkedArray) -> bool:
     valid = len(first) - first.null_count
     if valid < _MIN_SAMPLE_ROWS:
         return False
-    distinct = _count_distinct(first)
-    if distinct is None or distinct > valid * _MOSTLY_DISTINCT_SHARE:
+    counts = _value_counts(first)
+    if counts is None or len(counts) > valid * _MOSTLY_DISTINCT_SHARE:
         return False
     sample = column.slice(0, _SAMPLE_ROWS)
-    valid = len(sample) - sample.null_count
-    distinct = _count_distinct(sample) if len(sample) > len(first) else distinct
-    return distinct is not None and distinct <= valid * _MAX_DISTINCT_SHARE
+    if len(sample) > len(first):
+        valid = len(sample) - sample.null_count
+        counts = _value_counts(sample)
+        if counts is None:
+            return False
+    singletons = int((counts == 1).sum())
+    return len(counts) <= valid * _MAX_DISTINCT_SHARE or singletons <= valid * _MAX_SINGLETON_SHARE
 
 
-def _count_distinct(sample: pa.ChunkedArray) -> int | None:
+def _value_counts(sample: pa.ChunkedArray) -> np.ndarray | None:
+    """How many times each distinct non-null value occurs in ``sample``."""
     import pyarrow.compute as pc
 
     try:
-        return pc.count_distinct(sample, mode="only_valid").as_py()
+        counts = pc.value_counts(sample.drop_null()).field("counts")
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
         return None
+    return counts.to_numpy(zero_copy_only=False)
 
 
 class ParquetBlockWriter(BlockFileWriter):

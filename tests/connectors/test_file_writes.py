@@ -267,3 +267,38 @@ def test_s3_round_trip_on_ray(backend, s3_store):
         .reset_index(drop=True)
     )
     pd.testing.assert_frame_equal(got, df)
+
+
+def test_parquet_writes_choose_dictionaries_by_how_often_values_repeat(tmp_path):
+    rng = np.random.default_rng(7)
+    n = 60_000
+    codes = rng.integers(0, 1000, n)
+    table = pa.table(
+        {
+            "id": np.arange(n),  # distinct
+            "x": rng.random(n),  # distinct
+            "code": codes,  # 1,000 values: 1 distinct in 16 of the sample
+            # ~3,000 values: 1 distinct in 5 of the sample, but almost none seen only once
+            "derived": codes * 3 + rng.integers(8, 25, n),
+            "wide": rng.integers(0, 100_000, n),  # mostly seen once: plain
+            "name": [f"n{i % 50}" for i in range(n)],  # strings: always a dictionary
+        }
+    )
+    out = tmp_path / "out"
+    sf.from_arrow(table).write_parquet(str(out))
+    (path,) = out.glob("*.parquet")
+    metadata = pq.ParquetFile(path).metadata
+    encoded = {
+        metadata.schema.column(i).name: "RLE_DICTIONARY"
+        in metadata.row_group(0).column(i).encodings
+        for i in range(metadata.num_columns)
+    }
+    assert encoded == {
+        "id": False,
+        "x": False,
+        "code": True,
+        "derived": True,
+        "wide": False,
+        "name": True,
+    }
+    assert pq.read_table(path).equals(table)
