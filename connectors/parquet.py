@@ -390,7 +390,7 @@ class ParquetDatasink(BlockBasedFileDatasink):
         self,
         path: Any,
         *,
-        compression: str | None = "snappy",
+        compression: str | dict[str, str] | None = "snappy",
         arrow_parquet_args_fn: Any | None = None,
         arrow_parquet_args: dict[str, Any] | None = None,
         max_rows_per_file: int | None = None,

@@ -78,7 +78,7 @@ class FileWriteMixin:
         num_rows_per_file: int | None = None,
         mode: SaveMode | str = SaveMode.ERROR,
         resume: bool = False,
-        compression: str | None = "snappy",
+        compression: str | dict[str, str] | None = "snappy",
         storage_options: dict[str, Any] | None = None,
         **arrow_parquet_args: Any,
     ) -> None:
@@ -112,7 +112,9 @@ class FileWriteMixin:
                 nothing when it holds data).
             resume: Make the write resumable: a rerun after a failure or a killed driver
                 skips the write tasks already done (see ``Dataset.write_datasink``).
-            compression: Parquet compression codec.
+            compression: Parquet compression codec, or a dict of codecs by column. With
+                snappy, columns of plain numbers that snappy does not shrink by a tenth
+                (random floats) are stored uncompressed.
             storage_options: fsspec options such as credentials.
             arrow_parquet_args: More ``pyarrow.parquet.write_table`` arguments
                 (``row_group_size``, ...), plus ``schema`` (cast every file to it) and

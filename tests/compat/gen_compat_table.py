@@ -47,7 +47,10 @@ BEHAVIOUR_NOTES = (
     "consumed (Ray Data raises only when blocks are combined, and turns conflicting JSON "
     "fields into Python objects) (tests/connectors/test_schema_conflicts.py).",
     "`write_parquet` dictionary-encodes only string, binary and repetitive columns by default "
-    "(Ray Data, through pyarrow, encodes every column); pass `use_dictionary` to choose.",
+    "(Ray Data, through pyarrow, encodes every column); pass `use_dictionary` to choose. With "
+    "snappy (the default codec) a column of plain numbers that snappy cannot shrink by a tenth "
+    "(random floats) is stored uncompressed; pass `compression` as a dict to choose per column "
+    "(tests/connectors/test_file_writes.py).",
     "Writes are all-or-nothing and `mode` defaults to `'error'`; `write_*(resume=True)` "
     "resumes a failed write (a shardflow extension) (tests/faults/).",
     "An execution makes Arrow's jemalloc pool the process's default memory pool (in the "

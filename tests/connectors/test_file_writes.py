@@ -302,3 +302,40 @@ def test_parquet_writes_choose_dictionaries_by_how_often_values_repeat(tmp_path)
         "name": True,
     }
     assert pq.read_table(path).equals(table)
+
+
+def test_snappy_parquet_writes_leave_columns_it_cannot_shrink_uncompressed(tmp_path):
+    rng = np.random.default_rng(3)
+    n = 50_000
+    table = pa.table(
+        {
+            "id": np.arange(n),  # sequential: snappy halves it
+            "x": rng.random(n),  # random doubles: snappy cannot shrink them
+            "code": rng.integers(0, 10, n),  # a dictionary: compressed
+            "name": [f"n{i % 7}" for i in range(n)],
+        }
+    )
+    codecs = {}
+    for codec in ("snappy", "zstd", {"x": "snappy", "id": "none", "code": "gzip", "name": "zstd"}):
+        out = tmp_path / str(len(codecs))
+        sf.from_arrow(table).write_parquet(str(out), compression=codec)
+        (path,) = out.glob("*.parquet")
+        metadata = pq.ParquetFile(path).metadata
+        codecs[str(codec)] = {
+            metadata.schema.column(i).name: metadata.row_group(0).column(i).compression
+            for i in range(metadata.num_columns)
+        }
+        assert pq.read_table(path).equals(table)
+    assert codecs["snappy"] == {
+        "id": "SNAPPY",
+        "x": "UNCOMPRESSED",
+        "code": "SNAPPY",
+        "name": "SNAPPY",
+    }
+    assert set(codecs["zstd"].values()) == {"ZSTD"}  # other codecs are used as given
+    assert list(codecs.values())[2] == {
+        "id": "UNCOMPRESSED",
+        "x": "SNAPPY",
+        "code": "GZIP",
+        "name": "ZSTD",
+    }
