@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from shardflow.connectors.iceberg import pyiceberg_api
+from shardflow.connectors.parquet_encodings import dictionary_columns
 
 logger = logging.getLogger(__name__)
 
@@ -148,30 +149,6 @@ class TableSchemaCheck:
         return pa.Table.from_arrays(columns, schema=self.arrow)
 
 
-# Columns whose sampled values are mostly distinct are written without a dictionary: Parquet
-# writers dictionary-encode a column chunk until the dictionary outgrows its page limit and only
-# then fall back, which for unique ids or measurements is wasted work.
-_DICTIONARY_SAMPLE = 8192
-_DICTIONARY_MAX_DISTINCT = 0.5
-
-
-def dictionary_columns(table: pa.Table) -> Any:
-    """``use_dictionary`` for ParquetWriter: the columns worth a dictionary (True: all)."""
-    import pyarrow.compute as pc
-
-    chosen = []
-    for field in table.schema:
-        if pa.types.is_nested(field.type):
-            return True  # nested leaves are named by path; keep the writer's default
-        if pa.types.is_boolean(field.type) or pa.types.is_null(field.type):
-            continue
-        sample = table.column(field.name).slice(0, _DICTIONARY_SAMPLE)
-        values = len(sample) - sample.null_count
-        if values == 0 or pc.count_distinct(sample).as_py() <= _DICTIONARY_MAX_DISTINCT * values:
-            chosen.append(field.name)
-    return chosen
-
-
 def write_files(
     table_metadata: Any,
     io: Any,
@@ -231,6 +208,7 @@ def _write_one(table_metadata: Any, io: Any, rows: pa.Table, partition_key: Any,
             stream,
             schema=data.schema,
             store_decimal_as_integer=True,
+            # The same choice as write_parquet (see connectors/parquet_encodings.py).
             use_dictionary=dictionary_columns(rows),
             **pyiceberg_api.parquet_writer_options(properties),
         )
