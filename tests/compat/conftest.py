@@ -13,6 +13,7 @@ import sys
 import warnings
 
 import pytest
+from harness import use_sort_shuffles
 
 sys.path.insert(0, os.path.dirname(__file__))  # the harness and the case modules
 
@@ -52,6 +53,7 @@ def rd(ray_session):
     context.print_on_execution_start = False
     if hasattr(context, "enable_operator_progress_bars"):
         context.enable_operator_progress_bars = False
+    use_sort_shuffles(context)
     return ray.data
 
 

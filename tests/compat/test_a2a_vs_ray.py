@@ -19,7 +19,7 @@ import pytest
 
 rd = pytest.importorskip("ray.data")
 
-from harness import covers
+from harness import covers, use_sort_shuffles
 
 import shardflow as sf
 import shardflow.aggregate as sf_agg
@@ -29,10 +29,11 @@ import shardflow.aggregate as sf_agg
 def ray_data(ray_session):
     """Ray Data on the session's Ray, without progress bars."""
     context = rd.DataContext.get_current()
-    previous = context.enable_progress_bars
+    previous = context.enable_progress_bars, context.shuffle_strategy
     context.enable_progress_bars = False
+    use_sort_shuffles(context)
     yield rd
-    context.enable_progress_bars = previous
+    context.enable_progress_bars, context.shuffle_strategy = previous
 
 
 @pytest.fixture
