@@ -297,6 +297,8 @@ def _dictionary_string_columns(
             continue
         if not dictionary_strings.expandable(field.type) or names.count(field.name) != 1:
             continue
+        if "." in field.name:  # read_dictionary names column paths: "a.b" may be a's child
+            continue
         column = paths.get(field.name)
         if column is not None and dictionary_strings.dictionary_encoded(
             parquet_file.metadata, indices, column

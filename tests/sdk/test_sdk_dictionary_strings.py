@@ -164,3 +164,12 @@ def test_a_stored_dictionary_type_stays_a_dictionary(tmp_path):
     assert got.schema.field("c").type == pa.dictionary(pa.int32(), pa.string())
     assert got.schema.field("s").type == pa.string()
     assert got.equals(pq.read_table(path))
+
+
+def test_a_dotted_name_is_not_taken_for_a_nested_column(tmp_path):
+    table = pa.table({"s.a": ["x", "y"] * 50, "s": pa.array([{"a": "p"}] * 100)})
+    path = str(tmp_path / "f.parquet")
+    pq.write_table(table, path)
+    got = _read(path)
+    assert got.schema.equals(table.schema)
+    assert got.equals(pq.read_table(path))
