@@ -71,3 +71,23 @@ def missing_path_raises(m, tmp):
 
         return Raised(exception_kind(exc))
     return "no error"
+
+
+@case("Dataset.write_parquet")
+def write_parquet_round_trip_of_numbers_and_strings(m, tmp):
+    """ids, random floats, codes and strings written and read back (rows and Arrow types)"""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    n = 20_000
+    table = pa.table(
+        {
+            "id": np.arange(n),
+            "x": rng.random(n),
+            "code": rng.integers(0, 40, n),
+            "name": [f"n{i % 9}" for i in range(n)],
+        }
+    )
+    m.from_arrow(table).write_parquet(tmp / "out", mode="append")
+    back = pq.read_table(tmp / "out").sort_by("id")
+    return [str(back.schema.remove_metadata()), back.equals(table)]

@@ -187,3 +187,28 @@ def csv_and_json_lines_of_numbers_and_strings(m, tmp):
         m.read_json(tmp / "rows.jsonl").take_batch(50_000, batch_format="pyarrow"),
         m.read_csv(tmp / "rows.csv").take_batch(50_000, batch_format="pyarrow"),
     ]
+
+
+@case("read_parquet")
+def parquet_dictionary_encoded_strings(m, tmp):
+    """dictionary-encoded string and binary columns (nulls, several row groups, a chunk the
+    writer fell back to plain pages for) come back as plain strings and bytes"""
+    n = 300
+    words = [None if i % 7 == 0 else f"word {i % 5}" for i in range(n)]
+    table = pa.table(
+        {
+            "label": words,
+            "raw": pa.array([None if w is None else w.encode() for w in words], pa.binary()),
+            "unique": [f"value number {i}" for i in range(n)],
+            "s.a": [f"dotted {i % 3}" for i in range(n)],
+            "s": pa.array([{"a": f"child {i % 2}"} for i in range(n)]),
+        }
+    )
+    path = tmp / "strings.parquet"
+    pq.write_table(table, path, row_group_size=64, dictionary_pagesize_limit=256)
+    ds = m.read_parquet(path)
+    return [
+        str(ds.take_batch(n, batch_format="pyarrow").schema),
+        ds.take_all(),
+        m.read_parquet(path, columns=["raw", "label"]).take_all()[:10],
+    ]

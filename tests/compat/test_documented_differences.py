@@ -176,3 +176,43 @@ def test_json_lines_keep_arrows_types_with_lines_true(rd, sfm, tmp_path):
         ours = sfm.read_json(path, lines=lines).take_batch(10, batch_format="pyarrow")
         assert ours.schema.types == ray_plain.schema.types
         assert ours.to_pylist() == ray_plain.to_pylist()
+
+
+@differs(
+    "Dataset.write_parquet",
+    reason="the encodings differ, not the data: dictionaries only for strings and repetitive "
+    "columns, and with snappy, columns of numbers snappy cannot shrink are stored uncompressed "
+    "(Ray Data, through pyarrow's defaults, dictionary-encodes and compresses every column).",
+)
+def test_parquet_encodings_and_codecs_per_column(rd, sfm, tmp_path):
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    n = 20_000
+    table = pa.table(
+        {"id": np.arange(n), "x": rng.random(n), "name": [f"n{i % 9}" for i in range(n)]}
+    )
+    chunks = {}
+    for name, module in (("ray", rd), ("sf", sfm)):
+        folder = tmp_path / name
+        module.from_arrow(table).write_parquet(str(folder))
+        assert pq.read_table(folder).sort_by("id").equals(table)
+        (path,) = folder.glob("*.parquet")
+        row_group = pq.ParquetFile(path).metadata.row_group(0)
+        chunks[name] = {
+            row_group.column(i).path_in_schema: (
+                "RLE_DICTIONARY" in row_group.column(i).encodings,
+                row_group.column(i).compression,
+            )
+            for i in range(row_group.num_columns)
+        }
+    assert chunks["ray"] == {
+        "id": (True, "SNAPPY"),
+        "x": (True, "SNAPPY"),
+        "name": (True, "SNAPPY"),
+    }
+    assert chunks["sf"] == {
+        "id": (False, "SNAPPY"),
+        "x": (False, "UNCOMPRESSED"),
+        "name": (True, "SNAPPY"),
+    }
