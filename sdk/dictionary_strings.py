@@ -6,7 +6,7 @@ dictionary instead (``read_dictionary``) costs a tenth of that, and expanding th
 with :func:`dense` (shardflow's compiled ``_dictionary_strings`` module: one pass for the
 offsets, one copying bytes) costs less than a third of the dense read, for the same array.
 :mod:`shardflow.sdk.parquet_reading` reads string columns this way when their column chunks
-are dictionary-encoded (:func:`dictionary_encoded`).
+are dictionary-encoded.
 
 The module is an optional compiled extension: without it (no C compiler at install time),
 :func:`dense` casts with Arrow, and Parquet reads decode strings as Arrow does.
@@ -20,8 +20,6 @@ Examples:
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import pyarrow as pa
 
@@ -116,20 +114,3 @@ def expand(array: pa.DictionaryArray) -> pa.Array | None:
         [validity, offsets, data.slice(0, total)],
         null_count=indices.null_count,
     )
-
-
-def dictionary_encoded(metadata: Any, row_groups: list[int], column: int) -> bool:
-    """Whether column ``column`` of a Parquet file is dictionary-encoded in all of
-    ``row_groups`` (judged from ``metadata``, a ``FileMetaData``): its chunks have a
-    dictionary page, and their data pages average under four bytes a value, i.e. hold
-    dictionary indices, not values a writer fell back to writing plainly (reading those as a
-    dictionary would hash every value)."""
-    for index in row_groups:
-        chunk = metadata.row_group(index).column(column)
-        if not chunk.has_dictionary_page or chunk.num_values <= 0:
-            return False
-        dictionary_page = chunk.data_page_offset - (chunk.dictionary_page_offset or 0)
-        data_bytes = chunk.total_uncompressed_size - max(dictionary_page, 0)
-        if data_bytes >= 4 * chunk.num_values:
-            return False
-    return True

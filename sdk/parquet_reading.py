@@ -273,10 +273,17 @@ def _plain_tables(
         return
     parquet_file = fragment.parquet_file()
     expanded = _dictionary_string_columns(parquet_file, indices, selected)
-    reader = fragment.parquet_file(expanded) if expanded else parquet_file
+    if not expanded:
+        for index in indices:
+            yield (
+                index,
+                parquet_file.read_row_group(index, columns=selected, use_threads=use_threads),
+            )
+        return
+    reader, schema = fragment.parquet_file(expanded), parquet_file.schema_arrow
     for index in indices:
         table = reader.read_row_group(index, columns=selected, use_threads=use_threads)
-        yield index, _expand_dictionaries(table, expanded, parquet_file.schema_arrow)
+        yield index, _expand_dictionaries(table, expanded, schema)
 
 
 def _dictionary_string_columns(
@@ -300,11 +307,26 @@ def _dictionary_string_columns(
         if "." in field.name:  # read_dictionary names column paths: "a.b" may be a's child
             continue
         column = paths.get(field.name)
-        if column is not None and dictionary_strings.dictionary_encoded(
-            parquet_file.metadata, indices, column
-        ):
+        if column is not None and _dictionary_encoded(parquet_file.metadata, indices, column):
             chosen.append(field.name)
     return chosen
+
+
+def _dictionary_encoded(metadata: Any, row_groups: list[int], column: int) -> bool:
+    """Whether column ``column`` of a Parquet file is dictionary-encoded in all of
+    ``row_groups`` (judged from ``metadata``, a ``FileMetaData``): its chunks have a
+    dictionary page, and their data pages average under four bytes a value, i.e. hold
+    dictionary indices, not values a writer fell back to writing plainly (reading those as a
+    dictionary would hash every value)."""
+    for index in row_groups:
+        chunk = metadata.row_group(index).column(column)
+        if not chunk.has_dictionary_page or chunk.num_values <= 0:
+            return False
+        dictionary_page = chunk.data_page_offset - (chunk.dictionary_page_offset or 0)
+        data_bytes = chunk.total_uncompressed_size - max(dictionary_page, 0)
+        if data_bytes >= 4 * chunk.num_values:
+            return False
+    return True
 
 
 def _expand_dictionaries(table: pa.Table, names: list[str], schema: pa.Schema) -> pa.Table:
