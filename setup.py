@@ -49,6 +49,16 @@ EXTENSIONS.append(
         optional=True,
     )
 )
+# Per-value encoders of the Parquet writer of flat columns (connectors/parquet_flat_writer.py);
+# optional: without them every Parquet file is written by Arrow's writer.
+EXTENSIONS.append(
+    Extension(
+        "shardflow.connectors._parquet_encode",
+        sources=["connectors/_parquet_encode.c"],
+        extra_compile_args=["-O3", "-std=gnu11"],
+        optional=True,
+    )
+)
 
 
 def _packages():

@@ -1,8 +1,10 @@
 """Writing one Parquet file block by block.
 
-A :class:`ParquetBlockWriter` keeps one ``pyarrow.parquet.ParquetWriter`` open per file and
-appends row groups as blocks arrive, so a write task holds at most one row group of rows
-(plus the block being written), never the whole file.
+A :class:`ParquetBlockWriter` keeps one file writer open per file and appends row groups as
+blocks arrive, so a write task holds at most one row group of rows (plus the block being
+written), never the whole file. The file writer is shardflow's own for flat columns of
+common types (:mod:`shardflow.connectors.parquet_flat_writer`), else
+``pyarrow.parquet.ParquetWriter``.
 
 Which columns get a dictionary and which are compressed is decided from the file's first block
 (:mod:`shardflow.connectors.parquet_encodings`).
@@ -14,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from shardflow.connectors import parquet_flat_writer
 from shardflow.connectors.parquet_encodings import column_compression, dictionary_columns
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_writing import BlockFileWriter
@@ -48,7 +51,13 @@ class ParquetBlockWriter(BlockFileWriter):
         )
         args.setdefault("write_batch_size", _WRITE_BATCH_ROWS)
         self.schema = block.schema
-        self._writer = pq.ParquetWriter(f, self.schema, **args)
+        self._writer: Any
+        if parquet_flat_writer.handles(self.schema, args):
+            self._writer = parquet_flat_writer.FlatParquetWriter(
+                f, self.schema, args["use_dictionary"], args["compression"]
+            )
+        else:
+            self._writer = pq.ParquetWriter(f, self.schema, **args)
         self._pending: list[Block] = []
         self._pending_rows = self._pending_bytes = 0
 
@@ -76,6 +85,9 @@ class ParquetBlockWriter(BlockFileWriter):
 
     def abandon(self) -> None:
         self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
+        if isinstance(self._writer, parquet_flat_writer.FlatParquetWriter):
+            self._writer.abandon()
+            return
         try:
             self._writer.close()
         except Exception:

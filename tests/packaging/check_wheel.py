@@ -29,6 +29,7 @@ COMPILED_MODULES = (
     "shardflow/connectors/_jsonl.",
     "shardflow/connectors/_csv.",
     "shardflow/sdk/_dictionary_strings.",
+    "shardflow/connectors/_parquet_encode.",
 )
 
 

@@ -39,6 +39,7 @@ assert back["sq"].tolist() == [i * i for i in range(1000)]
 assert oracle["sq"].tolist() == back["sq"].tolist()
 from shardflow.connectors import csv_native, json_lines_native
 from shardflow.sdk import dictionary_strings
+from shardflow.connectors import parquet_flat_writer
 with open(out + ".jsonl", "w") as f:
     f.write("".join(json.dumps({"id": i, "x": i / 4}) + chr(10) for i in range(100)))
 assert sf.read_json(out + ".jsonl").sum("x") == sum(i / 4 for i in range(100))
@@ -51,7 +52,8 @@ print(json.dumps({"rows": len(back), "version": sf.__version__, "file": sf.__fil
                   "ray": ray_importable, "ray_loaded": "ray" in sys.modules,
                   "native_json": json_lines_native.available(),
                   "native_csv": csv_native.available(),
-                  "native_dictionary": dictionary_strings.available()}))
+                  "native_dictionary": dictionary_strings.available(),
+                  "native_parquet_writer": parquet_flat_writer.available()}))
 """
 
 
@@ -182,6 +184,7 @@ def test_wheel_without_extras_runs_a_local_pipeline(wheel_env, tmp_path):
     assert result["native_json"] is True  # the compiled parsers came with the wheel
     assert result["native_csv"] is True
     assert result["native_dictionary"] is True
+    assert result["native_parquet_writer"] is True
     console_script = python.parent / "shardflow"  # the entry point the wheel declares
     proc = _run([str(console_script), "--help"], cwd=tmp_path, env=_clean_env())
     assert "new-connector" in proc.stdout

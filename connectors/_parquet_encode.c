@@ -1,0 +1,897 @@
+/*
+ * Encoders for shardflow's Parquet writer of flat columns (connectors/parquet_flat_writer.py).
+ *
+ * The Python side lays out pages, compresses them and writes the Thrift metadata; this module
+ * does the per-value work:
+ *
+ *   dictionary_fixed([(data, offset, length, validity), ...], width, max_entries, integers)
+ *       -> (indices, dictionary) or None
+ *   dictionary_bytes([(offsets, data, offset_width, offset, length, validity), ...],
+ *                    max_bytes) -> (indices, plain_dictionary, entries, min, max) or None
+ *   plain_bytes(offsets, data, offset_width, offset, length, validity) -> bytes
+ *   bytes_min_max(offsets, data, offset_width, offset, length, validity) -> (min, max) or None
+ *   rle_hybrid(indices, start, count, bit_width) -> bytes
+ *
+ * Arrays are given as Arrow buffers: ``offset`` and ``length`` in values, the validity bitmap
+ * (or None) indexed from the same offset, value offsets of 4 or 8 bytes. A column chunk made
+ * of several arrays is dictionary-encoded as one (a list of parts). Only non-null values are
+ * encoded, as Parquet stores them; ``integers`` says fixed-width values are integers (whose
+ * range may be small enough to index an array instead of hashing). Dictionary indices are uint32, in order of first
+ * appearance; the dictionary encoders return None, having used nothing, once the dictionary
+ * outgrows ``max_entries`` values or ``max_bytes`` plain-encoded bytes (the caller then
+ * writes the column plainly). Minimum and maximum of byte strings compare unsigned bytes, as
+ * Parquet orders BYTE_ARRAY statistics.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Arrow buffers and Parquet pages are little-endian; this module reads and writes them as
+ * native integers. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "_parquet_encode supports little-endian machines only"
+#endif
+
+typedef struct {
+    Py_buffer view;
+    int held;
+} Input;
+
+static void release(Input *input) {
+    if (input->held) PyBuffer_Release(&input->view);
+    input->held = 0;
+}
+
+/* Fills ``input`` from ``object`` (None gives an empty, unheld input). */
+static int take(PyObject *object, Input *input) {
+    input->held = 0;
+    if (object == Py_None) return 0;
+    if (PyObject_GetBuffer(object, &input->view, PyBUF_SIMPLE) < 0) return -1;
+    input->held = 1;
+    return 0;
+}
+
+static int check_size(const Input *input, Py_ssize_t need, const char *what) {
+    if (input->view.len < need) {
+        PyErr_Format(PyExc_ValueError, "%s holds %zd bytes; %zd are needed", what,
+                     input->view.len, need);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_span(Py_ssize_t offset, Py_ssize_t length) {
+    if (offset < 0 || length < 0) {
+        PyErr_SetString(PyExc_ValueError, "offsets and lengths must not be negative");
+        return -1;
+    }
+    return 0;
+}
+
+static inline int is_valid(const uint8_t *bitmap, Py_ssize_t bit) {
+    return bitmap == NULL || ((bitmap[bit >> 3] >> (bit & 7)) & 1);
+}
+
+/* Value offsets of 4 or 8 bytes, read as int64. */
+static inline int64_t offset_at(const uint8_t *offsets, int width, Py_ssize_t i) {
+    if (width == 4) {
+        int32_t value;
+        memcpy(&value, offsets + i * 4, 4);
+        return value;
+    }
+    int64_t value;
+    memcpy(&value, offsets + i * 8, 8);
+    return value;
+}
+
+/* Checks the offsets of values [offset, offset + length] lie in order inside the data. */
+static int check_offsets(const Input *offsets, int width, const Input *data, Py_ssize_t offset,
+                         Py_ssize_t length) {
+    if (width != 4 && width != 8) {
+        PyErr_SetString(PyExc_ValueError, "offset_width must be 4 or 8");
+        return -1;
+    }
+    if (check_size(offsets, (offset + length + 1) * width, "offsets") < 0) return -1;
+    const uint8_t *raw = offsets->view.buf;
+    int64_t previous = offset_at(raw, width, offset);
+    if (previous < 0) goto bad;
+    for (Py_ssize_t i = 1; i <= length; i++) {
+        int64_t next = offset_at(raw, width, offset + i);
+        if (next < previous) goto bad;
+        previous = next;
+    }
+    if (previous > data->view.len) goto bad;
+    return 0;
+bad:
+    PyErr_SetString(PyExc_ValueError, "value offsets are out of order or outside the data");
+    return -1;
+}
+
+static int check_validity(const Input *validity, Py_ssize_t offset, Py_ssize_t length) {
+    if (!validity->held) return 0;
+    return check_size(validity, (offset + length + 7) / 8, "validity");
+}
+
+static inline uint64_t load64(const uint8_t *p) {
+    uint64_t value;
+    memcpy(&value, p, 8);
+    return value;
+}
+
+static inline uint64_t load32(const uint8_t *p) {
+    uint32_t value;
+    memcpy(&value, p, 4);
+    return value;
+}
+
+/* The 128-bit product of a and b, its halves xor-ed: one multiply mixes 128 bits in. */
+static inline uint64_t fold_multiply(uint64_t a, uint64_t b) {
+    __uint128_t product = (__uint128_t)a * b;
+    return (uint64_t)product ^ (uint64_t)(product >> 64);
+}
+
+#define K1 0x9e3779b97f4a7c15ULL
+#define K2 0xd6e8feb86659fd93ULL
+#define K3 0xa0761d6478bd642fULL
+
+/* A hash of n bytes. Values of up to 16 bytes are read as two (overlapping) words, longer
+ * ones 16 bytes a step; every byte counts. */
+static inline uint64_t hash_bytes(const uint8_t *p, size_t n) {
+    uint64_t seed = K3 ^ (uint64_t)n;
+    uint64_t a, b;
+    if (n <= 16) {
+        if (n >= 8) {
+            a = load64(p);
+            b = load64(p + n - 8);
+        } else if (n >= 4) {
+            a = load32(p);
+            b = load32(p + n - 4);
+        } else if (n > 0) {
+            a = ((uint64_t)p[0] << 16) | ((uint64_t)p[n >> 1] << 8) | p[n - 1];
+            b = 0;
+        } else {
+            a = b = 0;
+        }
+    } else {
+        size_t left = n;
+        while (left > 16) {
+            seed = fold_multiply(load64(p) ^ K1, load64(p + 8) ^ seed);
+            p += 16;
+            left -= 16;
+        }
+        a = load64(p + left - 16);
+        b = load64(p + left - 8);
+    }
+    return fold_multiply(fold_multiply(a ^ K1, b ^ seed) ^ K2, (uint64_t)n ^ K1);
+}
+
+/* ---------------------------------------------------------------- arrays given in parts */
+
+/* One Arrow array (or slice): fixed-width values, or byte strings with their offsets. */
+typedef struct {
+    Input offsets, data, validity;
+    int offset_width; /* 4 or 8 for byte strings, 0 for fixed-width values */
+    Py_ssize_t offset, length;
+} Part;
+
+static void release_part(Part *part) {
+    release(&part->offsets);
+    release(&part->data);
+    release(&part->validity);
+}
+
+/* Parses (data, offset, length, validity) when width > 0, else
+ * (offsets, data, offset_width, offset, length, validity), and checks the buffers. */
+static int parse_part(PyObject *tuple, int width, Part *part) {
+    PyObject *offsets_object = Py_None, *data_object, *validity_object;
+    part->offsets.held = part->data.held = part->validity.held = 0;
+    part->offset_width = 0;
+    if (!PyTuple_Check(tuple)) {
+        PyErr_SetString(PyExc_TypeError, "each part must be a tuple");
+        return -1;
+    }
+    int parsed = width > 0
+        ? PyArg_ParseTuple(tuple, "OnnO", &data_object, &part->offset, &part->length,
+                           &validity_object)
+        : PyArg_ParseTuple(tuple, "OOinnO", &offsets_object, &data_object, &part->offset_width,
+                           &part->offset, &part->length, &validity_object);
+    if (!parsed || check_span(part->offset, part->length) < 0) return -1;
+    if (take(offsets_object, &part->offsets) < 0 || take(data_object, &part->data) < 0 ||
+        take(validity_object, &part->validity) < 0)
+        goto fail;
+    if (check_validity(&part->validity, part->offset, part->length) < 0) goto fail;
+    if (width > 0) {
+        if (check_size(&part->data, (part->offset + part->length) * width, "data") < 0) goto fail;
+    } else if (check_offsets(&part->offsets, part->offset_width, &part->data, part->offset,
+                             part->length) < 0) {
+        goto fail;
+    }
+    return 0;
+fail:
+    release_part(part);
+    return -1;
+}
+
+typedef struct {
+    Part *items;
+    Py_ssize_t count, rows;
+} Parts;
+
+static void release_parts(Parts *parts) {
+    for (Py_ssize_t i = 0; i < parts->count; i++) release_part(&parts->items[i]);
+    PyMem_Free(parts->items);
+    parts->items = NULL;
+    parts->count = 0;
+}
+
+static int parse_parts(PyObject *sequence, int width, Parts *parts) {
+    parts->items = NULL;
+    parts->count = parts->rows = 0;
+    PyObject *list = PySequence_Fast(sequence, "parts must be a sequence of tuples");
+    if (list == NULL) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(list);
+    parts->items = PyMem_Calloc(n ? n : 1, sizeof(Part));
+    if (parts->items == NULL) {
+        Py_DECREF(list);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (parse_part(PySequence_Fast_GET_ITEM(list, i), width, &parts->items[i]) < 0) {
+            Py_DECREF(list);
+            release_parts(parts);
+            return -1;
+        }
+        parts->count = i + 1;
+        parts->rows += parts->items[i].length;
+    }
+    Py_DECREF(list);
+    return 0;
+}
+
+static inline const uint8_t *bitmap_of(const Part *part) {
+    return part->validity.held ? part->validity.view.buf : NULL;
+}
+
+/* ---------------------------------------------------------------- fixed-width dictionary */
+
+/* Values are keyed by their bits (so -0.0 and 0.0, or two NaNs, are different entries, as the
+ * plain values they stand for are). Integer keys whose range is small (codes, categories)
+ * index an array directly; others go through an open-addressing table, kept at most a
+ * quarter full. Both map a key to its entry's index + 1 (0: not seen yet). */
+typedef struct {
+    uint64_t *keys;
+    uint32_t *slots;
+    size_t mask;
+    int shift;
+} FixedTable;
+
+static int fixed_table_init(FixedTable *table, int bits) {
+    size_t capacity = (size_t)1 << bits;
+    table->keys = malloc(capacity * sizeof(uint64_t));
+    table->slots = calloc(capacity, sizeof(uint32_t));
+    table->mask = capacity - 1;
+    table->shift = 64 - bits;
+    if (table->keys == NULL || table->slots == NULL) {
+        free(table->keys);
+        free(table->slots);
+        table->keys = NULL;
+        table->slots = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static void fixed_table_free(FixedTable *table) {
+    free(table->keys);
+    free(table->slots);
+}
+
+static inline size_t fixed_home(const FixedTable *table, uint64_t key) {
+    return (size_t)((key * K1) >> table->shift);
+}
+
+static int fixed_table_grow(FixedTable *table) {
+    FixedTable bigger;
+    if (fixed_table_init(&bigger, 64 - table->shift + 1) < 0) return -1;
+    for (size_t i = 0; i <= table->mask; i++) {
+        if (table->slots[i] == 0) continue;
+        size_t at = fixed_home(&bigger, table->keys[i]);
+        while (bigger.slots[at] != 0) at = (at + 1) & bigger.mask;
+        bigger.keys[at] = table->keys[i];
+        bigger.slots[at] = table->slots[i];
+    }
+    fixed_table_free(table);
+    *table = bigger;
+    return 0;
+}
+
+static inline uint64_t fixed_key(const uint8_t *raw, int width, Py_ssize_t i) {
+    return width == 4 ? load32(raw + i * 4) : load64(raw + i * 8);
+}
+
+static inline int64_t signed_key(uint64_t key, int width) {
+    return width == 4 ? (int64_t)(int32_t)(uint32_t)key : (int64_t)key;
+}
+
+static inline const uint8_t *values_of(const Part *part, int width) {
+    return (const uint8_t *)part->data.view.buf + part->offset * width;
+}
+
+/* Whether the non-null values, read as signed integers, span fewer than ``limit`` values;
+ * their minimum goes to *low and the span to *span. */
+static int small_range(const Parts *parts, int width, uint64_t limit, int64_t *low,
+                       uint64_t *span) {
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (Py_ssize_t p = 0; p < parts->count; p++) {
+        const Part *part = &parts->items[p];
+        const uint8_t *raw = values_of(part, width), *bitmap = bitmap_of(part);
+        if (bitmap == NULL && width == 4) { /* the common cases, in loops that vectorize */
+            const int32_t *values = (const int32_t *)raw;
+            for (Py_ssize_t i = 0; i < part->length; i++) {
+                lo = values[i] < lo ? values[i] : lo;
+                hi = values[i] > hi ? values[i] : hi;
+            }
+            continue;
+        }
+        if (bitmap == NULL) {
+            const int64_t *values = (const int64_t *)raw;
+            for (Py_ssize_t i = 0; i < part->length; i++) {
+                lo = values[i] < lo ? values[i] : lo;
+                hi = values[i] > hi ? values[i] : hi;
+            }
+            continue;
+        }
+        for (Py_ssize_t i = 0; i < part->length; i++) {
+            if (!is_valid(bitmap, part->offset + i)) continue;
+            int64_t value = signed_key(fixed_key(raw, width, i), width);
+            lo = value < lo ? value : lo;
+            hi = value > hi ? value : hi;
+        }
+    }
+    *low = lo;
+    *span = lo <= hi ? (uint64_t)hi - (uint64_t)lo + 1 : 0;
+    return lo <= hi && *span - 1 < limit;
+}
+
+static PyObject *dictionary_fixed(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *parts_object;
+    int width, integers;
+    Py_ssize_t max_entries;
+    if (!PyArg_ParseTuple(args, "Oinp", &parts_object, &width, &max_entries, &integers))
+        return NULL;
+    if (width != 4 && width != 8) {
+        PyErr_SetString(PyExc_ValueError, "width must be 4 or 8");
+        return NULL;
+    }
+    if (max_entries < 1 || max_entries >= (Py_ssize_t)UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "max_entries is out of range");
+        return NULL;
+    }
+    Parts parts;
+    if (parse_parts(parts_object, width, &parts) < 0) return NULL;
+    PyObject *result = NULL, *indices = NULL, *dictionary = NULL;
+    uint64_t *values = NULL;
+    uint32_t *direct = NULL;
+    FixedTable table = {0};
+    int64_t low = 0;
+    uint64_t span = 0;
+    /* A direct array as long as four dictionaries' worth of entries at most. */
+    int use_direct = integers && small_range(&parts, width, 4 * (uint64_t)max_entries, &low, &span);
+    indices = PyBytes_FromStringAndSize(NULL, parts.rows * 4);
+    values = malloc(((size_t)max_entries + 1) * sizeof(uint64_t));
+    if (indices == NULL || values == NULL) goto nomemory;
+    if (use_direct) {
+        direct = calloc(span, sizeof(uint32_t));
+        if (direct == NULL) goto nomemory;
+    } else if (fixed_table_init(&table, 12) < 0) {
+        goto nomemory;
+    }
+    uint32_t *out = (uint32_t *)PyBytes_AS_STRING(indices);
+    Py_ssize_t written = 0, entries = 0;
+    int status = 0; /* 1: too many entries, -1: out of memory */
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t p = 0; p < parts.count && status == 0; p++) {
+        const Part *part = &parts.items[p];
+        const uint8_t *raw = values_of(part, width), *bitmap = bitmap_of(part);
+        for (Py_ssize_t i = 0; i < part->length; i++) {
+            if (!is_valid(bitmap, part->offset + i)) continue;
+            uint64_t key = fixed_key(raw, width, i);
+            uint32_t *slot;
+            if (use_direct) {
+                slot = &direct[(uint64_t)signed_key(key, width) - (uint64_t)low];
+            } else {
+                size_t at = fixed_home(&table, key);
+                while (table.slots[at] != 0 && table.keys[at] != key) at = (at + 1) & table.mask;
+                table.keys[at] = key;
+                slot = &table.slots[at];
+            }
+            if (*slot != 0) {
+                out[written++] = *slot - 1;
+                continue;
+            }
+            if (entries >= max_entries) {
+                status = 1;
+                break;
+            }
+            values[entries] = key;
+            *slot = (uint32_t)++entries;
+            out[written++] = (uint32_t)(entries - 1);
+            if (!use_direct && (size_t)entries * 4 > table.mask && fixed_table_grow(&table) < 0) {
+                status = -1;
+                break;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (status < 0) goto nomemory;
+    if (status > 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    dictionary = PyBytes_FromStringAndSize(NULL, entries * width);
+    if (dictionary == NULL) goto done;
+    uint8_t *dest = (uint8_t *)PyBytes_AS_STRING(dictionary);
+    for (Py_ssize_t e = 0; e < entries; e++) {
+        if (width == 4) {
+            uint32_t narrow = (uint32_t)values[e];
+            memcpy(dest + e * 4, &narrow, 4);
+        } else {
+            memcpy(dest + e * 8, &values[e], 8);
+        }
+    }
+    if (_PyBytes_Resize(&indices, written * 4) < 0) goto done;
+    result = PyTuple_Pack(2, indices, dictionary);
+    goto done;
+nomemory:
+    PyErr_NoMemory();
+done:
+    free(values);
+    free(direct);
+    fixed_table_free(&table);
+    Py_XDECREF(indices);
+    Py_XDECREF(dictionary);
+    release_parts(&parts);
+    return result;
+}
+
+/* ---------------------------------------------------------------- byte-string dictionary */
+
+/* Open addressing, at most a quarter full; a slot holds the value's hash and its entry's
+ * index + 1 (0: empty). */
+typedef struct {
+    uint64_t *hashes;
+    uint32_t *slots;
+    size_t mask;
+} BytesTable;
+
+static int bytes_table_init(BytesTable *table, size_t capacity) {
+    table->hashes = malloc(capacity * sizeof(uint64_t));
+    table->slots = calloc(capacity, sizeof(uint32_t));
+    table->mask = capacity - 1;
+    if (table->hashes == NULL || table->slots == NULL) {
+        free(table->hashes);
+        free(table->slots);
+        table->hashes = NULL;
+        table->slots = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static void bytes_table_free(BytesTable *table) {
+    free(table->hashes);
+    free(table->slots);
+}
+
+static int bytes_table_grow(BytesTable *table) {
+    BytesTable bigger;
+    if (bytes_table_init(&bigger, (table->mask + 1) * 2) < 0) return -1;
+    for (size_t i = 0; i <= table->mask; i++) {
+        if (table->slots[i] == 0) continue;
+        size_t at = table->hashes[i] & bigger.mask;
+        while (bigger.slots[at] != 0) at = (at + 1) & bigger.mask;
+        bigger.hashes[at] = table->hashes[i];
+        bigger.slots[at] = table->slots[i];
+    }
+    bytes_table_free(table);
+    *table = bigger;
+    return 0;
+}
+
+/* Whether n bytes at a and b are equal; short values (most labels and codes) are compared
+ * as two overlapping words, without a call. */
+static inline int same_bytes(const uint8_t *a, const uint8_t *b, size_t n) {
+    if (n > 16) return memcmp(a, b, n) == 0;
+    if (n >= 8) return load64(a) == load64(b) && load64(a + n - 8) == load64(b + n - 8);
+    if (n >= 4) return load32(a) == load32(b) && load32(a + n - 4) == load32(b + n - 4);
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+/* Unsigned byte-wise order; a prefix sorts first. */
+static int compare_bytes(const uint8_t *a, size_t a_size, const uint8_t *b, size_t b_size) {
+    size_t common = a_size < b_size ? a_size : b_size;
+    int order = common ? memcmp(a, b, common) : 0;
+    if (order != 0) return order;
+    return (a_size > b_size) - (a_size < b_size);
+}
+
+/* The dictionary being built: entries plain-encoded (4-byte length, bytes) one after the
+ * other, where each one's bytes start, and its size. */
+typedef struct {
+    uint8_t *plain;
+    size_t used, capacity;
+    size_t *starts;
+    uint32_t *sizes;
+    size_t entries, room;
+} Entries;
+
+static int entries_add(Entries *e, const uint8_t *value, size_t size) {
+    if (e->used + 4 + size > e->capacity) {
+        size_t capacity = e->capacity;
+        while (e->used + 4 + size > capacity) capacity *= 2;
+        uint8_t *bigger = realloc(e->plain, capacity);
+        if (bigger == NULL) return -1;
+        e->plain = bigger;
+        e->capacity = capacity;
+    }
+    if (e->entries == e->room) {
+        size_t *starts = realloc(e->starts, e->room * 2 * sizeof(size_t));
+        if (starts == NULL) return -1;
+        e->starts = starts;
+        uint32_t *sizes = realloc(e->sizes, e->room * 2 * sizeof(uint32_t));
+        if (sizes == NULL) return -1;
+        e->sizes = sizes;
+        e->room *= 2;
+    }
+    uint32_t size32 = (uint32_t)size;
+    memcpy(e->plain + e->used, &size32, 4);
+    if (size) memcpy(e->plain + e->used + 4, value, size);
+    e->starts[e->entries] = e->used + 4;
+    e->sizes[e->entries] = size32;
+    e->used += 4 + size;
+    e->entries++;
+    return 0;
+}
+
+static PyObject *dictionary_bytes(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *parts_object;
+    Py_ssize_t max_bytes;
+    if (!PyArg_ParseTuple(args, "On", &parts_object, &max_bytes)) return NULL;
+    Parts parts;
+    if (parse_parts(parts_object, 0, &parts) < 0) return NULL;
+    PyObject *result = NULL, *indices = NULL, *dictionary = NULL, *low = NULL, *high = NULL;
+    BytesTable table = {0};
+    Entries e = {0};
+    e.capacity = 4096;
+    e.room = 256;
+    e.plain = malloc(e.capacity);
+    e.starts = malloc(e.room * sizeof(size_t));
+    e.sizes = malloc(e.room * sizeof(uint32_t));
+    indices = PyBytes_FromStringAndSize(NULL, parts.rows * 4);
+    if (indices == NULL || e.plain == NULL || e.starts == NULL || e.sizes == NULL ||
+        bytes_table_init(&table, 4096) < 0)
+        goto nomemory;
+    uint32_t *out = (uint32_t *)PyBytes_AS_STRING(indices);
+    Py_ssize_t written = 0;
+    size_t min_entry = 0, max_entry = 0;
+    int status = 0; /* 1: dictionary too large, -1: out of memory */
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t p = 0; p < parts.count && status == 0; p++) {
+        const Part *part = &parts.items[p];
+        const uint8_t *raw_offsets = part->offsets.view.buf, *bitmap = bitmap_of(part);
+        const uint8_t *bytes = part->data.view.buf;
+        for (Py_ssize_t i = 0; i < part->length; i++) {
+            if (!is_valid(bitmap, part->offset + i)) continue;
+            int64_t start = offset_at(raw_offsets, part->offset_width, part->offset + i);
+            size_t size = (size_t)(
+                offset_at(raw_offsets, part->offset_width, part->offset + i + 1) - start);
+            const uint8_t *value = bytes + start;
+            uint64_t hash = hash_bytes(value, size);
+            size_t at = hash & table.mask;
+            uint32_t slot;
+            while ((slot = table.slots[at]) != 0) {
+                if (table.hashes[at] == hash && e.sizes[slot - 1] == size &&
+                    same_bytes(e.plain + e.starts[slot - 1], value, size))
+                    break;
+                at = (at + 1) & table.mask;
+            }
+            if (slot != 0) {
+                out[written++] = slot - 1;
+                continue;
+            }
+            if (size > UINT32_MAX - 4 || e.used + 4 + size > (size_t)max_bytes ||
+                e.entries >= UINT32_MAX - 1) {
+                status = 1;
+                break;
+            }
+            if (entries_add(&e, value, size) < 0) {
+                status = -1;
+                break;
+            }
+            size_t added = e.entries - 1;
+            if (added > 0) {
+                if (compare_bytes(value, size, e.plain + e.starts[min_entry],
+                                  e.sizes[min_entry]) < 0)
+                    min_entry = added;
+                if (compare_bytes(value, size, e.plain + e.starts[max_entry],
+                                  e.sizes[max_entry]) > 0)
+                    max_entry = added;
+            }
+            table.hashes[at] = hash;
+            table.slots[at] = (uint32_t)e.entries;
+            out[written++] = (uint32_t)added;
+            if (e.entries * 4 > table.mask && bytes_table_grow(&table) < 0) {
+                status = -1;
+                break;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (status < 0) goto nomemory;
+    if (status > 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    dictionary = PyBytes_FromStringAndSize((const char *)e.plain, (Py_ssize_t)e.used);
+    if (dictionary == NULL) goto done;
+    if (e.entries > 0) {
+        low = PyBytes_FromStringAndSize((const char *)e.plain + e.starts[min_entry],
+                                        e.sizes[min_entry]);
+        high = PyBytes_FromStringAndSize((const char *)e.plain + e.starts[max_entry],
+                                         e.sizes[max_entry]);
+    } else {
+        low = Py_NewRef(Py_None);
+        high = Py_NewRef(Py_None);
+    }
+    if (low == NULL || high == NULL || _PyBytes_Resize(&indices, written * 4) < 0) goto done;
+    PyObject *count = PyLong_FromSize_t(e.entries);
+    if (count == NULL) goto done;
+    result = PyTuple_Pack(5, indices, dictionary, count, low, high);
+    Py_DECREF(count);
+    goto done;
+nomemory:
+    PyErr_NoMemory();
+done:
+    free(e.plain);
+    free(e.starts);
+    free(e.sizes);
+    bytes_table_free(&table);
+    Py_XDECREF(indices);
+    Py_XDECREF(dictionary);
+    Py_XDECREF(low);
+    Py_XDECREF(high);
+    release_parts(&parts);
+    return result;
+}
+
+/* ---------------------------------------------------------------- plain byte strings */
+
+static PyObject *plain_bytes(PyObject *self, PyObject *args) {
+    (void)self;
+    Part s;
+    PyObject *result = NULL;
+    if (parse_part(args, 0, &s) < 0) return NULL;
+    const uint8_t *raw_offsets = s.offsets.view.buf, *bitmap = bitmap_of(&s);
+    const uint8_t *bytes = s.data.view.buf;
+    int64_t first = offset_at(raw_offsets, s.offset_width, s.offset);
+    int64_t last = offset_at(raw_offsets, s.offset_width, s.offset + s.length);
+    Py_ssize_t size = (Py_ssize_t)(last - first);
+    for (Py_ssize_t i = 0; i < s.length; i++) {
+        if (!is_valid(bitmap, s.offset + i)) {
+            size -= (Py_ssize_t)(offset_at(raw_offsets, s.offset_width, s.offset + i + 1) -
+                                 offset_at(raw_offsets, s.offset_width, s.offset + i));
+        } else {
+            size += 4;
+        }
+    }
+    result = PyBytes_FromStringAndSize(NULL, size);
+    if (result == NULL) goto done;
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(result);
+    int too_long = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < s.length; i++) {
+        if (!is_valid(bitmap, s.offset + i)) continue;
+        int64_t start = offset_at(raw_offsets, s.offset_width, s.offset + i);
+        int64_t value_size = offset_at(raw_offsets, s.offset_width, s.offset + i + 1) - start;
+        if (value_size > (int64_t)UINT32_MAX) {
+            too_long = 1;
+            break;
+        }
+        uint32_t size32 = (uint32_t)value_size;
+        memcpy(out, &size32, 4);
+        memcpy(out + 4, bytes + start, (size_t)value_size);
+        out += 4 + value_size;
+    }
+    Py_END_ALLOW_THREADS
+    if (too_long) {
+        Py_CLEAR(result);
+        PyErr_SetString(PyExc_ValueError, "a value is longer than Parquet allows (4 GiB)");
+    }
+done:
+    release_part(&s);
+    return result;
+}
+
+static PyObject *bytes_min_max(PyObject *self, PyObject *args) {
+    (void)self;
+    Part s;
+    PyObject *result = NULL;
+    if (parse_part(args, 0, &s) < 0) return NULL;
+    const uint8_t *raw_offsets = s.offsets.view.buf, *bitmap = bitmap_of(&s);
+    const uint8_t *bytes = s.data.view.buf;
+    int found = 0;
+    int64_t low_start = 0, low_size = 0, high_start = 0, high_size = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < s.length; i++) {
+        if (!is_valid(bitmap, s.offset + i)) continue;
+        int64_t start = offset_at(raw_offsets, s.offset_width, s.offset + i);
+        int64_t size = offset_at(raw_offsets, s.offset_width, s.offset + i + 1) - start;
+        if (!found) {
+            found = 1;
+            low_start = high_start = start;
+            low_size = high_size = size;
+        } else if (compare_bytes(bytes + start, size, bytes + low_start, low_size) < 0) {
+            low_start = start, low_size = size;
+        } else if (compare_bytes(bytes + start, size, bytes + high_start, high_size) > 0) {
+            high_start = start, high_size = size;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (!found) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    result = Py_BuildValue("(y#y#)", (const char *)bytes + low_start, (Py_ssize_t)low_size,
+                           (const char *)bytes + high_start, (Py_ssize_t)high_size);
+done:
+    release_part(&s);
+    return result;
+}
+
+/* ---------------------------------------------------------------- RLE / bit-packing hybrid */
+
+static inline uint8_t *put_varint(uint8_t *out, uint64_t value) {
+    while (value >= 0x80) {
+        *out++ = (uint8_t)(value | 0x80);
+        value >>= 7;
+    }
+    *out++ = (uint8_t)value;
+    return out;
+}
+
+/* How many values from ``at`` equal values[at], counting at most ``cap``. */
+static inline Py_ssize_t repeats(const uint32_t *values, Py_ssize_t at, Py_ssize_t end,
+                                 Py_ssize_t cap) {
+    Py_ssize_t n = 1;
+    while (at + n < end && n < cap && values[at + n] == values[at]) n++;
+    return n;
+}
+
+/* Eight values of ``bit_width`` bits, packed from the lowest bit up into bit_width bytes.
+ * Up to 16 bytes are stored (a fixed-size store is much faster than one of bit_width
+ * bytes); the caller's buffer has that much room past the packed bytes. */
+static inline __attribute__((always_inline)) uint8_t *pack_narrow(uint8_t *out,
+                                                                   const uint32_t *values,
+                                                                   const int bit_width,
+                                                                   uint64_t mask) {
+    __uint128_t acc = 0;
+    for (int k = 0; k < 8; k++) acc |= (__uint128_t)(values[k] & mask) << (k * bit_width);
+    memcpy(out, &acc, 16);
+    return out + bit_width;
+}
+
+static inline uint8_t *pack_group(uint8_t *out, const uint32_t *values, int bit_width,
+                                  uint64_t mask) {
+    switch (bit_width) { /* constant widths: the shifts become immediates */
+#define NARROW(w) \
+    case w: \
+        return pack_narrow(out, values, w, mask);
+        NARROW(1) NARROW(2) NARROW(3) NARROW(4) NARROW(5) NARROW(6) NARROW(7) NARROW(8)
+        NARROW(9) NARROW(10) NARROW(11) NARROW(12) NARROW(13) NARROW(14) NARROW(15) NARROW(16)
+#undef NARROW
+    default:
+        break;
+    }
+    uint64_t acc = 0;
+    int bits = 0;
+    for (int k = 0; k < 8; k++) {
+        acc |= (values[k] & mask) << bits;
+        bits += bit_width;
+        while (bits >= 8) {
+            *out++ = (uint8_t)acc;
+            acc >>= 8;
+            bits -= 8;
+        }
+    }
+    return out;
+}
+
+static PyObject *rle_hybrid(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *values_object;
+    Py_ssize_t start, count;
+    int bit_width;
+    if (!PyArg_ParseTuple(args, "Onni", &values_object, &start, &count, &bit_width)) return NULL;
+    if (bit_width < 1 || bit_width > 32) {
+        PyErr_SetString(PyExc_ValueError, "bit_width must be between 1 and 32");
+        return NULL;
+    }
+    if (check_span(start, count) < 0) return NULL;
+    Input values;
+    PyObject *result = NULL;
+    if (take(values_object, &values) < 0) return NULL;
+    if (check_size(&values, (start + count) * 4, "values") < 0) goto done;
+    /* Every unit (a literal run of 8-value groups, or a repeated run of at least 8 values)
+     * takes at most a 10-byte header and max(bit_width, 4) bytes per 8 values. */
+    size_t bound = (size_t)(count / 8 + 2) * (size_t)(bit_width + 14);
+    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)bound);
+    if (result == NULL) goto done;
+    const uint32_t *v = (const uint32_t *)values.view.buf + start;
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(result);
+    uint8_t *const begin = out;
+    const Py_ssize_t n = count;
+    const int value_bytes = (bit_width + 7) / 8;
+    const uint64_t mask = bit_width == 32 ? 0xffffffffULL : ((1ULL << bit_width) - 1);
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t i = 0;
+    while (i < n) {
+        Py_ssize_t run = repeats(v, i, n, n);
+        if (run >= 8) {
+            out = put_varint(out, (uint64_t)run << 1);
+            uint32_t value = v[i];
+            for (int b = 0; b < value_bytes; b++) *out++ = (uint8_t)(value >> (8 * b));
+            i += run;
+            continue;
+        }
+        /* A literal run: groups of 8 until a group would start a repeated run. */
+        Py_ssize_t end = i;
+        do {
+            end += 8;
+        } while (end < n && repeats(v, end, n, 8) < 8);
+        Py_ssize_t groups = (end - i) / 8;
+        out = put_varint(out, ((uint64_t)groups << 1) | 1);
+        for (Py_ssize_t g = i; g < end; g += 8) {
+            uint32_t group[8] = {0};
+            const uint32_t *source = v + g;
+            if (g + 8 > n) { /* the last values, padded with zeros */
+                memcpy(group, v + g, (size_t)(n - g) * 4);
+                source = group;
+            }
+            out = pack_group(out, source, bit_width, mask);
+        }
+        i = end < n ? end : n;
+    }
+    Py_END_ALLOW_THREADS
+    _PyBytes_Resize(&result, out - begin);
+done:
+    release(&values);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"dictionary_fixed", dictionary_fixed, METH_VARARGS,
+     "Dictionary-encode fixed-width values: (indices, dictionary), or None when too many."},
+    {"dictionary_bytes", dictionary_bytes, METH_VARARGS,
+     "Dictionary-encode byte strings: (indices, plain dictionary, entries, min, max), or None."},
+    {"plain_bytes", plain_bytes, METH_VARARGS,
+     "PLAIN-encode the non-null byte strings (4-byte length, bytes)."},
+    {"bytes_min_max", bytes_min_max, METH_VARARGS,
+     "The smallest and largest non-null byte strings, or None when all are null."},
+    {"rle_hybrid", rle_hybrid, METH_VARARGS,
+     "Encode uint32 values with Parquet's RLE / bit-packing hybrid (no length prefix)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_parquet_encode",
+    "Per-value encoders of shardflow's Parquet writer of flat columns.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__parquet_encode(void) { return PyModule_Create(&module); }
