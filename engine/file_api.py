@@ -90,7 +90,11 @@ class FileWriteMixin:
         An empty dataset writes nothing and creates no folder.
 
         Two deliberate differences from Ray Data: ``mode`` defaults to ``"error"`` (Ray
-        Data's default is ``"append"``), and writes are all-or-nothing.
+        Data's default is ``"append"``), and writes are all-or-nothing. Tables of flat
+        columns of common types (integers, floats, dates, timestamps, strings, binary),
+        written without options beyond ``compression``, ``use_dictionary`` and
+        ``row_group_size``, go through shardflow's own Parquet writer (about twice as fast as
+        pyarrow's, same schema and statistics); anything else through pyarrow's.
 
         Args:
             path: Destination folder (local, ``file://``, ``local://``, ``s3://``, ``gs://``,

@@ -91,3 +91,34 @@ def write_parquet_round_trip_of_numbers_and_strings(m, tmp):
     m.from_arrow(table).write_parquet(tmp / "out", mode="append")
     back = pq.read_table(tmp / "out").sort_by("id")
     return [str(back.schema.remove_metadata()), back.equals(table)]
+
+
+@case("Dataset.write_parquet", "read_parquet")
+def write_parquet_round_trip_of_flat_types_with_nulls(m, tmp):
+    """narrow and wide integers, floats, dates, zoned timestamps, strings, large strings and
+    binary, with nulls and repeated values, written and read back (rows and Arrow types)"""
+    import numpy as np
+
+    rng = np.random.default_rng(6)
+    n = 3_000
+    nulls = rng.random(n) < 0.1
+    table = pa.table(
+        {
+            "i": np.arange(n),
+            "i8": pa.array(rng.integers(-5, 5, n).astype(np.int8), mask=nulls),
+            "u16": pa.array(rng.integers(0, 60_000, n).astype(np.uint16)),
+            "f32": pa.array(rng.random(n).astype(np.float32), mask=nulls),
+            "day": pa.array(rng.integers(0, 30, n).astype(np.int32)).view(pa.date32()),
+            "at": pa.array(rng.integers(0, 2**50, n)).view(pa.timestamp("us", "UTC")),
+            "word": pa.array([f"w{i % 13}" for i in range(n)], mask=nulls),
+            "text": pa.array([f"t{i}" * (i % 4) for i in range(n)], pa.large_string()),
+            "raw": pa.array([bytes([i % 256]) * (i % 5) for i in range(n)]),
+        }
+    )
+    m.from_arrow(table).write_parquet(tmp / "out", mode="append")
+    back = pq.read_table(tmp / "out").sort_by("i")
+    return [
+        str(back.schema.remove_metadata()),
+        back.equals(table),
+        m.read_parquet(str(tmp / "out")).count(),
+    ]

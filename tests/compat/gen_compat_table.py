@@ -50,7 +50,15 @@ BEHAVIOUR_NOTES = (
     "(Ray Data, through pyarrow, encodes every column); pass `use_dictionary` to choose. With "
     "snappy (the default codec) a column of plain numbers that snappy cannot shrink by a tenth "
     "(random floats) is stored uncompressed; pass `compression` as a dict to choose per column "
-    "(tests/connectors/test_file_writes.py).",
+    "(tests/connectors/test_file_writes.py). Files whose columns are all flat and of common "
+    "types (integers, floats, dates, timestamps, strings, binary), written with no options "
+    "beyond `compression`, `use_dictionary` and `row_group_size`, are written by shardflow's "
+    "own Parquet writer (created_by `shardflow version ...`): the same Parquet schema, stored "
+    "Arrow schema and column-chunk statistics as pyarrow's writer gives (float statistics skip "
+    "NaNs and count them), no statistics in data page headers, and a column chunk whose "
+    "dictionary would pass 1 MiB is written plainly as a whole (pyarrow switches to plain "
+    "pages midway); Arrow, Polars and DuckDB read the files back "
+    "(tests/connectors/test_parquet_flat_writer.py).",
     "Writes are all-or-nothing and `mode` defaults to `'error'`; `write_*(resume=True)` "
     "resumes a failed write (a shardflow extension) (tests/faults/).",
     "An execution makes Arrow's jemalloc pool the process's default memory pool (in the "

@@ -182,7 +182,8 @@ def test_json_lines_keep_arrows_types_with_lines_true(rd, sfm, tmp_path):
     "Dataset.write_parquet",
     reason="the encodings differ, not the data: dictionaries only for strings and repetitive "
     "columns, and with snappy, columns of numbers snappy cannot shrink are stored uncompressed "
-    "(Ray Data, through pyarrow's defaults, dictionary-encodes and compresses every column).",
+    "(Ray Data, through pyarrow's defaults, dictionary-encodes and compresses every column); "
+    "flat tables of common types are written by shardflow's own Parquet writer.",
 )
 def test_parquet_encodings_and_codecs_per_column(rd, sfm, tmp_path):
     import numpy as np
@@ -192,13 +193,15 @@ def test_parquet_encodings_and_codecs_per_column(rd, sfm, tmp_path):
     table = pa.table(
         {"id": np.arange(n), "x": rng.random(n), "name": [f"n{i % 9}" for i in range(n)]}
     )
-    chunks = {}
+    chunks, writers = {}, {}
     for name, module in (("ray", rd), ("sf", sfm)):
         folder = tmp_path / name
         module.from_arrow(table).write_parquet(str(folder))
         assert pq.read_table(folder).sort_by("id").equals(table)
         (path,) = folder.glob("*.parquet")
-        row_group = pq.ParquetFile(path).metadata.row_group(0)
+        metadata = pq.ParquetFile(path).metadata
+        writers[name] = metadata.created_by.split(" version")[0]
+        row_group = metadata.row_group(0)
         chunks[name] = {
             row_group.column(i).path_in_schema: (
                 "RLE_DICTIONARY" in row_group.column(i).encodings,
@@ -216,3 +219,4 @@ def test_parquet_encodings_and_codecs_per_column(rd, sfm, tmp_path):
         "x": (False, "UNCOMPRESSED"),
         "name": (True, "SNAPPY"),
     }
+    assert writers == {"ray": "parquet-cpp-arrow", "sf": "shardflow"}
