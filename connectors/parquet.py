@@ -419,6 +419,14 @@ class ParquetDatasink(BlockBasedFileDatasink):
             and self.min_rows_per_file > max_rows_per_file
         ):
             raise ValueError("min_rows_per_file must be less than or equal to max_rows_per_file.")
+        row_group_size = args.get("row_group_size")
+        if row_group_size is not None and (
+            isinstance(row_group_size, bool)
+            or not isinstance(row_group_size, int)
+            or row_group_size < 1
+        ):
+            # pyarrow.ArrowInvalid (a ValueError), as Ray Data's write raises for it
+            raise pa.ArrowInvalid(f"row_group_size must be a positive int, got {row_group_size!r}.")
         schema = args.get("schema")
         if schema is not None and not isinstance(schema, pa.Schema):
             raise TypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}.")

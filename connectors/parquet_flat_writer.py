@@ -6,9 +6,9 @@ value, and encodes definition levels one by one even when a column has no nulls.
 whose columns are all flat and of common types (integers, floats, dates, timestamps, strings,
 binary), :class:`FlatParquetWriter` writes the file instead: the per-value work (dictionary
 hashing, the RLE / bit-packing hybrid, plain byte strings) runs in shardflow's compiled
-``_parquet_encode`` module, statistics are computed over whole columns with NumPy (or over
-dictionary entries), levels of a column without nulls are one run, and pages are compressed
-with Arrow's codecs. The files are standard Parquet (format 2.6, v1 data pages, the same
+``_parquet_encode`` module, statistics are computed over whole columns with NumPy (for
+dictionary-encoded strings, over the dictionary's entries), levels of a column without nulls
+are one run, and pages are compressed with Arrow's codecs. The files are standard Parquet (format 2.6, v1 data pages, the same
 schema and stored Arrow schema as Arrow writes), read back by any Parquet reader.
 
 :func:`handles` says whether a write qualifies; everything else (nested or other types,
@@ -95,7 +95,7 @@ class FlatParquetWriter:
         schema: The file's Arrow schema (:func:`handles` must accept it).
         use_dictionary: True, False, or the names of the columns to dictionary-encode.
         compression: A codec name for every column, or a dict of codec names by column
-            (columns left out are compressed with snappy).
+            (columns left out are not compressed, as in pyarrow).
     """
 
     def __init__(
@@ -110,10 +110,9 @@ class FlatParquetWriter:
         self._dictionary = [name in chosen for name in schema.names]
         self._codecs = []
         for name in schema.names:
-            codec = (
-                compression.get(name, "snappy") if isinstance(compression, dict) else compression
-            )
-            codec = _codec_name(codec) or "snappy"
+            # As in pyarrow, a column a dict of codecs leaves out is not compressed.
+            codec = compression.get(name) if isinstance(compression, dict) else compression
+            codec = _codec_name(codec) or "none"
             self._codecs.append(
                 (meta.CODECS[codec], None if meta.CODECS[codec] == 0 else pa.Codec(codec))
             )
@@ -131,6 +130,12 @@ class FlatParquetWriter:
                 f"Table schema does not match the file's schema.\ntable: {table.schema}\n"
                 f"file: {self.schema}"
             )
+        if row_group_size is not None and (
+            isinstance(row_group_size, bool)
+            or not isinstance(row_group_size, int)
+            or row_group_size < 1
+        ):
+            raise ValueError(f"row_group_size must be a positive int, got {row_group_size!r}.")
         step = min(row_group_size or MAX_ROW_GROUP_ROWS, MAX_ROW_GROUP_ROWS)
         for start in range(0, table.num_rows, step):
             self._write_row_group(table.slice(start, step))
@@ -260,15 +265,19 @@ class _ColumnChunk:
                 array.buffers()[1], kind.numpy, count=len(array), offset=array.offset * width
             )
             present = values if not array.null_count else values[_valid_mask(array)]
-            views.append((values, present))
-            if kind.physical in (meta.FLOAT, meta.DOUBLE):
+            views.append(values)
+            if not len(present):
+                continue
+            low, high = present.min(), present.max()
+            if np.isnan(low) or np.isnan(high):  # NaN wins min and max: count and skip them
                 nan = np.isnan(present)
-                if nan.any():
-                    nan_count += int(nan.sum())
-                    present = present[~nan]
-            if len(present):
-                lows.append(present.min())
-                highs.append(present.max())
+                nan_count += int(nan.sum())
+                present = present[~nan]
+                if not len(present):
+                    continue
+                low, high = present.min(), present.max()
+            lows.append(low)
+            highs.append(high)
         floats = kind.physical in (meta.FLOAT, meta.DOUBLE)
         statistics = meta.fixed_statistics(
             kind,
@@ -289,7 +298,7 @@ class _ColumnChunk:
                 return statistics, self._dictionary_pages(indices, dictionary, entries)
         self.data_offset = self.writer._position
         rows_per_page = max(1, PAGE_BYTES // width)
-        for array, (values, _) in zip(self.arrays, views, strict=True):
+        for array, values in zip(self.arrays, views, strict=True):
             mask = _valid_mask(array) if array.null_count else None
             for first in range(0, len(array), rows_per_page):
                 page = values[first : first + rows_per_page]

@@ -122,3 +122,16 @@ def write_parquet_round_trip_of_flat_types_with_nulls(m, tmp):
         back.equals(table),
         m.read_parquet(str(tmp / "out")).count(),
     ]
+
+
+@case("Dataset.write_parquet")
+def write_parquet_row_group_size_zero_raises(m, tmp):
+    """row_group_size=0 raises pyarrow.ArrowInvalid (shardflow at the call, Ray Data in the
+    write)"""
+    try:
+        m.from_items([{"a": 1}]).write_parquet(str(tmp / "out"), row_group_size=0)
+    except Exception as exc:
+        from harness import Raised, exception_kind
+
+        return Raised(exception_kind(exc))
+    return "no error"

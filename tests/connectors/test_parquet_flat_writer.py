@@ -204,6 +204,26 @@ def test_handles_flat_common_types_and_plain_options_only():
     assert not handles(with_id, {})
 
 
+def test_codecs_by_column_leave_the_others_uncompressed_as_arrow_does():
+    table = pa.table({"a": list(range(1000)), "b": list(range(1000))})
+    for data in (
+        _write_ours(table, compression={"a": "zstd"}),
+        _write_arrows(table, compression={"a": "zstd"}),
+    ):
+        group = pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0)
+        assert (group.column(0).compression, group.column(1).compression) == (
+            "ZSTD",
+            "UNCOMPRESSED",
+        )
+
+
+def test_row_group_size_must_be_positive():
+    table = pa.table({"a": [1, 2]})
+    writer = FlatParquetWriter(io.BytesIO(), table.schema)
+    with pytest.raises(ValueError, match="row_group_size must be a positive int"):
+        writer.write_table(table, row_group_size=0)
+
+
 def test_nulls_in_a_non_nullable_field_are_refused():
     schema = pa.schema([pa.field("x", pa.int64(), nullable=False)])
     table = pa.table({"x": pa.array([1, None])}).cast(pa.schema([("x", pa.int64())]))
