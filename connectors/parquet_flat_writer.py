@@ -8,8 +8,9 @@ binary), :class:`FlatParquetWriter` writes the file instead: the per-value work 
 hashing, the RLE / bit-packing hybrid, plain byte strings) runs in shardflow's compiled
 ``_parquet_encode`` module, statistics are computed over whole columns with NumPy (for
 dictionary-encoded strings, over the dictionary's entries), levels of a column without nulls
-are one run, and pages are compressed with Arrow's codecs. The files are standard Parquet (format 2.6, v1 data pages, the same
-schema and stored Arrow schema as Arrow writes), read back by any Parquet reader.
+are one run, and pages are compressed with Arrow's codecs. The files are standard Parquet
+(format 2.6, v1 data pages, the same schema and stored Arrow schema as Arrow writes), read
+back by any Parquet reader.
 
 :func:`handles` says whether a write qualifies; everything else (nested or other types,
 field metadata, options beyond the codec and dictionary choice) goes to Arrow's writer.
