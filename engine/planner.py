@@ -159,8 +159,6 @@ class Planner:
 
     def chain(self, plan: LogicalPlan) -> PhysicalOperator:
         """Plan one source and its operations; returns the last operator."""
-        from shardflow.engine.plan_exchange import plan_special
-
         source = plan.source
         bundles = source_bundles(source, self.backend, self.read_tasks)
         skip = _resumed_tasks(plan)
@@ -191,6 +189,10 @@ class Planner:
             elif isinstance(op, Write):
                 last = self.add(_write_operator(op, last, self.context.target_min_block_size))
             else:
+                # Imported here: plans without exchanges (most reads and writes) need not
+                # load the exchange machinery (~5 ms at a process's first execution).
+                from shardflow.engine.plan_exchange import plan_special
+
                 last = plan_special(self, op, last)
         return fusion.close(self, last)
 
