@@ -99,6 +99,33 @@ static int slow_double(const char *start, const char *stop, double *out) {
 #endif
 }
 
+static const uint64_t digit_scale[9] = {1,      10,      100,      1000,     10000,
+                                        100000, 1000000, 10000000, 100000000};
+
+/*
+ * The run of decimal digits (at most 8) starting at p, which may be read 8 bytes ahead: their
+ * count, and their value in *value. The 8 bytes are taken as one little-endian word: a byte
+ * is a digit when (byte ^ '0') <= 9, the first that is not ends the run; the run is moved to
+ * the word's top bytes (so it reads as an 8-digit number with leading zeros) and folded
+ * pairwise: digit pairs, then groups of four, then eight, each step one multiply.
+ */
+static inline int digit_run8(const char *p, uint64_t *value) {
+    uint64_t word;
+    memcpy(&word, p, 8);
+    uint64_t x = word ^ 0x3030303030303030ULL;
+    uint64_t not_digit =
+        (((x & 0x7F7F7F7F7F7F7F7FULL) + 0x7676767676767676ULL) | x) & 0x8080808080808080ULL;
+    int count = not_digit ? __builtin_ctzll(not_digit) >> 3 : 8;
+    *value = 0;
+    if (count == 0) return 0;
+    x <<= 8 * (8 - count);
+    x = (x * 10 + (x >> 8)) & 0x00FF00FF00FF00FFULL;
+    x = (x * 100 + (x >> 16)) & 0x0000FFFF0000FFFFULL;
+    x = (x * 10000 + (x >> 32)) & 0xFFFFFFFFULL;
+    *value = x;
+    return count;
+}
+
 /*
  * Parses a number at *pp: -?digits(.digits)?([eE][+-]?digits)?, with leading zeros only when
  * zeros_ok (JSON forbids them). Returns 1 with *iv for an integer literal (no fraction or
@@ -125,6 +152,15 @@ static int parse_number_ex(const char **pp, const char *end, int want_double, in
         if (p < end && is_digit(*p)) return 0; /* leading zero */
     } else {
         while (p + 1 < end && *p == '0' && is_digit(p[1])) p++; /* leading zeros */
+        while (sig + 8 <= 19 && p + 8 <= end) { /* up to 8 digits a step */
+            uint64_t run;
+            int count = digit_run8(p, &run);
+            man = man * digit_scale[count] + run;
+            sig += count;
+            int_digits += count;
+            p += count;
+            if (count < 8) break;
+        }
         while (p < end && is_digit(*p)) {
             if (sig < 19) {
                 man = man * 10 + (uint64_t)(*p - '0');
@@ -142,6 +178,15 @@ static int parse_number_ex(const char **pp, const char *end, int want_double, in
         integral = 0;
         p++;
         if (p >= end || !is_digit(*p)) return 0;
+        while (sig > 0 && sig + 8 <= 19 && p + 8 <= end) { /* up to 8 digits a step */
+            uint64_t run;
+            int count = digit_run8(p, &run);
+            man = man * digit_scale[count] + run;
+            sig += count;
+            exp10 -= count;
+            p += count;
+            if (count < 8) break;
+        }
         while (p < end && is_digit(*p)) {
             if (sig == 0 && *p == '0') {
                 exp10--;
