@@ -55,6 +55,7 @@ EXTENSIONS.append(
     Extension(
         "shardflow.connectors._parquet_encode",
         sources=["connectors/_parquet_encode.c"],
+        depends=["connectors/_parquet_inputs.h", "connectors/_parquet_rle.h"],
         extra_compile_args=["-O3", "-std=gnu11"],
         optional=True,
     )

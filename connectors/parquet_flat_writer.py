@@ -170,7 +170,7 @@ class FlatParquetWriter:
         self._position += len(data) if isinstance(data, bytes) else memoryview(data).nbytes
 
     def _write_row_group(self, table: pa.Table) -> None:
-        start = self._position
+        start, ordinal = self._position, len(self._row_groups)
         chunks = []
         uncompressed = compressed = 0
         for index, column in enumerate(table.columns):
@@ -186,7 +186,7 @@ class FlatParquetWriter:
                     (3, I64, table.num_rows),
                     (5, I64, start),
                     (6, I64, compressed),
-                    (7, I16, len(self._row_groups)),
+                    (7, I16, ordinal if ordinal < 2**15 else None),  # the field is an i16
                 ]
             )
         )
