@@ -31,20 +31,18 @@
 #error "_parquet_encode supports little-endian machines only"
 #endif
 
-/* ---------------------------------------------------------------- fixed-width dictionary */
+/* ---------------------------------------------------------------- the hash table */
 
-/* Values are keyed by their bits (so -0.0 and 0.0, or two NaNs, are different entries, as the
- * plain values they stand for are). Integer keys whose range is small (codes, categories)
- * index an array directly; others go through an open-addressing table, kept at most a
- * quarter full. Both map a key to its entry's index + 1 (0: not seen yet). */
+/* Open addressing over 64-bit keys (a fixed-width value's bits, or a byte string's hash),
+ * kept at most a quarter full; a slot holds its entry's index + 1 (0: empty). */
 typedef struct {
     uint64_t *keys;
     uint32_t *slots;
     size_t mask;
     int shift;
-} FixedTable;
+} Table;
 
-static int fixed_table_init(FixedTable *table, int bits) {
+static int table_init(Table *table, int bits) {
     size_t capacity = (size_t)1 << bits;
     table->keys = malloc(capacity * sizeof(uint64_t));
     table->slots = calloc(capacity, sizeof(uint32_t));
@@ -60,30 +58,38 @@ static int fixed_table_init(FixedTable *table, int bits) {
     return 0;
 }
 
-static void fixed_table_free(FixedTable *table) {
+static void table_free(Table *table) {
     free(table->keys);
     free(table->slots);
 }
 
-static inline size_t fixed_home(const FixedTable *table, uint64_t key) {
+/* The first slot to probe for key: the top bits of a multiplicative hash. */
+static inline size_t table_home(const Table *table, uint64_t key) {
     return (size_t)((key * K1) >> table->shift);
 }
 
-static int fixed_table_grow(FixedTable *table) {
-    FixedTable bigger;
-    if (fixed_table_init(&bigger, 64 - table->shift + 1) < 0) return -1;
+/* Doubles the table when ``entries`` would make it more than a quarter full. */
+static int table_make_room(Table *table, size_t entries) {
+    if (entries * 4 <= table->mask) return 0;
+    Table bigger;
+    if (table_init(&bigger, 64 - table->shift + 1) < 0) return -1;
     for (size_t i = 0; i <= table->mask; i++) {
         if (table->slots[i] == 0) continue;
-        size_t at = fixed_home(&bigger, table->keys[i]);
+        size_t at = table_home(&bigger, table->keys[i]);
         while (bigger.slots[at] != 0) at = (at + 1) & bigger.mask;
         bigger.keys[at] = table->keys[i];
         bigger.slots[at] = table->slots[i];
     }
-    fixed_table_free(table);
+    table_free(table);
     *table = bigger;
     return 0;
 }
 
+/* ---------------------------------------------------------------- fixed-width dictionary */
+
+/* Values are keyed by their bits (so -0.0 and 0.0, or two NaNs, are different entries, as the
+ * plain values they stand for are). Integer keys whose range is small (codes, categories)
+ * index an array directly; others go through the hash table. */
 static inline uint64_t fixed_key(const uint8_t *raw, int width, Py_ssize_t i) {
     return width == 4 ? load32(raw + i * 4) : load64(raw + i * 8);
 }
@@ -152,7 +158,7 @@ static PyObject *dictionary_fixed(PyObject *self, PyObject *args) {
     PyObject *result = NULL, *indices = NULL, *dictionary = NULL;
     uint64_t *values = NULL;
     uint32_t *direct = NULL;
-    FixedTable table = {0};
+    Table table = {0};
     int64_t low = 0;
     uint64_t span = 0;
     /* A direct array as long as four dictionaries' worth of entries at most. */
@@ -163,7 +169,7 @@ static PyObject *dictionary_fixed(PyObject *self, PyObject *args) {
     if (use_direct) {
         direct = calloc(span, sizeof(uint32_t));
         if (direct == NULL) goto nomemory;
-    } else if (fixed_table_init(&table, 12) < 0) {
+    } else if (table_init(&table, 12) < 0) {
         goto nomemory;
     }
     uint32_t *out = (uint32_t *)PyBytes_AS_STRING(indices);
@@ -180,7 +186,7 @@ static PyObject *dictionary_fixed(PyObject *self, PyObject *args) {
             if (use_direct) {
                 slot = &direct[(uint64_t)signed_key(key, width) - (uint64_t)low];
             } else {
-                size_t at = fixed_home(&table, key);
+                size_t at = table_home(&table, key);
                 while (table.slots[at] != 0 && table.keys[at] != key) at = (at + 1) & table.mask;
                 table.keys[at] = key;
                 slot = &table.slots[at];
@@ -196,7 +202,7 @@ static PyObject *dictionary_fixed(PyObject *self, PyObject *args) {
             values[entries] = key;
             *slot = (uint32_t)++entries;
             out[written++] = (uint32_t)(entries - 1);
-            if (!use_direct && (size_t)entries * 4 > table.mask && fixed_table_grow(&table) < 0) {
+            if (!use_direct && table_make_room(&table, (size_t)entries) < 0) {
                 status = -1;
                 break;
             }
@@ -227,7 +233,7 @@ nomemory:
 done:
     free(values);
     free(direct);
-    fixed_table_free(&table);
+    table_free(&table);
     Py_XDECREF(indices);
     Py_XDECREF(dictionary);
     release_parts(&parts);
@@ -236,46 +242,12 @@ done:
 
 /* ---------------------------------------------------------------- byte-string dictionary */
 
-/* Open addressing, at most a quarter full; a slot holds the value's hash and its entry's
- * index + 1 (0: empty). */
-typedef struct {
-    uint64_t *hashes;
-    uint32_t *slots;
-    size_t mask;
-} BytesTable;
-
-static int bytes_table_init(BytesTable *table, size_t capacity) {
-    table->hashes = malloc(capacity * sizeof(uint64_t));
-    table->slots = calloc(capacity, sizeof(uint32_t));
-    table->mask = capacity - 1;
-    if (table->hashes == NULL || table->slots == NULL) {
-        free(table->hashes);
-        free(table->slots);
-        table->hashes = NULL;
-        table->slots = NULL;
-        return -1;
-    }
-    return 0;
-}
-
-static void bytes_table_free(BytesTable *table) {
-    free(table->hashes);
-    free(table->slots);
-}
-
-static int bytes_table_grow(BytesTable *table) {
-    BytesTable bigger;
-    if (bytes_table_init(&bigger, (table->mask + 1) * 2) < 0) return -1;
-    for (size_t i = 0; i <= table->mask; i++) {
-        if (table->slots[i] == 0) continue;
-        size_t at = table->hashes[i] & bigger.mask;
-        while (bigger.slots[at] != 0) at = (at + 1) & bigger.mask;
-        bigger.hashes[at] = table->hashes[i];
-        bigger.slots[at] = table->slots[i];
-    }
-    bytes_table_free(table);
-    *table = bigger;
-    return 0;
+/* Where value i of a byte-string part starts in its data; its size goes to *size. */
+static inline int64_t value_span(const Part *part, Py_ssize_t i, int64_t *size) {
+    const uint8_t *offsets = part->offsets.view.buf;
+    int64_t start = offset_at(offsets, part->offset_width, part->offset + i);
+    *size = offset_at(offsets, part->offset_width, part->offset + i + 1) - start;
+    return start;
 }
 
 /* Whether n bytes at a and b are equal; short values (most labels and codes) are compared
@@ -343,7 +315,7 @@ static PyObject *dictionary_bytes(PyObject *self, PyObject *args) {
     Parts parts;
     if (parse_parts(parts_object, 0, &parts) < 0) return NULL;
     PyObject *result = NULL, *indices = NULL, *dictionary = NULL, *low = NULL, *high = NULL;
-    BytesTable table = {0};
+    Table table = {0};
     Entries e = {0};
     e.capacity = 4096;
     e.room = 256;
@@ -352,7 +324,7 @@ static PyObject *dictionary_bytes(PyObject *self, PyObject *args) {
     e.sizes = malloc(e.room * sizeof(uint32_t));
     indices = PyBytes_FromStringAndSize(NULL, parts.rows * 4);
     if (indices == NULL || e.plain == NULL || e.starts == NULL || e.sizes == NULL ||
-        bytes_table_init(&table, 4096) < 0)
+        table_init(&table, 12) < 0)
         goto nomemory;
     uint32_t *out = (uint32_t *)PyBytes_AS_STRING(indices);
     Py_ssize_t written = 0;
@@ -361,19 +333,17 @@ static PyObject *dictionary_bytes(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t p = 0; p < parts.count && status == 0; p++) {
         const Part *part = &parts.items[p];
-        const uint8_t *raw_offsets = part->offsets.view.buf, *bitmap = bitmap_of(part);
-        const uint8_t *bytes = part->data.view.buf;
+        const uint8_t *bitmap = bitmap_of(part), *bytes = part->data.view.buf;
         for (Py_ssize_t i = 0; i < part->length; i++) {
             if (!is_valid(bitmap, part->offset + i)) continue;
-            int64_t start = offset_at(raw_offsets, part->offset_width, part->offset + i);
-            size_t size = (size_t)(
-                offset_at(raw_offsets, part->offset_width, part->offset + i + 1) - start);
-            const uint8_t *value = bytes + start;
+            int64_t span;
+            const uint8_t *value = bytes + value_span(part, i, &span);
+            size_t size = (size_t)span;
             uint64_t hash = hash_bytes(value, size);
-            size_t at = hash & table.mask;
+            size_t at = table_home(&table, hash);
             uint32_t slot;
             while ((slot = table.slots[at]) != 0) {
-                if (table.hashes[at] == hash && e.sizes[slot - 1] == size &&
+                if (table.keys[at] == hash && e.sizes[slot - 1] == size &&
                     same_bytes(e.plain + e.starts[slot - 1], value, size))
                     break;
                 at = (at + 1) & table.mask;
@@ -400,10 +370,10 @@ static PyObject *dictionary_bytes(PyObject *self, PyObject *args) {
                                   e.sizes[max_entry]) > 0)
                     max_entry = added;
             }
-            table.hashes[at] = hash;
+            table.keys[at] = hash;
             table.slots[at] = (uint32_t)e.entries;
             out[written++] = (uint32_t)added;
-            if (e.entries * 4 > table.mask && bytes_table_grow(&table) < 0) {
+            if (table_make_room(&table, e.entries) < 0) {
                 status = -1;
                 break;
             }
@@ -438,7 +408,7 @@ done:
     free(e.plain);
     free(e.starts);
     free(e.sizes);
-    bytes_table_free(&table);
+    table_free(&table);
     Py_XDECREF(indices);
     Py_XDECREF(dictionary);
     Py_XDECREF(low);
@@ -454,18 +424,12 @@ static PyObject *plain_bytes(PyObject *self, PyObject *args) {
     Part s;
     PyObject *result = NULL;
     if (parse_part(args, 0, &s) < 0) return NULL;
-    const uint8_t *raw_offsets = s.offsets.view.buf, *bitmap = bitmap_of(&s);
-    const uint8_t *bytes = s.data.view.buf;
-    int64_t first = offset_at(raw_offsets, s.offset_width, s.offset);
-    int64_t last = offset_at(raw_offsets, s.offset_width, s.offset + s.length);
-    Py_ssize_t size = (Py_ssize_t)(last - first);
+    const uint8_t *bitmap = bitmap_of(&s), *bytes = s.data.view.buf;
+    Py_ssize_t size = 0;
     for (Py_ssize_t i = 0; i < s.length; i++) {
-        if (!is_valid(bitmap, s.offset + i)) {
-            size -= (Py_ssize_t)(offset_at(raw_offsets, s.offset_width, s.offset + i + 1) -
-                                 offset_at(raw_offsets, s.offset_width, s.offset + i));
-        } else {
-            size += 4;
-        }
+        int64_t value_size;
+        value_span(&s, i, &value_size);
+        if (is_valid(bitmap, s.offset + i)) size += 4 + (Py_ssize_t)value_size;
     }
     result = PyBytes_FromStringAndSize(NULL, size);
     if (result == NULL) goto done;
@@ -474,8 +438,8 @@ static PyObject *plain_bytes(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < s.length; i++) {
         if (!is_valid(bitmap, s.offset + i)) continue;
-        int64_t start = offset_at(raw_offsets, s.offset_width, s.offset + i);
-        int64_t value_size = offset_at(raw_offsets, s.offset_width, s.offset + i + 1) - start;
+        int64_t value_size;
+        int64_t start = value_span(&s, i, &value_size);
         if (value_size > (int64_t)UINT32_MAX) {
             too_long = 1;
             break;
@@ -500,15 +464,14 @@ static PyObject *bytes_min_max(PyObject *self, PyObject *args) {
     Part s;
     PyObject *result = NULL;
     if (parse_part(args, 0, &s) < 0) return NULL;
-    const uint8_t *raw_offsets = s.offsets.view.buf, *bitmap = bitmap_of(&s);
-    const uint8_t *bytes = s.data.view.buf;
+    const uint8_t *bitmap = bitmap_of(&s), *bytes = s.data.view.buf;
     int found = 0;
     int64_t low_start = 0, low_size = 0, high_start = 0, high_size = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < s.length; i++) {
         if (!is_valid(bitmap, s.offset + i)) continue;
-        int64_t start = offset_at(raw_offsets, s.offset_width, s.offset + i);
-        int64_t size = offset_at(raw_offsets, s.offset_width, s.offset + i + 1) - start;
+        int64_t size;
+        int64_t start = value_span(&s, i, &size);
         if (!found) {
             found = 1;
             low_start = high_start = start;
