@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import cloudpickle
@@ -198,10 +199,19 @@ class WorkerProcess:
             )
         return reply[1] if reply[0] == "error" else None
 
-    def run(self, spec: TaskSpec, store: Any, actor_call: bool = False) -> bool:
+    def run(
+        self,
+        spec: TaskSpec,
+        store: Any,
+        actor_call: bool = False,
+        before_done: Callable[[], None] | None = None,
+    ) -> bool:
         """Run one task to its end, posting events. Returns whether the worker is reusable.
 
         ``actor_call``: the worker is an actor (see ``setup``) and receives only the inputs.
+        ``before_done``: called once the worker has finished the task and waits for the next,
+        just before the task's DONE event is posted (a pool returns the worker then, so that
+        the task the executor starts on hearing DONE finds it idle).
         """
         shared: list[Any] = []
         try:
@@ -218,12 +228,14 @@ class WorkerProcess:
             spec.events.put((ERROR, spec.task_id, TaskFailure(spec.op_name, exc), None))
             return True
         try:
-            return self._drive(spec, store, message)
+            return self._drive(spec, store, message, before_done)
         finally:
             for item in shared:  # the worker unlinks what it mapped; this is what it did not
                 unlink(item.path)
 
-    def _drive(self, spec: TaskSpec, store: Any, message: tuple) -> bool:
+    def _drive(
+        self, spec: TaskSpec, store: Any, message: tuple, before_done: Callable[[], None] | None
+    ) -> bool:
         try:
             send(self.inbox, message)
             reply = self._receive()
@@ -249,6 +261,8 @@ class WorkerProcess:
                 block = received(reply[1])
                 spec.gate.produced(block.nbytes)
                 spec.events.put((BLOCK, spec.task_id, store(block), BlockMetadata.of(block)))
+            if before_done is not None:
+                before_done()
             spec.events.put((DONE, spec.task_id, counters or None, None))
             return True
         except (EOFError, BrokenPipeError, OSError, ValueError):

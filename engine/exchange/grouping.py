@@ -25,7 +25,7 @@ from shardflow.engine.exchange.base import (
 from shardflow.engine.exchange.groups import first_rows, group_ids, group_starts, iter_groups
 from shardflow.engine.exchange.ranges import sample_keys, sort_block
 from shardflow.engine.exchange.sort import MergeRange, range_plans
-from shardflow.engine.exchange.vectorized import vectorized
+from shardflow.engine.exchange.vectorized import one_group_aggregate, vectorized
 from shardflow.engine.logical import SortKey, UDFCall
 from shardflow.sdk.block import Block, block_to_batch, concat_blocks, to_block
 from shardflow.sdk.datasink import TaskContext
@@ -109,7 +109,11 @@ class PartialAggregate(PrepareTransform):
             inputs, bulk_specs = bulk.block_specs(block)
             columns.update(inputs)
             specs += bulk_specs
-        grouped = pa.table(columns).group_by(list(self.keys), use_threads=False).aggregate(specs)
+        if self.keys:
+            grouped = pa.table(columns).group_by(list(self.keys), use_threads=False)
+            grouped = grouped.aggregate(specs)
+        else:
+            grouped = one_group_aggregate(columns, specs)
         out: dict[str, Any] = {k: grouped.column(k) for k in self.keys}
         for bulk in bulks:
             out.update(bulk.states(grouped))

@@ -133,6 +133,25 @@ def test_a_dead_idle_worker_is_replaced():
     assert sf.range(100, override_num_blocks=4).map(double).sum("x") == 9900
 
 
+def worker_pid(row):
+    return {"pid": os.getpid()}
+
+
+def test_a_finished_task_returns_its_worker_before_the_next_task_starts():
+    """The executor starts the next task when it hears that one is done: that task must find
+    the finished task's worker idle, not fork one more (which would compete for the cores)."""
+    from shardflow.engine.backends.worker_pool import WorkerProcessPool
+
+    slots = os.cpu_count() or 1
+    sf.range(8, override_num_blocks=8).map(worker_pid).take_all()  # workers up and idle
+    pool = WorkerProcessPool.instance()
+    before = len(pool._all)
+    for _ in range(6):
+        rows = sf.range(200, override_num_blocks=100).map(worker_pid).take_all()
+        assert len({row["pid"] for row in rows}) <= max(slots, before)
+    assert len(pool._all) <= max(slots, before)
+
+
 def test_workers_die_with_a_killed_driver(tmp_path):
     script = f"""
         import os, time, shardflow as sf
