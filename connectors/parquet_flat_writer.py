@@ -161,10 +161,6 @@ class FlatParquetWriter:
         self._write(meta.little_endian_u32(len(footer)))
         self._write(b"PAR1")
 
-    def abandon(self) -> None:
-        """Stop without a footer (the file is discarded)."""
-        self.is_open = False
-
     def _write(self, data: Any) -> None:
         self._f.write(data)
         self._position += len(data) if isinstance(data, bytes) else memoryview(data).nbytes
@@ -221,6 +217,9 @@ class _ColumnChunk:
         self.codec_id, self.codec = writer._codecs[index]
         self.rows = sum(len(a) for a in arrays)
         self.null_count = sum(a.null_count for a in arrays)
+        # Each array's validity as booleans (None: no nulls), unpacked once for statistics,
+        # plain values and definition levels alike.
+        self.masks = [_valid_mask(a) if a.null_count else None for a in arrays]
         self.uncompressed = self.compressed = self.data_pages = 0
         self.data_offset = 0
 
@@ -261,11 +260,11 @@ class _ColumnChunk:
         width = kind.width
         views = []
         lows, highs, nan_count = [], [], 0
-        for array in self.arrays:
+        for array, mask in zip(self.arrays, self.masks, strict=True):
             values = np.frombuffer(
                 array.buffers()[1], kind.numpy, count=len(array), offset=array.offset * width
             )
-            present = values if not array.null_count else values[_valid_mask(array)]
+            present = values if mask is None else values[mask]
             views.append(values)
             if not len(present):
                 continue
@@ -299,8 +298,7 @@ class _ColumnChunk:
                 return statistics, self._dictionary_pages(indices, dictionary, entries)
         self.data_offset = self.writer._position
         rows_per_page = max(1, PAGE_BYTES // width)
-        for array, values in zip(self.arrays, views, strict=True):
-            mask = _valid_mask(array) if array.null_count else None
+        for array, mask, values in zip(self.arrays, self.masks, views, strict=True):
             for first in range(0, len(array), rows_per_page):
                 page = values[first : first + rows_per_page]
                 rows = len(page)
@@ -335,10 +333,9 @@ class _ColumnChunk:
         high = max(b[1] for b in bounds) if bounds else None
         statistics = meta.bytes_statistics(self.null_count, low, high)
         self.data_offset = self.writer._position
-        for array, (offsets, data, width, offset, length, validity) in zip(
-            self.arrays, parts, strict=True
+        for mask, (offsets, data, width, offset, length, validity) in zip(
+            self.masks, parts, strict=True
         ):
-            mask = _valid_mask(array) if array.null_count else None
             ends = np.frombuffer(offsets, f"<i{width}", count=length + 1, offset=offset * width)
             sizes = ends.astype(np.int64) - int(ends[0]) + 4 * np.arange(length + 1)
             first = 0
@@ -361,7 +358,7 @@ class _ColumnChunk:
         mask = None
         if self.null_count:
             mask = np.concatenate(
-                [_valid_mask(a) if a.null_count else np.ones(len(a), bool) for a in self.arrays]
+                [np.ones(len(a), bool) if m is None else m for a, m in zip(self.arrays, self.masks)]
             )
         bit_width = max(1, (entries - 1).bit_length())
         rows_per_page = max(8, PAGE_BYTES * 8 // bit_width)

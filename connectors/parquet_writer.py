@@ -85,9 +85,6 @@ class ParquetBlockWriter(BlockFileWriter):
 
     def abandon(self) -> None:
         self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
-        if isinstance(self._writer, parquet_flat_writer.FlatParquetWriter):
-            self._writer.abandon()
-            return
         try:
             self._writer.close()
         except Exception:
