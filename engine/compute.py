@@ -333,6 +333,11 @@ def compute_strategy(
             min_size=concurrency[0], max_size=concurrency[1], initial_size=initial
         )
     if isinstance(concurrency, int) and not isinstance(concurrency, bool):
+        if concurrency < 1:
+            raise ValueError(
+                f"concurrency must be >= 1 (the most tasks or actors of this stage at once), "
+                f"got {concurrency}."
+            )
         if is_class:
             return ActorPoolStrategy(size=concurrency)
         return TaskPoolStrategy(size=concurrency)

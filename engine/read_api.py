@@ -279,6 +279,13 @@ def from_pandas(
     dfs = [dfs] if isinstance(dfs, pd.DataFrame) else list(dfs)
     if not all(isinstance(df, pd.DataFrame) for df in dfs):
         raise TypeError("from_pandas takes a pandas.DataFrame or a list of them.")
+    for df in dfs:
+        duplicated = sorted({str(c) for c in df.columns[df.columns.duplicated()]})
+        if duplicated:
+            raise ValueError(
+                f"from_pandas: the DataFrame has duplicate column names {duplicated}; a "
+                "dataset's columns need unique names. Rename them first (df.columns = [...])."
+            )
     blocks = [to_block(df) for df in dfs]
     if override_num_blocks is not None:
         from shardflow.sdk.block import concat_blocks

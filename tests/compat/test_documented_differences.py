@@ -220,3 +220,41 @@ def test_parquet_encodings_and_codecs_per_column(rd, sfm, tmp_path):
         "name": (True, "SNAPPY"),
     }
     assert writers == {"ray": "parquet-cpp-arrow", "sf": "shardflow"}
+
+
+@differs(
+    "from_pandas",
+    reason="a DataFrame with duplicate column names raises ValueError naming them when from_pandas "
+    "is called (Ray Data raises an AttributeError from inside a task when the data is used).",
+)
+def test_from_pandas_refuses_duplicate_column_names(rd, sfm):
+    import pandas as pd
+
+    frame = pd.DataFrame([[1, 2, 3]], columns=["a", "a", "b"])
+    with pytest.raises(ValueError, match=r"duplicate column names \['a'\]"):
+        sfm.from_pandas(frame)
+    with pytest.raises(Exception) as raised:
+        rd.from_pandas(frame).take_all()
+    assert "AttributeError" in repr(raised.value) or isinstance(raised.value, AttributeError)
+
+
+@differs(
+    "read_parquet",
+    "read_csv",
+    "read_json",
+    reason="a path that does not exist but holds glob characters (*, ?, [) is expanded as a glob "
+    "(Ray Data: FileNotFoundError); a path that exists is always read as written, as Ray Data does "
+    "(also one with '?' in a name, which Ray Data 2.60 cuts at the '?': FileNotFoundError).",
+)
+def test_glob_patterns_are_expanded_when_no_such_path_exists(rd, sfm, tmp_path):
+    for name in ("a.parquet", "b.parquet"):
+        pq.write_table(pa.table({"x": [1]}), tmp_path / name)
+    pattern = str(tmp_path / "*.parquet")
+    assert sfm.read_parquet(pattern).count() == 2
+    with pytest.raises(FileNotFoundError):
+        rd.read_parquet(pattern).count()
+    (tmp_path / "q?").mkdir()
+    pq.write_table(pa.table({"x": [1]}), tmp_path / "q?" / "f.parquet")
+    assert sfm.read_parquet(str(tmp_path / "q?")).count() == 1
+    with pytest.raises(FileNotFoundError):  # Ray Data cuts the path at the '?'
+        rd.read_parquet(str(tmp_path / "q?")).count()
