@@ -16,7 +16,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 import shardflow as sf
 
 # S3 (moto) and GCS (emulator) servers and the ``store`` fixtures, for every test folder.
-pytest_plugins = ["storage_fixtures"]
+pytest_plugins = ["storage_fixtures", "spark_fixtures"]
 from shardflow.engine.context import DataContext
 
 

@@ -22,7 +22,17 @@ SOURCE_FOLDERS = {
     "engine": "shardflow/engine",
 }
 TEMPLATES = ("templates", "shardflow/templates")
-OPTIONAL_PACKAGES = ("ray", "torch", "pillow", "s3fs", "gcsfs", "pyiceberg", "daft", "datasets")
+OPTIONAL_PACKAGES = (
+    "ray",
+    "torch",
+    "pillow",
+    "s3fs",
+    "gcsfs",
+    "pyiceberg",
+    "daft",
+    "datasets",
+    "pyspark",
+)
 SKIPPED_PARTS = {"__pycache__"}
 # Optional compiled extensions, which a build on this project's machines must produce.
 COMPILED_MODULES = (
