@@ -1,0 +1,1 @@
+"""Text files: ``read_text``, one row per line."""
