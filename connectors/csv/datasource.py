@@ -1,4 +1,4 @@
-"""CSV: ``read_csv`` and ``Dataset.write_csv``, streamed through ``pyarrow.csv``.
+"""CSV reads: ``read_csv``, streamed through ``pyarrow.csv``.
 
 Files are read in chunks of about 2 MiB cut at line ends and each chunk is parsed with
 shardflow's C parser where it gives Arrow's result (files of numbers and strings read with
@@ -21,9 +21,7 @@ from typing import Any
 from shardflow.connectors import csv_native
 from shardflow.connectors.line_chunks import line_chunks, read_bytes_for
 from shardflow.sdk.block import Block
-from shardflow.sdk.file_datasink import BlockBasedFileDatasink
 from shardflow.sdk.file_datasource import FileBasedDatasource
-from shardflow.sdk.file_writing import BlockFileWriter
 from shardflow.sdk.native_filesystems import is_arrow_file
 
 _CSV_ARGS = ("read_options", "parse_options", "convert_options")
@@ -236,57 +234,3 @@ def _file_column_names(chunk: Any, read_options: Any, parse_options: Any) -> lis
     probe.block_size = min(probe.block_size, 1 << 20)
     reader = pacsv.open_csv(pa.BufferReader(chunk), read_options=probe, parse_options=parse_options)
     return list(reader.schema.names)
-
-
-class CSVDatasink(BlockBasedFileDatasink):
-    """Writes CSV files. See :meth:`shardflow.Dataset.write_csv` for the arguments."""
-
-    def __init__(self, path: str, *, write_options: Any | None = None, **kwargs: Any):
-        kwargs.setdefault("file_format", "csv")
-        super().__init__(path, **kwargs)
-        if write_options is not None:
-            import pyarrow.csv as pacsv
-
-            if not isinstance(write_options, pacsv.WriteOptions):
-                raise TypeError(
-                    "write_options must be a pyarrow.csv.WriteOptions, got "
-                    f"{type(write_options).__name__}."
-                )
-        self.write_options = write_options
-
-    def get_name(self) -> str:
-        return "CSV"
-
-    def write_block_to_file(self, block: Block, f: Any) -> None:
-        import pyarrow.csv as pacsv
-
-        pacsv.write_csv(block, f, write_options=self.write_options)
-
-    def open_block_writer(self, f: Any, block: Block) -> BlockFileWriter:
-        return _CSVBlockWriter(f, block.schema, self.write_options)
-
-
-class _CSVBlockWriter(BlockFileWriter):
-    """Appends blocks to one CSV file (one header line, at the top)."""
-
-    def __init__(self, f: Any, schema: Any, write_options: Any):
-        import pyarrow.csv as pacsv
-
-        self.schema = schema
-        self._writer = pacsv.CSVWriter(f, schema, write_options=write_options)
-
-    def write(self, block: Block) -> bool:
-        import pyarrow as pa
-
-        if not block.schema.equals(self.schema, check_metadata=False):
-            if block.column_names != self.schema.names:
-                return False
-            try:
-                block = block.cast(self.schema)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-                return False
-        self._writer.write_table(block)
-        return True
-
-    def close(self) -> None:
-        self._writer.close()

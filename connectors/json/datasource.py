@@ -1,4 +1,4 @@
-"""JSON: ``read_json`` (JSON Lines or a top-level JSON array) and ``Dataset.write_json``.
+"""JSON reads: ``read_json`` (JSON Lines or a top-level JSON array).
 
 JSON Lines files are read in chunks of about 2 MiB cut at line ends, each parsed with
 ``pyarrow.json.read_json`` on Arrow's thread pool (see :mod:`shardflow.connectors.line_chunks`);
@@ -21,10 +21,8 @@ import pyarrow as pa
 from shardflow.connectors import json_lines_native
 from shardflow.connectors.line_chunks import line_chunks, read_bytes_for
 from shardflow.sdk.block import Block
-from shardflow.sdk.file_datasink import BlockBasedFileDatasink
 from shardflow.sdk.file_datasource import FileBasedDatasource
 from shardflow.sdk.file_reading import FileUnit
-from shardflow.sdk.file_writing import AppendingWriter, BlockFileWriter
 from shardflow.sdk.native_filesystems import is_arrow_file
 
 _ROWS_PER_BLOCK = 16384
@@ -320,44 +318,6 @@ class JSONDatasource(FileBasedDatasource):
         schema = self._parse_options.explicit_schema if self._parse_options is not None else None
         for start in range(0, len(rows), _ROWS_PER_BLOCK):
             yield pa.Table.from_pylist(rows[start : start + _ROWS_PER_BLOCK], schema=schema)
-
-
-class JSONDatasink(BlockBasedFileDatasink):
-    """Writes JSON Lines files. See :meth:`shardflow.Dataset.write_json` for the arguments."""
-
-    def __init__(
-        self,
-        path: str,
-        *,
-        pandas_json_args_fn: Callable[[], dict[str, Any]] | None = None,
-        pandas_json_args: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ):
-        kwargs.setdefault("file_format", "json")
-        super().__init__(path, **kwargs)
-        if pandas_json_args_fn is not None and not callable(pandas_json_args_fn):
-            raise TypeError("pandas_json_args_fn must be a function returning a dict.")
-        self.pandas_json_args_fn = pandas_json_args_fn
-        self.pandas_json_args = dict(pandas_json_args or {})
-
-    def get_name(self) -> str:
-        return "JSON"
-
-    def open_block_writer(self, f: Any, block: Block) -> BlockFileWriter:
-        return AppendingWriter(self.write_block_to_file, f)  # JSON Lines append
-
-    def write_block_to_file(self, block: Block, f: Any) -> None:
-        from shardflow.sdk.block import block_to_batch
-
-        args = dict(self.pandas_json_args)
-        if self.pandas_json_args_fn is not None:
-            args.update(self.pandas_json_args_fn())
-        args.setdefault("orient", "records")
-        args.setdefault("lines", True)
-        text = block_to_batch(block, "pandas").to_json(**args)
-        f.write(text.encode("utf-8"))
-        if text and not text.endswith("\n"):
-            f.write(b"\n")
 
 
 def _copy(options: Any) -> Any:
