@@ -52,7 +52,7 @@ def line_chunks(
 
     Examples:
         >>> import io
-        >>> from shardflow.connectors.line_chunks import line_chunks
+        >>> from shardflow.connectors._text_parsing.line_chunks import line_chunks
         >>> [c.to_pybytes() for c in line_chunks(io.BytesIO(b"ab\\ncd\\nef"), chunk_bytes=4)]
         [b'ab\\n', b'cd\\n', b'ef']
     """

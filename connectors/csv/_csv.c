@@ -1,5 +1,5 @@
 /*
- * shardflow.connectors._csv: a CSV parser for files of numbers and strings, producing Arrow
+ * shardflow.connectors.csv._csv: a CSV parser for files of numbers and strings, producing Arrow
  * buffers.
  *
  * parse(buffer, names, kinds, null_values, true_values, false_values) reads whole lines of

@@ -2,8 +2,8 @@
 
 Files are read in chunks of about 2 MiB cut at line ends and each chunk is parsed with
 shardflow's C parser where it gives Arrow's result (files of numbers and strings read with
-the default options, see :mod:`shardflow.connectors.csv_native`), else with
-``pyarrow.csv.read_csv`` on Arrow's thread pool (see :mod:`shardflow.connectors.line_chunks`),
+the default options, see :mod:`shardflow.connectors.csv.native`), else with
+``pyarrow.csv.read_csv`` on Arrow's thread pool (see :mod:`shardflow.connectors._text_parsing.line_chunks`),
 so a file of any size is read in bounded memory; ``.gz``, ``.bz2``, ``.zst`` ... files are
 decompressed on the fly. Column names come from the header, and column types are inferred
 from a file's first chunk (a later value that does not fit its column's type is an error, as
@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from shardflow.connectors import csv_native
-from shardflow.connectors.line_chunks import line_chunks, read_bytes_for
+from shardflow.connectors._text_parsing.line_chunks import line_chunks, read_bytes_for
+from shardflow.connectors.csv import native as csv_native
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_datasource import FileBasedDatasource
 from shardflow.sdk.native_filesystems import is_arrow_file
@@ -102,7 +102,7 @@ class CSVDatasource(FileBasedDatasource):
         yield from self._read_chunks(f)
 
     def _read_chunks(self, f: Any) -> Iterator[Block]:
-        """Parse the file chunk by chunk (see :mod:`shardflow.connectors.line_chunks`): the
+        """Parse the file chunk by chunk (see :mod:`shardflow.connectors._text_parsing.line_chunks`): the
         first chunk as the options say (header, skipped rows, types inferred), the following
         ones as headerless rows with the first chunk's column names and the types inferred so
         far (a column that held only nulls so far is inferred again in the next chunk)."""

@@ -10,7 +10,7 @@ timestamp; numbers written "+1", " 2", ".5", "0x10" or "1e400"; invalid UTF-8; r
 wrong width; a line break inside quotes) makes it return None, and the caller parses the
 chunk with Arrow. The parser is an optional compiled extension.
 
-The differential tests in tests/connectors/test_csv_native.py compare both parsers on
+The differential tests in tests/connectors/csv/test_csv_native.py compare both parsers on
 generated inputs.
 """
 
@@ -20,10 +20,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from shardflow.connectors.native_text import KINDS, ready, table
+from shardflow.connectors._text_parsing.native import KINDS, ready, table
 
 try:
-    from shardflow.connectors import _csv
+    from shardflow.connectors.csv import _csv
 except ImportError:  # built without the extension: Arrow parses everything
     _csv = None
 

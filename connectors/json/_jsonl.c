@@ -1,5 +1,5 @@
 /*
- * shardflow.connectors._jsonl: a JSON Lines parser for flat objects, producing Arrow buffers.
+ * shardflow.connectors.json._jsonl: a JSON Lines parser for flat objects, producing Arrow buffers.
  *
  * parse(buffer, names, kinds, max_line_bytes) parses whole lines of JSON objects whose values
  * are null, true/false, numbers or strings into columns, with the types pyarrow.json.read_json

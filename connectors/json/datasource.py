@@ -1,7 +1,7 @@
 """JSON reads: ``read_json`` (JSON Lines or a top-level JSON array).
 
 JSON Lines files are read in chunks of about 2 MiB cut at line ends, each parsed with
-``pyarrow.json.read_json`` on Arrow's thread pool (see :mod:`shardflow.connectors.line_chunks`);
+``pyarrow.json.read_json`` on Arrow's thread pool (see :mod:`shardflow.connectors._text_parsing.line_chunks`);
 the chunks after the first are parsed with the types found before them. A file holding one
 JSON document (an array of objects, or a single object) is parsed whole. ``lines=None``
 detects which kind each file is; ``write_json`` writes JSON Lines. JSON Lines that Arrow
@@ -18,8 +18,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from shardflow.connectors import json_lines_native
-from shardflow.connectors.line_chunks import line_chunks, read_bytes_for
+from shardflow.connectors._text_parsing.line_chunks import line_chunks, read_bytes_for
+from shardflow.connectors.json import native as json_lines_native
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_datasource import FileBasedDatasource
 from shardflow.sdk.file_reading import FileUnit

@@ -11,7 +11,7 @@ string and bool) it returns None and the caller parses the chunk with Arrow, whi
 decides, errors included. The parser is an optional compiled extension: without it (a
 platform without a C compiler at install time), every chunk goes to Arrow.
 
-The differential tests in tests/connectors/test_json_lines_native.py compare both parsers on
+The differential tests in tests/connectors/json/test_json_lines_native.py compare both parsers on
 generated inputs, including every decline.
 """
 
@@ -21,10 +21,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from shardflow.connectors.native_text import KINDS, ready, table
+from shardflow.connectors._text_parsing.native import KINDS, ready, table
 
 try:
-    from shardflow.connectors import _jsonl
+    from shardflow.connectors.json import _jsonl
 except ImportError:  # built without the extension: Arrow parses everything
     _jsonl = None
 

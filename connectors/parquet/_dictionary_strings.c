@@ -1,5 +1,5 @@
 /*
- * Dictionary-encoded strings to plain Arrow strings (see sdk/dictionary_strings.py).
+ * Dictionary-encoded strings to plain Arrow strings (see connectors/parquet/dictionary_strings.py).
  *
  * Reading a dictionary-encoded Parquet string column as an Arrow dictionary and expanding it
  * here costs about a third of what Arrow's dense read (and its dictionary cast) costs: the

@@ -1,4 +1,4 @@
-"""Type stub of the optional compiled module (sdk/_dictionary_strings.c)."""
+"""Type stub of the optional compiled module (connectors/parquet/_dictionary_strings.c)."""
 
 from typing import Any
 

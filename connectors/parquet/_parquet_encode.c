@@ -1,5 +1,5 @@
 /*
- * Encoders for shardflow's Parquet writer of flat columns (connectors/parquet_flat_writer.py).
+ * Encoders for shardflow's Parquet writer of flat columns (connectors/parquet/flat_writer.py).
  *
  * The Python side lays out pages, compresses them and writes the Thrift metadata; this module
  * does the per-value work:

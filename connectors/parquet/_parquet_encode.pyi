@@ -1,4 +1,4 @@
-"""Type stub of the optional compiled module (connectors/_parquet_encode.c)."""
+"""Type stub of the optional compiled module (connectors/parquet/_parquet_encode.c)."""
 
 from typing import Any
 

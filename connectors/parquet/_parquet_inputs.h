@@ -1,5 +1,5 @@
 /*
- * Inputs of connectors/_parquet_encode.c: Arrow buffers taken from Python objects and checked
+ * Inputs of connectors/parquet/_parquet_encode.c: Arrow buffers taken from Python objects and checked
  * (sizes, offsets in order, validity long enough), arrays given in parts, word loads and the
  * hash of byte strings.
  */

@@ -1,5 +1,5 @@
 /*
- * Parquet's RLE / bit-packing hybrid for connectors/_parquet_encode.c: runs of one value as
+ * Parquet's RLE / bit-packing hybrid for connectors/parquet/_parquet_encode.c: runs of one value as
  * RLE runs, the rest bit-packed in groups of eight.
  */
 #ifndef SHARDFLOW_PARQUET_RLE_H

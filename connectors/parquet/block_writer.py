@@ -3,11 +3,11 @@
 A :class:`ParquetBlockWriter` keeps one file writer open per file and appends row groups as
 blocks arrive, so a write task holds at most one row group of rows (plus the block being
 written), never the whole file. The file writer is shardflow's own for flat columns of
-common types (:mod:`shardflow.connectors.parquet_flat_writer`), else
+common types (:mod:`shardflow.connectors.parquet.flat_writer`), else
 ``pyarrow.parquet.ParquetWriter``.
 
 Which columns get a dictionary and which are compressed is decided from the file's first block
-(:mod:`shardflow.connectors.parquet_encodings`).
+(:mod:`shardflow.connectors.parquet.encodings`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from shardflow.connectors import parquet_flat_writer
-from shardflow.connectors.parquet_encodings import column_compression, dictionary_columns
+from shardflow.connectors.parquet import flat_writer as parquet_flat_writer
+from shardflow.connectors.parquet.encodings import column_compression, dictionary_columns
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_writing import BlockFileWriter
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from shardflow.connectors.parquet_writer import ParquetBlockWriter
+from shardflow.connectors.parquet.block_writer import ParquetBlockWriter
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
 from shardflow.sdk.file_datasource import conform_to_schema
@@ -31,7 +31,7 @@ class ParquetDatasink(BlockBasedFileDatasink):
     name).
 
     Write tasks stream: each block becomes row groups of the task's open file as it arrives
-    (see :mod:`shardflow.connectors.parquet_writer`, which also says which columns are
+    (see :mod:`shardflow.connectors.parquet.block_writer`, which also says which columns are
     dictionary-encoded when ``use_dictionary`` is not given).
     """
 

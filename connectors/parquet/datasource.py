@@ -25,14 +25,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardflow.sdk.block import Block
-from shardflow.sdk.file_datasource import PATH_COLUMN, FileBasedDatasource
-from shardflow.sdk.file_reading import FileUnit
-from shardflow.sdk.parquet_reading import (
+from shardflow.connectors.parquet.reading import (
     open_parquet_fragment,
     read_parquet_fragment,
     row_groups_in_split,
 )
+from shardflow.sdk.block import Block
+from shardflow.sdk.file_datasource import PATH_COLUMN, FileBasedDatasource
+from shardflow.sdk.file_reading import FileUnit
 from shardflow.sdk.pushdowns import Pushdowns
 from shardflow.sdk.retry import is_transient_error
 

@@ -5,7 +5,7 @@ into a plain ``string`` array value by value through a builder; reading it as an
 dictionary instead (``read_dictionary``) costs a tenth of that, and expanding the dictionary
 with :func:`dense` (shardflow's compiled ``_dictionary_strings`` module: one pass for the
 offsets, one copying bytes) costs less than a third of the dense read, for the same array.
-:mod:`shardflow.sdk.parquet_reading` reads string columns this way when their column chunks
+:mod:`shardflow.connectors.parquet.reading` reads string columns this way when their column chunks
 are dictionary-encoded.
 
 The module is an optional compiled extension: without it (no C compiler at install time),
@@ -13,7 +13,7 @@ The module is an optional compiled extension: without it (no C compiler at insta
 
 Examples:
     >>> import pyarrow as pa
-    >>> from shardflow.sdk.dictionary_strings import dense
+    >>> from shardflow.connectors.parquet.dictionary_strings import dense
     >>> encoded = pa.array(["b", None, "a", "b"]).dictionary_encode()
     >>> dense(pa.chunked_array([encoded])).to_pylist()
     ['b', None, 'a', 'b']
@@ -24,7 +24,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 try:
-    from shardflow.sdk import _dictionary_strings
+    from shardflow.connectors.parquet import _dictionary_strings
 except ImportError:  # built without the extension: Arrow expands every dictionary
     _dictionary_strings = None  # type: ignore[assignment]
 

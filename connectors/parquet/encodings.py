@@ -48,7 +48,7 @@ def dictionary_columns(block: Block) -> Any:
 
     Examples:
         >>> import pyarrow as pa
-        >>> from shardflow.connectors.parquet_encodings import dictionary_columns
+        >>> from shardflow.connectors.parquet.encodings import dictionary_columns
         >>> t = pa.table({"id": range(1000), "k": [i % 3 for i in range(1000)], "s": ["a"] * 1000})
         >>> dictionary_columns(t)
         ['k', 's']
@@ -153,7 +153,7 @@ def column_compression(block: Block, use_dictionary: Any, codec: Any) -> Any:
 
     Examples:
         >>> import numpy as np, pyarrow as pa
-        >>> from shardflow.connectors.parquet_encodings import column_compression
+        >>> from shardflow.connectors.parquet.encodings import column_compression
         >>> t = pa.table({"id": np.arange(10_000), "x": np.random.default_rng(0).random(10_000)})
         >>> column_compression(t, [], "snappy")
         {'id': 'snappy', 'x': 'none'}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from shardflow.connectors.thrift_compact import BINARY, BOOL, I8, I32, I64, STRUCT, struct
+from shardflow.connectors.parquet.thrift_compact import BINARY, BOOL, I8, I32, I64, STRUCT, struct
 
 # Parquet physical types, encodings and page types (parquet.thrift).
 INT32, INT64, FLOAT, DOUBLE, BYTE_ARRAY = 1, 2, 4, 5, 6

@@ -17,7 +17,7 @@ field metadata, options beyond the codec and dictionary choice) goes to Arrow's 
 
 Examples:
     >>> import io, pyarrow as pa, pyarrow.parquet as pq
-    >>> from shardflow.connectors.parquet_flat_writer import FlatParquetWriter, handles
+    >>> from shardflow.connectors.parquet.flat_writer import FlatParquetWriter, handles
     >>> table = pa.table({"x": [1, 2, None], "s": ["a", "b", "a"]})
     >>> handles(table.schema, {"compression": "snappy"})
     True
@@ -37,11 +37,20 @@ import numpy as np
 import pyarrow as pa
 
 from shardflow import __version__
-from shardflow.connectors import parquet_flat_schema as meta
-from shardflow.connectors.thrift_compact import BINARY, I16, I32, I64, LIST, STRUCT, struct, varint
+from shardflow.connectors.parquet import flat_schema as meta
+from shardflow.connectors.parquet.thrift_compact import (
+    BINARY,
+    I16,
+    I32,
+    I64,
+    LIST,
+    STRUCT,
+    struct,
+    varint,
+)
 
 try:
-    from shardflow.connectors import _parquet_encode
+    from shardflow.connectors.parquet import _parquet_encode
 except ImportError:  # built without the extension: Arrow's writer writes every file
     _parquet_encode = None  # type: ignore[assignment]
 

@@ -11,7 +11,7 @@ Examples:
     >>> import os, tempfile
     >>> import pyarrow as pa, pyarrow.parquet as pq
     >>> import pyarrow.compute as pc
-    >>> from shardflow.sdk.parquet_reading import open_parquet_fragment, read_parquet_fragment
+    >>> from shardflow.connectors.parquet.reading import open_parquet_fragment, read_parquet_fragment
     >>> path = os.path.join(tempfile.mkdtemp(), "x.parquet")
     >>> pq.write_table(pa.table({"x": list(range(10))}), path, row_group_size=4)
     >>> fragment = open_parquet_fragment(path)
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardflow.sdk import dictionary_strings
+from shardflow.connectors.parquet import dictionary_strings
 from shardflow.sdk.block import Block
 
 
@@ -291,7 +291,7 @@ def _dictionary_string_columns(
 ) -> list[str]:
     """The top-level string and binary columns among ``selected`` that are dictionary-encoded
     in every row group read: read as Arrow dictionaries and expanded by
-    :mod:`shardflow.sdk.dictionary_strings`, which is faster than Arrow's dense decoding."""
+    :mod:`shardflow.connectors.parquet.dictionary_strings`, which is faster than Arrow's dense decoding."""
     if not dictionary_strings.available():
         return []
     schema = parquet_file.schema_arrow

@@ -7,7 +7,7 @@ the bytes :func:`struct` returned, ``LIST`` a ``(element_kind, items)`` pair. A 
 struct with one field.
 
 Examples:
-    >>> from shardflow.connectors.thrift_compact import I32, BINARY, struct
+    >>> from shardflow.connectors.parquet.thrift_compact import I32, BINARY, struct
     >>> struct([(1, I32, 3), (4, BINARY, "x")]).hex()
     '150638017800'
 """

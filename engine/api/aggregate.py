@@ -9,7 +9,7 @@ Nulls follow Ray's rules: with ``ignore_nulls=True`` a group's result is null on
 has no non-null value; with ``ignore_nulls=False`` any null makes the result null.
 
 The built-in aggregations (Count, Sum, Min, Max, Mean, Std, AbsMax) also run vectorized
-over whole blocks inside the engine (engine/exchange/vectorized.py); the methods here define
+over whole blocks inside the engine (engine/execution/exchange/vectorized.py); the methods here define
 their meaning and serve custom code that calls them directly.
 
 Examples:

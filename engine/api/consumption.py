@@ -7,17 +7,17 @@ from typing import Any
 
 import pyarrow as pa
 
-from shardflow.engine.arrow_memory import apply_memory_pool
-from shardflow.engine.backends.base import Backend
-from shardflow.engine.context import DataContext
-from shardflow.engine.executor import StreamingExecutor
-from shardflow.engine.iteration import iter_rows_from_blocks, validate_batch_size
-from shardflow.engine.logical import BlocksSource, LogicalPlan
-from shardflow.engine.optimizer import optimize
-from shardflow.engine.plan_metadata import plan_num_rows, plan_schema
-from shardflow.engine.planner import ReadTaskCache, plan_physical
-from shardflow.engine.runtime import current_backend
-from shardflow.engine.schema import Schema
+from shardflow.engine.api.context import DataContext
+from shardflow.engine.api.schema import Schema
+from shardflow.engine.execution.arrow_memory import apply_memory_pool
+from shardflow.engine.execution.backends.base import Backend
+from shardflow.engine.execution.executor import StreamingExecutor
+from shardflow.engine.execution.runtime import current_backend
+from shardflow.engine.iteration.batches import iter_rows_from_blocks, validate_batch_size
+from shardflow.engine.plan.logical import BlocksSource, LogicalPlan
+from shardflow.engine.plan.metadata import plan_num_rows, plan_schema
+from shardflow.engine.plan.optimizer import optimize
+from shardflow.engine.plan.planner import ReadTaskCache, plan_physical
 from shardflow.sdk.block import Block, block_to_batch, concat_blocks, validate_batch_format
 
 
@@ -31,7 +31,7 @@ class PreparedPlan:
     def __init__(self, plan: LogicalPlan):
         self.context = DataContext.get_current()
         # Before planning: the pool a read's first allocations come from is the one its
-        # later ones are fastest in (see engine/arrow_memory.py).
+        # later ones are fastest in (see engine/execution/arrow_memory.py).
         apply_memory_pool(self.context.arrow_memory_pool)
         self.backend: Backend = current_backend(self.context)
         self.plan = optimize(plan)
@@ -241,7 +241,7 @@ class ConsumptionMixin:
         Returns:
             A Dataset over the materialized blocks; consuming it does not re-run the plan.
         """
-        from shardflow.engine.dataset import Dataset
+        from shardflow.engine.api.dataset import Dataset
 
         refs, metas = [], []
         for ref, meta in self._execute():
@@ -278,7 +278,7 @@ class ConsumptionMixin:
     # -- display ------------------------------------------------------------------------
 
     def __repr__(self) -> str:
-        from shardflow.engine.dataset_repr import dataset_repr
+        from shardflow.engine.api.repr import dataset_repr
 
         return dataset_repr(self)
 

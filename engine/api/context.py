@@ -1,7 +1,7 @@
 """DataContext: the settings one execution runs under, with Ray Data's names.
 
 The settings users set in Ray Data work here too: ``execution_options`` (see
-engine/execution_options.py), ``target_max_block_size``, ``target_min_block_size``,
+engine/api/execution_options.py), ``target_max_block_size``, ``target_min_block_size``,
 ``enable_progress_bars``, ``max_errored_blocks``, ``set_config``/``get_config``. A Ray Data
 setting shardflow has no equivalent for is accepted with a warning, once per process, that it
 has no effect; a name that is neither shardflow's nor Ray Data's raises AttributeError (a
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from shardflow.engine.execution_options import ExecutionOptions, warn_once
+from shardflow.engine.api.execution_options import ExecutionOptions, warn_once
 
 _ENV_DISABLE_BARS = "SHARDFLOW_DISABLE_PROGRESS_BARS"
 
@@ -109,7 +109,7 @@ class DataContext:
             own default on Linux), ``"system"``, or None to leave Arrow's choice alone. An
             ``ARROW_DEFAULT_MEMORY_POOL`` environment variable always wins. jemalloc returns
             freed pages and shares them between threads, which lowers the peak memory of
-            streaming reads and writes (see engine/arrow_memory.py). Arrow's C++ code that
+            streaming reads and writes (see engine/execution/arrow_memory.py). Arrow's C++ code that
             takes no pool from Python uses the pool chosen when pyarrow was imported:
             jemalloc when ``import shardflow`` came first (see shardflow/_arrow_pool.py).
 
@@ -303,7 +303,10 @@ _NEVER = frozenset()
 # does anyway (set to one of those, a setting is taken silently); any other value warns once.
 RAY_ONLY_SETTINGS: dict[str, Any] = {
     "print_on_execution_start": (False,),
-    "raise_original_map_exception": (True, False),  # errors are both: see engine/errors.py
+    "raise_original_map_exception": (
+        True,
+        False,
+    ),  # errors are both: see engine/execution/errors.py
     "enable_tensor_extension_casting": (True,),
     "use_ray_tqdm": (True, False),
     "enable_rich_progress_bars": (False,),

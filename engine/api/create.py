@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from shardflow.engine.context import DataContext
-from shardflow.engine.dataset import Dataset
-from shardflow.engine.logical import BlocksSource, LogicalPlan, ReadSource
+from shardflow.engine.api.context import DataContext
+from shardflow.engine.api.dataset import Dataset
+from shardflow.engine.plan.logical import BlocksSource, LogicalPlan, ReadSource
 from shardflow.sdk.block import numpy_batch_to_block, rows_to_block, to_block
 from shardflow.sdk.datasource import Datasource
 from shardflow.sdk.optional import require
@@ -148,7 +148,7 @@ def from_torch(dataset: Any, local_read: bool = False) -> Dataset:
         >>> sf.from_torch(data).count()  # doctest: +SKIP
         4
     """
-    from shardflow.connectors.torch_dataset import TorchDatasource
+    from shardflow.connectors.torch.datasource import TorchDatasource
 
     require("torch", "torch", "from_torch")
     if not isinstance(local_read, bool):

@@ -12,19 +12,19 @@ from typing import Any
 
 import pyarrow as pa
 
-from shardflow.engine.column_stages import check_rename
-from shardflow.engine.consumption import ConsumptionMixin
-from shardflow.engine.dataset_aggregate import AggregateMixin
-from shardflow.engine.dataset_exchange import ExchangeMixin
-from shardflow.engine.dataset_expressions import ExpressionsMixin
-from shardflow.engine.dataset_info import DatasetInfoMixin
-from shardflow.engine.dataset_iteration import IterationMixin
-from shardflow.engine.dataset_map import MapMixin
-from shardflow.engine.dataset_split import SplitMixin
-from shardflow.engine.errors import ColumnNotFoundError
-from shardflow.engine.file_api import FileWriteMixin
-from shardflow.engine.iceberg_api import IcebergWriteMixin
-from shardflow.engine.logical import AddColumn, Limit, LogicalPlan, Project, Write
+from shardflow.engine.api.consumption import ConsumptionMixin
+from shardflow.engine.api.exchanges import ExchangeMixin
+from shardflow.engine.api.expressions import ExpressionsMixin
+from shardflow.engine.api.file_writes import FileWriteMixin
+from shardflow.engine.api.grouped_data import AggregateMixin
+from shardflow.engine.api.iceberg import IcebergWriteMixin
+from shardflow.engine.api.info import DatasetInfoMixin
+from shardflow.engine.api.iteration import IterationMixin
+from shardflow.engine.api.map import MapMixin
+from shardflow.engine.api.split import SplitMixin
+from shardflow.engine.execution.errors import ColumnNotFoundError
+from shardflow.engine.execution.stages.columns import check_rename
+from shardflow.engine.plan.logical import AddColumn, Limit, LogicalPlan, Project, Write
 from shardflow.engine.xshards.dataset_mixin import XShardsMixin
 from shardflow.sdk.datasink import Datasink
 
@@ -248,12 +248,12 @@ class Dataset(
 
     def _static_schema(self) -> pa.Schema | None:
         """The schema when the data in hand tells it (no datasource is asked), else None."""
-        from shardflow.engine.logical import BlocksSource
-        from shardflow.engine.plan_metadata import plan_schema
+        from shardflow.engine.plan.logical import BlocksSource
+        from shardflow.engine.plan.metadata import plan_schema
 
         if not isinstance(self._plan.source, BlocksSource):
             return None
-        from shardflow.engine.runtime import current_backend
+        from shardflow.engine.execution.runtime import current_backend
 
         return plan_schema(self._plan, None, current_backend().get)
 
@@ -306,7 +306,7 @@ class Dataset(
             raise TypeError(
                 f"write_datasink needs a shardflow.sdk.Datasink, got {type(datasink).__name__}."
             )
-        from shardflow.engine.transforms import decode_write_returns
+        from shardflow.engine.execution.stages.transforms import decode_write_returns
         from shardflow.sdk.datasink import WriteResult
 
         if resume:

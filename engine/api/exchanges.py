@@ -1,11 +1,11 @@
 """Dataset methods that move rows between blocks: shuffles, sorts, repartitions, unions,
-zips and joins (groupby and aggregations are in engine/dataset_aggregate.py)."""
+zips and joins (groupby and aggregations are in engine/api/grouped_data.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from shardflow.engine.logical import (
+from shardflow.engine.plan.logical import (
     Join,
     LogicalPlan,
     RandomizeBlockOrder,
@@ -320,7 +320,7 @@ class ExchangeMixin:
 
 
 def _check_datasets(others: Any, method: str) -> None:
-    from shardflow.engine.dataset import Dataset
+    from shardflow.engine.api.dataset import Dataset
 
     for other in others:
         if not isinstance(other, Dataset):

@@ -15,8 +15,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from shardflow.engine.logical import MapLike
-from shardflow.engine.transforms import Stage
+from shardflow.engine.execution.stages.transforms import Stage
+from shardflow.engine.plan.logical import MapLike
 from shardflow.sdk.block import Block
 from shardflow.sdk.datasink import TaskContext
 from shardflow.sdk.expression_eval import evaluate

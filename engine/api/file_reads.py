@@ -1,7 +1,7 @@
 """File reads: the ``read_<format>`` functions over the file connectors.
 
 Each builds a FileBasedDatasource (shardflow.connectors) and lists its paths at once, so a
-missing path fails at the call, then returns a lazy Dataset. ``shardflow.engine.file_api``
+missing path fails at the call, then returns a lazy Dataset. ``shardflow.engine.api.file_writes``
 re-exports them next to the ``write_<format>`` methods.
 """
 
@@ -25,7 +25,7 @@ _HIVE = Partitioning("hive")
 
 
 def _read(datasource: Any, parallelism: int, override_num_blocks: int | None) -> Any:
-    from shardflow.engine.read_api import read_datasource
+    from shardflow.engine.api.create import read_datasource
 
     datasource._file_units()  # list now, so a missing path fails here and not at execution
     return read_datasource(

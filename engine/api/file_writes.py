@@ -2,7 +2,7 @@
 
 The Dataset class mixes in :class:`FileWriteMixin`; file connectors live in
 shardflow.connectors and are reached through the SDK's FileBasedDatasource/FileDatasink.
-The ``read_<format>`` functions live in :mod:`shardflow.engine.file_read_api` and are
+The ``read_<format>`` functions live in :mod:`shardflow.engine.api.file_reads` and are
 re-exported here. The built-in connectors are also known by name (``"parquet"``, ``"csv"``,
 ...) to ``read_datasource`` and ``write_datasink``: see ``BUILTIN_CONNECTORS`` in
 :mod:`shardflow.sdk.registry`, which imports them only when a name is used.
@@ -18,7 +18,7 @@ from shardflow.connectors.images import ImageDatasink
 from shardflow.connectors.json import JSONDatasink
 from shardflow.connectors.numpy import NumpyDatasink
 from shardflow.connectors.parquet import ParquetDatasink
-from shardflow.engine.file_read_api import (  # noqa: F401  (re-exported)
+from shardflow.engine.api.file_reads import (  # noqa: F401  (re-exported)
     read_binary_files,
     read_csv,
     read_images,
@@ -32,7 +32,7 @@ from shardflow.sdk.save_mode import SaveMode
 
 
 def _retry_policy() -> Any:
-    from shardflow.engine.context import DataContext
+    from shardflow.engine.api.context import DataContext
 
     return DataContext.get_current().retry
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from shardflow.engine.aggregate import AggregateFn, Count, Max, Mean, Min, Std, Sum, Unique
-from shardflow.engine.dataset_exchange import _positive_int, check_columns_exist, key_columns
-from shardflow.engine.logical import Aggregate, LogicalPlan, MapGroups, UDFCall
+from shardflow.engine.api.aggregate import AggregateFn, Count, Max, Mean, Min, Std, Sum, Unique
+from shardflow.engine.api.exchanges import _positive_int, check_columns_exist, key_columns
+from shardflow.engine.plan.logical import Aggregate, LogicalPlan, MapGroups, UDFCall
 from shardflow.sdk.block import validate_batch_format
 
 
@@ -28,7 +28,7 @@ def _check_agg_columns(ds: Any, aggs: Sequence[Any]) -> None:
     schema = ds._cheap_schema()
     if schema is None or not schema.names:
         return
-    from shardflow.engine.exchange.grouping import _is_numeric
+    from shardflow.engine.execution.exchange.grouping import _is_numeric
 
     for agg in aggs:
         for column in agg.target_columns():

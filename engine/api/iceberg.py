@@ -10,7 +10,7 @@ import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # engine.dataset mixes in IcebergWriteMixin, so it is imported lazily here
-    from shardflow.engine.dataset import Dataset
+    from shardflow.engine.api.dataset import Dataset
 
 
 def read_iceberg(
@@ -87,7 +87,7 @@ def read_iceberg(
         A lazy Dataset; nothing is read until it is consumed.
     """
     from shardflow.connectors.iceberg import IcebergDatasource
-    from shardflow.engine.read_api import read_datasource
+    from shardflow.engine.api.create import read_datasource
 
     scan_kwargs = dict(scan_kwargs or {})
     limit = scan_kwargs.pop("limit", None)

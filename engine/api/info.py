@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardflow.engine.logical import BlocksSource, LogicalPlan, ReadSource
+from shardflow.engine.plan.logical import BlocksSource, LogicalPlan, ReadSource
 
 
 class DatasetInfoMixin:

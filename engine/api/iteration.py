@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from shardflow.engine.data_iterator import DataIterator, DatasetIterator
+from shardflow.engine.iteration.data_iterator import DataIterator, DatasetIterator
 
 
 class IterationMixin:
@@ -158,6 +158,6 @@ class IterationMixin:
             >>> counts[0], counts[1]
             (50, 50)
         """
-        from shardflow.engine.streaming_split import streaming_split
+        from shardflow.engine.splits.streaming_split import streaming_split
 
         return streaming_split(self, n, equal=equal, locality_hints=locality_hints)

@@ -4,7 +4,7 @@ Each takes Ray Data 2.60's arguments for where the function runs: a function run
 (``concurrency=n`` caps them), a callable class in a pool of actors that each construct it
 once (``concurrency=n``, ``(min, max)`` or ``(min, max, initial)``, or ``compute=``), with
 ``num_cpus``, ``num_gpus`` and ``memory`` per task or actor. The arguments are validated
-here, when the method is called (engine/compute.py).
+here, when the method is called (engine/api/compute.py).
 """
 
 from __future__ import annotations
@@ -12,9 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from shardflow.engine.compute import ComputeStrategy, MapOptions, resolve_map_options
-from shardflow.engine.iteration import validate_batch_size
-from shardflow.engine.logical import FilterExpr, FilterRows, FlatMap, MapBatches, MapRows, UDFCall
+from shardflow.engine.api.compute import ComputeStrategy, MapOptions, resolve_map_options
+from shardflow.engine.iteration.batches import validate_batch_size
+from shardflow.engine.plan.logical import (
+    FilterExpr,
+    FilterRows,
+    FlatMap,
+    MapBatches,
+    MapRows,
+    UDFCall,
+)
 from shardflow.sdk.block import validate_batch_format
 from shardflow.sdk.expressions import Expr
 

@@ -23,7 +23,7 @@ INDENT = "   "
 
 def dataset_repr(ds: Any) -> str:
     """The repr of ``ds`` (see the module docstring)."""
-    from shardflow.engine.consumption import PreparedPlan
+    from shardflow.engine.api.consumption import PreparedPlan
 
     try:
         prepared = PreparedPlan(ds._plan)
@@ -43,7 +43,7 @@ def dataset_repr(ds: Any) -> str:
 
 def is_materialized(ds: Any) -> bool:
     """Whether ``ds`` holds its blocks (materialized, or built from data in memory)."""
-    from shardflow.engine.logical import BlocksSource
+    from shardflow.engine.plan.logical import BlocksSource
 
     return isinstance(ds._plan.source, BlocksSource) and not ds._plan.ops
 
@@ -113,7 +113,7 @@ def _row(cells: list[str], widths: list[int]) -> str:
 
 def _preview_rows(ds: Any, prepared: Any, num_rows: int | None) -> tuple[list[dict], list[dict]]:
     """The first and last rows of a materialized dataset, reading only the blocks needed."""
-    from shardflow.engine.iteration import iter_rows_from_blocks
+    from shardflow.engine.iteration.batches import iter_rows_from_blocks
 
     if num_rows is None or num_rows <= MAX_ROWS:
         want_head, want_tail = (MAX_ROWS if num_rows is None else num_rows), 0
@@ -153,7 +153,7 @@ def _preview_rows(ds: Any, prepared: Any, num_rows: int | None) -> tuple[list[di
 
 def _summary(ds: Any, prepared: Any) -> str:
     """Operations over ``Dataset(num_rows=..., schema=...)`` of the source."""
-    from shardflow.engine.plan_metadata import source_num_rows, source_schema
+    from shardflow.engine.plan.metadata import source_num_rows, source_schema
 
     materialized = is_materialized(ds)
     ops = [] if materialized else [op.name for op in reversed(ds._plan.ops)]

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from shardflow.engine.logical import BlocksSource, LogicalPlan
-from shardflow.engine.refs import slice_metadata, slice_ref
+from shardflow.engine.execution.refs import slice_metadata, slice_ref
+from shardflow.engine.plan.logical import BlocksSource, LogicalPlan
 
 
 def _materialized_parts(ds: Any) -> tuple[list[Any], list[Any]]:
@@ -19,7 +19,7 @@ def _materialized_parts(ds: Any) -> tuple[list[Any], list[Any]]:
 
 def _cut(refs: list[Any], metas: list[Any], bounds: Sequence[int], name: str) -> list[Any]:
     """Datasets holding global rows ``bounds[i] .. bounds[i+1]`` for each i."""
-    from shardflow.engine.dataset import Dataset
+    from shardflow.engine.api.dataset import Dataset
 
     starts = [0]
     for meta in metas:

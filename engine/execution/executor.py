@@ -5,9 +5,9 @@ move every ready output bundle to the operator that consumes it (or to the user)
 worker slots to operators that have a task to start (downstream operators first, and no
 operator takes every slot while another has work), then hand each task event to the operator
 that launched the task. The loop never looks at an operator's kind: operators follow the
-protocol in engine/operators/base.py.
+protocol in engine/execution/operators/base.py.
 
-Memory is bounded by the budget (engine/memory.py): operators that start new work check it,
+Memory is bounded by the budget (engine/execution/memory.py): operators that start new work check it,
 and every task waits at its gate before producing each block (backpressure).
 """
 
@@ -19,15 +19,15 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from shardflow.engine.backends.base import Backend
-from shardflow.engine.backends.task_runner import DONE, ERROR
-from shardflow.engine.context import DataContext
-from shardflow.engine.memory import MemoryBudget
-from shardflow.engine.operators.base import OperatorRuntime, PhysicalOperator
-from shardflow.engine.physical import PhysicalPlan
-from shardflow.engine.progress import ProgressBars
-from shardflow.engine.refs import RefBundle
-from shardflow.engine.stats import ExecutionStats
+from shardflow.engine.api.context import DataContext
+from shardflow.engine.execution.backends.base import Backend
+from shardflow.engine.execution.backends.task_runner import DONE, ERROR
+from shardflow.engine.execution.memory import MemoryBudget
+from shardflow.engine.execution.operators.base import OperatorRuntime, PhysicalOperator
+from shardflow.engine.execution.progress import ProgressBars
+from shardflow.engine.execution.refs import RefBundle
+from shardflow.engine.execution.stats import ExecutionStats
+from shardflow.engine.plan.physical import PhysicalPlan
 from shardflow.sdk.block import BlockMetadata
 
 _END = object()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from shardflow.engine.stats import OperatorStats
+from shardflow.engine.execution.stats import OperatorStats
 
 
 class ProgressBars:

@@ -7,7 +7,7 @@ The executor and operators never hold blocks, only references with metadata (``R
 - ``RayRef``: a block in Ray's object store;
 - ``SliceRef``: a row range of another reference (limits, splits, repartitions), cut lazily
   where the block is used, so no block is copied to cut it;
-- ``ShmRef`` (engine/shm.py): a block on its way to or from a local worker process.
+- ``ShmRef`` (engine/execution/shm.py): a block on its way to or from a local worker process.
 
 Inside a task, ``resolve`` turns any of them (and a plain table, which is what Ray hands a task
 for a top-level object reference) into a ``pyarrow.Table``.
@@ -184,7 +184,7 @@ def resolve(item: Any) -> pa.Table:
         ray = require("ray", "ray", "Blocks in Ray's object store")
 
         return _from_ray(ray.get(item))
-    from shardflow.engine.shm import ShmRef
+    from shardflow.engine.execution.shm import ShmRef
 
     if isinstance(item, ShmRef):
         return item.load()

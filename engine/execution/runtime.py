@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from shardflow.engine.backends.base import Backend
-from shardflow.engine.context import DataContext
+from shardflow.engine.api.context import DataContext
+from shardflow.engine.execution.backends.base import Backend
 
 _lock = threading.Lock()
 _backends: dict = {}
@@ -54,7 +54,7 @@ def init(backend: str = "local", address: str | None = None, **ray_init_kwargs: 
         for name, value in local.items():
             setattr(context, name, value)
     if backend == "ray":
-        from shardflow.engine.backends.ray_backend import ensure_ray
+        from shardflow.engine.execution.backends.ray_backend import ensure_ray
 
         ensure_ray(address, **ray_init_kwargs)
         with _lock:
@@ -71,7 +71,7 @@ def current_backend(context: DataContext | None = None) -> Backend:
             key = ("local", context.effective_num_cpus(), context.num_gpus)
             backend = _backends.get(key)
             if backend is None:
-                from shardflow.engine.backends.local import LocalBackend
+                from shardflow.engine.execution.backends.local import LocalBackend
 
                 backend = LocalBackend(context.effective_num_cpus(), context.num_gpus)
                 _backends[key] = backend
@@ -79,7 +79,7 @@ def current_backend(context: DataContext | None = None) -> Backend:
         if name == "ray":
             backend = _backends.get("ray")
             if backend is None:
-                from shardflow.engine.backends.ray_backend import RayBackend
+                from shardflow.engine.execution.backends.ray_backend import RayBackend
 
                 backend = RayBackend()
                 _backends["ray"] = backend

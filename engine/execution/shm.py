@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from shardflow.engine.refs import BlockRef
+from shardflow.engine.execution.refs import BlockRef
 
 #: Smaller blocks are pickled: the file costs more than the copies.
 MIN_BYTES = 1 << 20
@@ -88,7 +88,7 @@ def share(block: pa.Table) -> ShmRef | None:
 def for_transfer(item: Any) -> Any:
     """What to send another process for a task input or output: a large in-memory block
     goes through shared memory, anything else as it is."""
-    from shardflow.engine.refs import MemoryRef, SliceRef
+    from shardflow.engine.execution.refs import MemoryRef, SliceRef
 
     block = None
     if isinstance(item, pa.Table):

@@ -20,7 +20,7 @@ import uuid
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from shardflow.engine.refs import SpilledRef
+from shardflow.engine.execution.refs import SpilledRef
 
 _PREFIX = "shardflow-spill-"
 _live: set = set()

@@ -13,8 +13,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from shardflow.engine.local_shuffle import shuffled_batches
-from shardflow.engine.transforms import rebatch_blocks
+from shardflow.engine.execution.stages.transforms import rebatch_blocks
+from shardflow.engine.iteration.local_shuffle import shuffled_batches
 from shardflow.sdk.block import Block, block_to_batch, block_to_rows
 
 _DONE = object()
@@ -81,7 +81,7 @@ def iter_batches_from_blocks(
     """Rebatch a block stream to ``batch_size`` rows in ``batch_format``.
 
     With ``local_shuffle_buffer_size`` the batches are drawn at random from a buffer of at
-    least that many rows (see engine/local_shuffle.py). ``collate_fn`` then ``finalize_fn``
+    least that many rows (see engine/iteration/local_shuffle.py). ``collate_fn`` then ``finalize_fn``
     are applied to each formatted batch. With ``prefetch_batches > 0`` a background thread
     prepares up to that many batches ahead of the consumer (reading, concatenation, format
     conversion and collation overlap with the training step); ``on_stop`` is called from the

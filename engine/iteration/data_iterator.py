@@ -12,14 +12,14 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from shardflow.engine.context import DataContext
-from shardflow.engine.iteration import (
+from shardflow.engine.api.context import DataContext
+from shardflow.engine.execution.refs import resolve
+from shardflow.engine.iteration.batches import (
     iter_batches_from_blocks,
     validate_batch_size,
     validate_local_shuffle,
     validate_prefetch_batches,
 )
-from shardflow.engine.refs import resolve
 from shardflow.sdk.block import block_to_rows, validate_batch_format
 
 
@@ -189,7 +189,7 @@ class DataIterator:
             {'id': tensor([0, 1])}
             {'id': tensor([2, 3])}
         """
-        from shardflow.engine.torch_batches import torch_batch_steps
+        from shardflow.engine.iteration.torch_batches import torch_batch_steps
 
         options = _batch_options(
             prefetch_batches,
@@ -232,8 +232,8 @@ class DataIterator:
             >>> sf.range(5).iterator().materialize().count()
             5
         """
-        from shardflow.engine.dataset import Dataset
-        from shardflow.engine.logical import BlocksSource, LogicalPlan
+        from shardflow.engine.api.dataset import Dataset
+        from shardflow.engine.plan.logical import BlocksSource, LogicalPlan
 
         epoch = self._start_epoch()
         items = epoch.items()
@@ -262,7 +262,7 @@ class DataIterator:
 
 class _DatasetEpoch(Epoch):
     def __init__(self, dataset: Any):
-        from shardflow.engine.consumption import ExecutionHandle
+        from shardflow.engine.api.consumption import ExecutionHandle
 
         self._dataset = dataset
         self._handle = ExecutionHandle()

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from shardflow.engine.collate import collate_batch_format
+from shardflow.engine.iteration.collate import collate_batch_format
 from shardflow.sdk.block import Block, block_to_batch
 from shardflow.sdk.optional import require
 

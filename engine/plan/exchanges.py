@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardflow.engine.exchange.grouping import AggregateSpec, MapGroupsSpec
-from shardflow.engine.exchange.join import JoinSpec
-from shardflow.engine.exchange.shuffle import (
+from shardflow.engine.execution.exchange.grouping import AggregateSpec, MapGroupsSpec
+from shardflow.engine.execution.exchange.join import JoinSpec
+from shardflow.engine.execution.exchange.shuffle import (
     RandomizeBlockOrderSpec,
     RandomShuffleSpec,
     RepartitionSpec,
 )
-from shardflow.engine.exchange.sort import KeyedRepartitionSpec, SortSpec
-from shardflow.engine.logical import (
+from shardflow.engine.execution.exchange.sort import KeyedRepartitionSpec, SortSpec
+from shardflow.engine.execution.operators.base import PhysicalOperator
+from shardflow.engine.execution.operators.exchange import ExchangeOperator
+from shardflow.engine.execution.operators.rebatch import RebatchOperator
+from shardflow.engine.execution.operators.union import UnionOperator
+from shardflow.engine.execution.operators.zip import ZipOperator
+from shardflow.engine.plan.logical import (
     Aggregate,
     Join,
     MapGroups,
@@ -24,11 +29,6 @@ from shardflow.engine.logical import (
     Union,
     Zip,
 )
-from shardflow.engine.operators.base import PhysicalOperator
-from shardflow.engine.operators.exchange import ExchangeOperator
-from shardflow.engine.operators.rebatch import RebatchOperator
-from shardflow.engine.operators.union import UnionOperator
-from shardflow.engine.operators.zip import ZipOperator
 
 
 def plan_special(planner: Any, op: Any, last: PhysicalOperator) -> PhysicalOperator:

@@ -2,7 +2,7 @@
 
 Logical operators hold only what the user asked for (a function and its arguments, a key, a
 seed, a number of outputs); nothing here runs. The optimizer rewrites plans of these values,
-and the planner turns them into physical operators (engine/planner.py).
+and the planner turns them into physical operators (engine/plan/planner.py).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from shardflow.engine.compute import DEFAULT_MAP_OPTIONS, MapOptions
+from shardflow.engine.api.compute import DEFAULT_MAP_OPTIONS, MapOptions
 from shardflow.sdk.datasource import Datasource
 from shardflow.sdk.expressions import Expr
 
@@ -75,7 +75,7 @@ class MapLike:
 
     ``row_preserving`` marks those that keep the number and order of rows (a limit may be
     pushed past them, and a known row count stays known). Those that run a user function
-    carry ``options`` (engine/compute.py): a task pool or an actor pool, and resources.
+    carry ``options`` (engine/api/compute.py): a task pool or an actor pool, and resources.
     """
 
     row_preserving = False

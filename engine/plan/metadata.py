@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from shardflow.engine.logical import (
+from shardflow.engine.plan.logical import (
     BlocksSource,
     FilterExpr,
     FilterRows,

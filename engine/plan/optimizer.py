@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from shardflow.engine.logical import (
+from shardflow.engine.plan.logical import (
     Aggregate,
     FilterExpr,
     Join,
@@ -77,7 +77,7 @@ def _columns_read(op: Aggregate) -> Any:
 
 
 def _reads_no_column(agg: Any) -> bool:
-    from shardflow.engine.aggregate import Count
+    from shardflow.engine.api.aggregate import Count
 
     return type(agg) is Count and agg.get_target_column() is None
 

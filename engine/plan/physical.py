@@ -1,6 +1,6 @@
 """The physical plan: the operators of one execution, upstream first, the output last.
 
-Operators live in engine/operators/ (one module per kind); the planner (engine/planner.py)
+Operators live in engine/execution/operators/ (one module per kind); the planner (engine/plan/planner.py)
 builds the plan from a logical plan.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shardflow.engine.operators.base import PhysicalOperator
+from shardflow.engine.execution.operators.base import PhysicalOperator
 
 
 @dataclass

@@ -16,10 +16,18 @@ from typing import Any
 
 import cloudpickle
 
-from shardflow.engine.backends.base import DRIVER, PROCESS, THREAD, Backend
-from shardflow.engine.compute import DEFAULT_MAP_OPTIONS, ActorPoolStrategy, MapOptions
-from shardflow.engine.context import DataContext
-from shardflow.engine.logical import (
+from shardflow.engine.api.compute import DEFAULT_MAP_OPTIONS, ActorPoolStrategy, MapOptions
+from shardflow.engine.api.context import DataContext
+from shardflow.engine.execution.backends.base import DRIVER, PROCESS, THREAD, Backend
+from shardflow.engine.execution.operators.actor_map import ActorMapOperator
+from shardflow.engine.execution.operators.base import PhysicalOperator
+from shardflow.engine.execution.operators.input import InputOperator
+from shardflow.engine.execution.operators.limit import LimitOperator
+from shardflow.engine.execution.operators.map import MapOperator
+from shardflow.engine.execution.refs import RefBundle
+from shardflow.engine.execution.stages.stage_for import stage_for
+from shardflow.engine.execution.stages.transforms import FusedTransform, WriteStage
+from shardflow.engine.plan.logical import (
     BlocksSource,
     Limit,
     LogicalPlan,
@@ -27,15 +35,7 @@ from shardflow.engine.logical import (
     ReadSource,
     Write,
 )
-from shardflow.engine.operators.actor_map import ActorMapOperator
-from shardflow.engine.operators.base import PhysicalOperator
-from shardflow.engine.operators.input import InputOperator
-from shardflow.engine.operators.limit import LimitOperator
-from shardflow.engine.operators.map import MapOperator
-from shardflow.engine.physical import PhysicalPlan
-from shardflow.engine.refs import RefBundle
-from shardflow.engine.stages import stage_for
-from shardflow.engine.transforms import FusedTransform, WriteStage
+from shardflow.engine.plan.physical import PhysicalPlan
 from shardflow.sdk.block import BlockMetadata
 from shardflow.sdk.datasource import ReadTask
 
@@ -191,7 +191,7 @@ class Planner:
             else:
                 # Imported here: plans without exchanges (most reads and writes) need not
                 # load the exchange machinery (~5 ms at a process's first execution).
-                from shardflow.engine.plan_exchange import plan_special
+                from shardflow.engine.plan.exchanges import plan_special
 
                 last = plan_special(self, op, last)
         return fusion.close(self, last)
@@ -354,7 +354,7 @@ def _choose_kind(
 ) -> str:
     if backend_name != "local" or not transform.python_heavy:
         return THREAD
-    from shardflow.engine.backends.process_worker import in_worker
+    from shardflow.engine.execution.backends.process_worker import in_worker
 
     if in_worker():  # a pipeline run inside a user function: no workers of workers
         return THREAD

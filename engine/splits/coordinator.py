@@ -1,7 +1,7 @@
 """The split coordinator: one execution of a dataset shared by n consumers (streaming_split).
 
 The coordinator runs the dataset once per epoch and hands its blocks to n splits. It is plain
-thread-safe Python; the transports in engine/split_transport.py and engine/split_ray.py let
+thread-safe Python; the transports in engine/splits/transport.py and engine/splits/ray_coordinator.py let
 consumers in other processes or Ray actors call it.
 
 - **Epochs.** A split starts an epoch with ``start_epoch``; the epoch (a new execution)
@@ -27,8 +27,8 @@ import threading
 import time
 from typing import Any
 
-from shardflow.engine.errors import TaskFailure, UserCodeError
-from shardflow.engine.refs import (
+from shardflow.engine.execution.errors import TaskFailure, UserCodeError
+from shardflow.engine.execution.refs import (
     MemoryRef,
     SliceRef,
     SpilledRef,

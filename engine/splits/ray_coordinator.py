@@ -10,9 +10,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from shardflow.engine.context import DataContext
-from shardflow.engine.split_coordinator import SplitCoordinator, portable_error, restore_error
-from shardflow.engine.split_transport import EpochSession
+from shardflow.engine.api.context import DataContext
+from shardflow.engine.splits.coordinator import SplitCoordinator, portable_error, restore_error
+from shardflow.engine.splits.transport import EpochSession
 from shardflow.sdk.optional import require
 
 _actor_class = None

@@ -1,9 +1,9 @@
 """Dataset.streaming_split: n DataIterators over one execution, read by n concurrent consumers.
 
-The coordinator (engine/split_coordinator.py) runs in the driver on the local backend, where
+The coordinator (engine/splits/coordinator.py) runs in the driver on the local backend, where
 consumers are threads of the driver or other processes of the machine that received a pickled
-iterator (engine/split_transport.py), and in a Ray actor on the Ray backend, where consumers
-are Ray tasks or actors (engine/split_ray.py).
+iterator (engine/splits/transport.py), and in a Ray actor on the Ray backend, where consumers
+are Ray tasks or actors (engine/splits/ray_coordinator.py).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from shardflow.engine.context import DataContext
-from shardflow.engine.data_iterator import DataIterator, Epoch
-from shardflow.engine.split_transport import EpochSession
+from shardflow.engine.api.context import DataContext
+from shardflow.engine.iteration.data_iterator import DataIterator, Epoch
+from shardflow.engine.splits.transport import EpochSession
 
 
 class _SplitEpoch(Epoch):
@@ -95,12 +95,12 @@ def streaming_split(
             f"got {timeout_s!r}."
         )
     if context.backend == "ray":
-        from shardflow.engine.split_ray import create_ray_client
+        from shardflow.engine.splits.ray_coordinator import create_ray_client
 
         client: Any = create_ray_client(dataset, n, equal, timeout_s)
     else:
-        from shardflow.engine.split_coordinator import SplitCoordinator
-        from shardflow.engine.split_transport import LocalCoordinatorClient
+        from shardflow.engine.splits.coordinator import SplitCoordinator
+        from shardflow.engine.splits.transport import LocalCoordinatorClient
 
         client = LocalCoordinatorClient(SplitCoordinator(dataset, n, equal, timeout_s))
     return [StreamSplitDataIterator(client, i, n) for i in range(n)]

@@ -25,9 +25,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from shardflow.engine.context import DataContext
-from shardflow.engine.refs import MemoryRef, resolve
-from shardflow.engine.split_coordinator import SplitCoordinator, portable_error, restore_error
+from shardflow.engine.api.context import DataContext
+from shardflow.engine.execution.refs import MemoryRef, resolve
+from shardflow.engine.splits.coordinator import SplitCoordinator, portable_error, restore_error
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from shardflow.engine.transforms import FusedTransform
+from shardflow.engine.execution.stages.transforms import FusedTransform
 from shardflow.sdk.datasink import TaskContext
 
 THREAD = "thread"
@@ -145,7 +145,7 @@ class Backend:
 
     def get(self, ref: Any) -> Any:
         """The block behind a reference."""
-        from shardflow.engine.refs import resolve
+        from shardflow.engine.execution.refs import resolve
 
         return resolve(ref)
 

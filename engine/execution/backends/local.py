@@ -2,10 +2,10 @@
 
 Arrow, NumPy and Pillow release the GIL, so threads use every core for them. Pure-Python
 row functions hold the GIL; those tasks run in a pool of long-lived worker processes
-(engine/backends/worker_pool.py) that receive the pickled transform and its inputs.
+(engine/execution/backends/worker_pool.py) that receive the pickled transform and its inputs.
 Cancelling a process task kills its worker; a thread task stops at its next block.
-Actor pools run in actors (engine/backends/local_actors.py): worker processes of their own,
-each with its share of the GPUs declared or found (engine/backends/gpus.py).
+Actor pools run in actors (engine/execution/backends/local_actors.py): worker processes of their own,
+each with its share of the GPUs declared or found (engine/execution/backends/gpus.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from shardflow.engine.backends.base import (
+from shardflow.engine.execution.backends.base import (
     PROCESS,
     THREAD,
     ActorHandle,
@@ -27,12 +27,12 @@ from shardflow.engine.backends.base import (
     Backend,
     TaskSpec,
 )
-from shardflow.engine.backends.gpus import GpuAllocator, actors_that_fit, visible_devices
-from shardflow.engine.backends.task_runner import DONE, ERROR, drive_task
-from shardflow.engine.backends.worker_pool import WorkerProcessPool
-from shardflow.engine.errors import TaskFailure
-from shardflow.engine.refs import MemoryRef
-from shardflow.engine.spill import spill_block
+from shardflow.engine.execution.backends.gpus import GpuAllocator, actors_that_fit, visible_devices
+from shardflow.engine.execution.backends.task_runner import DONE, ERROR, drive_task
+from shardflow.engine.execution.backends.worker_pool import WorkerProcessPool
+from shardflow.engine.execution.errors import TaskFailure
+from shardflow.engine.execution.refs import MemoryRef
+from shardflow.engine.execution.spill import spill_block
 
 logger = logging.getLogger(__name__)
 _MAX_THREADS = 256
@@ -101,8 +101,8 @@ class LocalBackend(Backend):
         return ActorPoolPlan(cpus, gpus, int(min(max_size, fit)))
 
     def start_actor(self, spec: ActorSpec) -> ActorHandle | None:
-        from shardflow.engine.backends.local_actors import ProcessActor, ThreadActor
-        from shardflow.engine.backends.process_worker import in_worker
+        from shardflow.engine.execution.backends.local_actors import ProcessActor, ThreadActor
+        from shardflow.engine.execution.backends.process_worker import in_worker
 
         gpus: list[Any] | None = None
         if spec.num_gpus > 0:

@@ -19,10 +19,10 @@ import queue
 import sys
 import threading
 
-from shardflow.engine.backends.base import ActorSpec, TaskSpec
-from shardflow.engine.backends.task_runner import DONE, ERROR, drive_task
-from shardflow.engine.errors import TaskFailure, WorkerCrashedError
-from shardflow.engine.refs import MemoryRef
+from shardflow.engine.execution.backends.base import ActorSpec, TaskSpec
+from shardflow.engine.execution.backends.task_runner import DONE, ERROR, drive_task
+from shardflow.engine.execution.errors import TaskFailure, WorkerCrashedError
+from shardflow.engine.execution.refs import MemoryRef
 
 #: Environment variables that bound the threads of math libraries in an actor.
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -43,7 +43,7 @@ def actor_env(num_cpus: float, gpu_ids: list[str] | None) -> dict[str, str]:
 def preloads() -> list[str]:
     """Heavy modules the driver uses that actors will likely import too (a driver that
     defines a torch model has imported torch): the zygote imports them once for all."""
-    from shardflow.engine.backends.zygote import PRELOADABLE
+    from shardflow.engine.execution.backends.zygote import PRELOADABLE
 
     return [name for name in PRELOADABLE if name in sys.modules]
 
@@ -153,7 +153,7 @@ class ProcessActor(_QueuedActor):
         return None if self._worker is None else self._worker.pid
 
     def _serve(self) -> None:
-        from shardflow.engine.backends.worker_pool import WorkerProcess
+        from shardflow.engine.execution.backends.worker_pool import WorkerProcess
 
         spec = self.spec
         try:

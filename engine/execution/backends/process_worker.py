@@ -1,6 +1,6 @@
 """A worker process of the local backend: runs fused transforms for pure-Python UDFs.
 
-Forked by the zygote (engine/backends/zygote.py). It talks to the driver over two pipes with
+Forked by the zygote (engine/execution/backends/zygote.py). It talks to the driver over two pipes with
 length-prefixed pickles; a user function's prints go to the inherited stdout and stderr.
 
 Driver to worker: ("run", payload) | ("next",) | ("close",) | ("exit",)
@@ -54,8 +54,8 @@ def _read_exactly(stream: BinaryIO, n: int):
 
 
 def serve(inbox: BinaryIO, outbox: BinaryIO) -> None:
-    from shardflow.engine.errors import TaskFailure
-    from shardflow.engine.shm import for_transfer
+    from shardflow.engine.execution.errors import TaskFailure
+    from shardflow.engine.execution.shm import for_transfer
     from shardflow.sdk import task_stats
 
     blocks = None

@@ -20,10 +20,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from shardflow.engine.arrow_memory import applied_memory_pool, apply_memory_pool
-from shardflow.engine.backends.base import ActorPoolPlan, ActorSpec, TaskSpec
-from shardflow.engine.backends.task_runner import DONE, ERROR
-from shardflow.engine.errors import TaskFailure
+from shardflow.engine.execution.arrow_memory import applied_memory_pool, apply_memory_pool
+from shardflow.engine.execution.backends.base import ActorPoolPlan, ActorSpec, TaskSpec
+from shardflow.engine.execution.backends.task_runner import DONE, ERROR
+from shardflow.engine.execution.errors import TaskFailure
 
 logger = logging.getLogger(__name__)
 _EPS = 1e-9
@@ -46,7 +46,7 @@ class _MapActor:
         return self._failure
 
     def run(self, ctx: Any, cuts: tuple, *inputs: Any):
-        from shardflow.engine.backends.ray_backend import cut_slices, stream_blocks
+        from shardflow.engine.execution.backends.ray_backend import cut_slices, stream_blocks
 
         yield from stream_blocks(self._transform, ctx, cut_slices(inputs, cuts))
 
@@ -134,7 +134,7 @@ class RayActor:
         backend.drivers.submit(self._await_ready)
 
     def _await_ready(self) -> None:
-        from shardflow.engine.backends.ray_backend import unwrap_ray_error
+        from shardflow.engine.execution.backends.ray_backend import unwrap_ray_error
 
         spec = self._spec
         try:
@@ -147,7 +147,7 @@ class RayActor:
             spec.events.put((ERROR, spec.actor_id, failure, None))
 
     def submit(self, spec: TaskSpec) -> None:
-        from shardflow.engine.backends.ray_backend import task_args
+        from shardflow.engine.execution.backends.ray_backend import task_args
 
         generator = self.actor.run.options(
             num_returns="streaming", _generator_backpressure_num_objects=2

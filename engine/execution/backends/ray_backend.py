@@ -17,12 +17,23 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from shardflow.engine.arrow_memory import applied_memory_pool, apply_memory_pool
-from shardflow.engine.backends.base import DRIVER, ActorPoolPlan, ActorSpec, Backend, TaskSpec
-from shardflow.engine.backends.ray_actors import CpuLedger, RayActor, plan_pool
-from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR, drive_task
-from shardflow.engine.errors import TaskFailure, UserCodeError, WorkerCrashedError, is_retryable
-from shardflow.engine.refs import MemoryRef, PicklingBlock, RayRef, SliceRef, for_ray
+from shardflow.engine.execution.arrow_memory import applied_memory_pool, apply_memory_pool
+from shardflow.engine.execution.backends.base import (
+    DRIVER,
+    ActorPoolPlan,
+    ActorSpec,
+    Backend,
+    TaskSpec,
+)
+from shardflow.engine.execution.backends.ray_actors import CpuLedger, RayActor, plan_pool
+from shardflow.engine.execution.backends.task_runner import BLOCK, DONE, ERROR, drive_task
+from shardflow.engine.execution.errors import (
+    TaskFailure,
+    UserCodeError,
+    WorkerCrashedError,
+    is_retryable,
+)
+from shardflow.engine.execution.refs import MemoryRef, PicklingBlock, RayRef, SliceRef, for_ray
 from shardflow.sdk.block import BlockMetadata
 from shardflow.sdk.optional import require
 
@@ -64,7 +75,7 @@ def stream_blocks(transform, ctx, inputs, runs_before: int = 0):
 
 def _run_transform(transform, ctx, retry_exceptions, memory_pool, cuts, *inputs):
     """Body of the Ray task (``cuts``: see ``task_args``; ``memory_pool``: the Arrow pool
-    the driver uses, see engine/arrow_memory.py).
+    the driver uses, see engine/execution/arrow_memory.py).
 
     An error the operator retries leaves as a RetryableTaskError (Ray then runs the task
     again).

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from shardflow.engine.errors import TaskFailure
+from shardflow.engine.execution.errors import TaskFailure
 from shardflow.sdk import task_stats
 from shardflow.sdk.block import Block, BlockMetadata
 

@@ -1,6 +1,6 @@
 """Worker processes of the local backend, driven from the driver.
 
-Workers are forked by the zygote (engine/backends/zygote.py), never by the driver itself. A
+Workers are forked by the zygote (engine/execution/backends/zygote.py), never by the driver itself. A
 ``WorkerProcess`` runs one task at a time, block by block, so backpressure reaches into the
 worker; ``WorkerProcessPool`` keeps idle workers for reuse, checks that a worker is alive
 before handing it out, and kills the worker of a cancelled task at once.
@@ -23,13 +23,13 @@ from typing import Any
 
 import cloudpickle
 
-from shardflow.engine.arrow_memory import child_environment
-from shardflow.engine.backends.base import TaskSpec
-from shardflow.engine.backends.process_worker import receive, send
-from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR
-from shardflow.engine.backends.zygote import receive_message, send_message
-from shardflow.engine.errors import TaskFailure, WorkerCrashedError
-from shardflow.engine.shm import ShmRef, for_transfer, received, remove_orphans, unlink
+from shardflow.engine.execution.arrow_memory import child_environment
+from shardflow.engine.execution.backends.base import TaskSpec
+from shardflow.engine.execution.backends.process_worker import receive, send
+from shardflow.engine.execution.backends.task_runner import BLOCK, DONE, ERROR
+from shardflow.engine.execution.backends.zygote import receive_message, send_message
+from shardflow.engine.execution.errors import TaskFailure, WorkerCrashedError
+from shardflow.engine.execution.shm import ShmRef, for_transfer, received, remove_orphans, unlink
 from shardflow.sdk.block import BlockMetadata
 
 
@@ -48,7 +48,7 @@ class Zygote:
             [
                 sys.executable,
                 "-m",
-                "shardflow.engine.backends.zygote",
+                "shardflow.engine.execution.backends.zygote",
                 str(theirs.fileno()),
                 str(os.getpid()),
             ],

@@ -96,7 +96,7 @@ def _run_child(inbox_fd: int, outbox_fd: int, env: dict[str, str], driver_pid: i
     torch = sys.modules.get("torch")  # preloaded: it read the thread count before the fork
     if torch is not None and "OMP_NUM_THREADS" in env:
         torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
-    from shardflow.engine.backends import process_worker
+    from shardflow.engine.execution.backends import process_worker
 
     code = 0
     try:
@@ -158,8 +158,8 @@ def main() -> None:
     import numpy  # noqa: F401
     import pyarrow  # noqa: F401
 
-    from shardflow.engine import transforms  # noqa: F401
-    from shardflow.engine.backends import process_worker  # noqa: F401
+    from shardflow.engine.execution.backends import process_worker  # noqa: F401
+    from shardflow.engine.execution.stages import transforms  # noqa: F401
 
     serve(control, driver_pid)
 

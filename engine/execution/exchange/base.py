@@ -12,7 +12,7 @@ An exchange runs in two task phases around one decision on the driver:
 
 Because partitions are row ranges chosen after every input was seen, the number of outputs
 can depend on the whole input (its size, the samples) while runs are written only once.
-A spec describes the three steps; engine/operators/exchange.py runs them, keeps runs in memory
+A spec describes the three steps; engine/execution/operators/exchange.py runs them, keeps runs in memory
 or spills them to disk, and delivers the outputs in partition order.
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from shardflow.engine.refs import RefBundle, resolve
+from shardflow.engine.execution.refs import RefBundle, resolve
 from shardflow.sdk.block import Block, concat_blocks
 from shardflow.sdk.datasink import TaskContext
 

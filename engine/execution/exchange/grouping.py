@@ -14,19 +14,24 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardflow.engine.errors import wrap_user_exception
-from shardflow.engine.exchange.base import (
+from shardflow.engine.execution.errors import wrap_user_exception
+from shardflow.engine.execution.exchange.base import (
     ExchangeSpec,
     PlanContext,
     PrepareTransform,
     ReducePlan,
     Run,
 )
-from shardflow.engine.exchange.groups import first_rows, group_ids, group_starts, iter_groups
-from shardflow.engine.exchange.ranges import sample_keys, sort_block
-from shardflow.engine.exchange.sort import MergeRange, range_plans
-from shardflow.engine.exchange.vectorized import one_group_aggregate, vectorized
-from shardflow.engine.logical import SortKey, UDFCall
+from shardflow.engine.execution.exchange.groups import (
+    first_rows,
+    group_ids,
+    group_starts,
+    iter_groups,
+)
+from shardflow.engine.execution.exchange.ranges import sample_keys, sort_block
+from shardflow.engine.execution.exchange.sort import MergeRange, range_plans
+from shardflow.engine.execution.exchange.vectorized import one_group_aggregate, vectorized
+from shardflow.engine.plan.logical import SortKey, UDFCall
 from shardflow.sdk.block import Block, block_to_batch, concat_blocks, to_block
 from shardflow.sdk.datasink import TaskContext
 
@@ -176,7 +181,7 @@ class CombineAggregate(MergeRange):
         if self.keys:
             pieces = [p for p in self.pieces(inputs) if p.num_rows]
         else:
-            from shardflow.engine.refs import resolve
+            from shardflow.engine.execution.refs import resolve
 
             pieces = [p for p in (resolve(i) for i in inputs) if p.num_rows]
         partial = concat_blocks(pieces) if pieces else None
@@ -280,7 +285,7 @@ class ApplyToGroups(MergeRange):
         self.keys, self.udf, self.batch_format, self.name = keys, udf, batch_format, name
 
     def __call__(self, inputs: list[Any], ctx: TaskContext) -> Iterator[Block]:
-        from shardflow.engine.refs import resolve
+        from shardflow.engine.execution.refs import resolve
 
         if self.keys:
             block = sort_block(concat_blocks(self.pieces(inputs)), ascending(self.keys))

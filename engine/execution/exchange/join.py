@@ -13,21 +13,21 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardflow.engine.exchange.base import (
+from shardflow.engine.execution.exchange.base import (
     ExchangeSpec,
     PlanContext,
     PrepareTransform,
     ReducePlan,
     Run,
 )
-from shardflow.engine.exchange.ranges import (
+from shardflow.engine.execution.exchange.ranges import (
     choose_boundaries,
     partition_limits,
     partition_of,
     sample_keys,
     sort_block,
 )
-from shardflow.engine.logical import SortKey
+from shardflow.engine.plan.logical import SortKey
 from shardflow.sdk.block import Block, concat_blocks
 from shardflow.sdk.datasink import TaskContext
 

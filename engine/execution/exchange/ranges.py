@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shardflow.engine.logical import SortKey
-from shardflow.engine.refs import SpilledRef, resolve
+from shardflow.engine.execution.refs import SpilledRef, resolve
+from shardflow.engine.plan.logical import SortKey
 from shardflow.sdk.block import Block
 
 SAMPLES_PER_RUN = 64

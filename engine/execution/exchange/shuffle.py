@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardflow.engine.exchange.base import (
+from shardflow.engine.execution.exchange.base import (
     ExchangeSpec,
     PlanContext,
     PrepareTransform,
@@ -21,7 +21,7 @@ from shardflow.engine.exchange.base import (
     split_even,
     spread,
 )
-from shardflow.engine.refs import slice_ref
+from shardflow.engine.execution.refs import slice_ref
 from shardflow.sdk.block import Block
 from shardflow.sdk.datasink import TaskContext
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from shardflow.engine.exchange.base import (
+from shardflow.engine.execution.exchange.base import (
     ExchangeSpec,
     PlanContext,
     PrepareTransform,
@@ -14,14 +14,14 @@ from shardflow.engine.exchange.base import (
     split_even,
     spread,
 )
-from shardflow.engine.exchange.ranges import (
+from shardflow.engine.execution.exchange.ranges import (
     choose_boundaries,
     partition_limits,
     partition_of,
     sample_keys,
     sort_block,
 )
-from shardflow.engine.logical import SortKey
+from shardflow.engine.plan.logical import SortKey
 from shardflow.sdk.block import Block, concat_blocks
 from shardflow.sdk.datasink import TaskContext
 

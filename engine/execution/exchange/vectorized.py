@@ -2,7 +2,7 @@
 
 Each built-in (Count, Sum, Min, Max, Mean, Std, AbsMax) maps to partial state columns per
 group of a block, a combination of those states across blocks, and a final column. Rows are
-grouped by a group-id column the caller computes (engine/exchange/groups.py), so groups here
+grouped by a group-id column the caller computes (engine/execution/exchange/groups.py), so groups here
 and in the generic path always agree. Subclasses of the built-ins that override their
 methods take the generic path instead.
 """
@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shardflow.engine.aggregate import AbsMax, AggregateFn, Count, Max, Mean, Min, Std, Sum
+from shardflow.engine.api.aggregate import AbsMax, AggregateFn, Count, Max, Mean, Min, Std, Sum
 from shardflow.sdk.block import Block
 
 GID = "__group"

@@ -4,6 +4,6 @@ All implement the protocol in ``base.PhysicalOperator``; the executor drives the
 knowing their kind.
 """
 
-from shardflow.engine.operators.base import OperatorRuntime, PhysicalOperator
+from shardflow.engine.execution.operators.base import OperatorRuntime, PhysicalOperator
 
 __all__ = ["OperatorRuntime", "PhysicalOperator"]

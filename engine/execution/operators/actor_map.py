@@ -23,12 +23,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from shardflow.engine.backends.base import ActorHandle, ActorPoolPlan
-from shardflow.engine.backends.task_runner import DONE, ERROR
-from shardflow.engine.compute import ActorPoolStrategy, MapOptions
-from shardflow.engine.operators.base import PhysicalOperator
-from shardflow.engine.operators.map import MapOperator
-from shardflow.engine.operators.task_pool import TaskPool, is_worker_crash
+from shardflow.engine.api.compute import ActorPoolStrategy, MapOptions
+from shardflow.engine.execution.backends.base import ActorHandle, ActorPoolPlan
+from shardflow.engine.execution.backends.task_runner import DONE, ERROR
+from shardflow.engine.execution.operators.base import PhysicalOperator
+from shardflow.engine.execution.operators.map import MapOperator
+from shardflow.engine.execution.operators.task_pool import TaskPool, is_worker_crash
 
 _pool_ids = itertools.count()
 

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shardflow.engine.backends.base import (
+from shardflow.engine.api.context import DataContext
+from shardflow.engine.execution.backends.base import (
     ActorHandle,
     ActorSpec,
     Backend,
@@ -26,10 +27,9 @@ from shardflow.engine.backends.base import (
     Retries,
     TaskSpec,
 )
-from shardflow.engine.context import DataContext
-from shardflow.engine.memory import MemoryBudget
-from shardflow.engine.refs import RefBundle
-from shardflow.engine.stats import OperatorStats
+from shardflow.engine.execution.memory import MemoryBudget
+from shardflow.engine.execution.refs import RefBundle
+from shardflow.engine.execution.stats import OperatorStats
 from shardflow.sdk.datasink import TaskContext
 
 _task_ids = itertools.count()
@@ -277,7 +277,7 @@ class OperatorRuntime:
         """This execution's folder for spilled blocks, created on first use."""
         with self._spill_lock:
             if self._spill_dir is None:
-                from shardflow.engine.spill import make_spill_dir
+                from shardflow.engine.execution.spill import make_spill_dir
 
                 self._spill_dir = make_spill_dir()
             return self._spill_dir
@@ -286,7 +286,7 @@ class OperatorRuntime:
         with self._spill_lock:
             if self._spill_dir is not None:
                 shutil.rmtree(self._spill_dir, ignore_errors=True)
-                from shardflow.engine.spill import forget_spill_dir
+                from shardflow.engine.execution.spill import forget_spill_dir
 
                 forget_spill_dir(self._spill_dir)
                 self._spill_dir = None

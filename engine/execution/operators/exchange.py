@@ -1,6 +1,6 @@
 """The exchange operator: a barrier that prepares runs, plans partitions, then reduces them.
 
-See engine/exchange/base.py for the three steps. The operator owns the runs: they stay in
+See engine/execution/exchange/base.py for the three steps. The operator owns the runs: they stay in
 memory while less than half of the memory budget is in use, and beyond that prepare tasks
 write their runs to Arrow IPC files in the execution's spill folder (local backend; on Ray
 runs are objects and Ray spills them). Runs are released when the last reduce task is done.
@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from shardflow.engine.backends.base import THREAD
-from shardflow.engine.exchange.base import ExchangeSpec, PlanContext, ReducePlan, Run
-from shardflow.engine.operators.base import PhysicalOperator
-from shardflow.engine.operators.task_pool import TaskPool
-from shardflow.engine.refs import RefBundle
+from shardflow.engine.execution.backends.base import THREAD
+from shardflow.engine.execution.exchange.base import ExchangeSpec, PlanContext, ReducePlan, Run
+from shardflow.engine.execution.operators.base import PhysicalOperator
+from shardflow.engine.execution.operators.task_pool import TaskPool
+from shardflow.engine.execution.refs import RefBundle
 
 #: Share of the memory budget in use beyond which new runs are spilled.
 SPILL_FRACTION = 0.5
@@ -290,14 +290,14 @@ class _Bounded:
         self.transform, self.max_bytes = transform, max_bytes
 
     def __call__(self, inputs: list[Any], ctx: Any) -> Any:
-        from shardflow.engine.transforms import split_large_blocks
+        from shardflow.engine.execution.stages.transforms import split_large_blocks
 
         return split_large_blocks(iter(self.transform(inputs, ctx)), self.max_bytes)
 
 
 def _identity(inputs: list[Any], ctx: Any) -> Any:
     """Prepare transform of specs that keep input blocks as runs (used when spilling them)."""
-    from shardflow.engine.refs import resolve
+    from shardflow.engine.execution.refs import resolve
 
     for item in inputs:
         yield resolve(item)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
-from shardflow.engine.operators.base import PhysicalOperator
-from shardflow.engine.refs import RefBundle
+from shardflow.engine.execution.operators.base import PhysicalOperator
+from shardflow.engine.execution.refs import RefBundle
 
 
 class InputOperator(PhysicalOperator):

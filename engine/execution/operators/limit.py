@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from shardflow.engine.operators.base import PhysicalOperator
-from shardflow.engine.refs import RefBundle, slice_metadata, slice_ref
+from shardflow.engine.execution.operators.base import PhysicalOperator
+from shardflow.engine.execution.refs import RefBundle, slice_metadata, slice_ref
 
 
 class LimitOperator(PhysicalOperator):

@@ -6,10 +6,10 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from shardflow.engine.compute import DEFAULT_MAP_OPTIONS, MapOptions
-from shardflow.engine.operators.base import PhysicalOperator
-from shardflow.engine.operators.pooled import PooledOperator
-from shardflow.engine.refs import RefBundle
+from shardflow.engine.api.compute import DEFAULT_MAP_OPTIONS, MapOptions
+from shardflow.engine.execution.operators.base import PhysicalOperator
+from shardflow.engine.execution.operators.pooled import PooledOperator
+from shardflow.engine.execution.refs import RefBundle
 
 
 class MapOperator(PooledOperator):
@@ -24,7 +24,7 @@ class MapOperator(PooledOperator):
         min_rows_per_task: When set, each task takes input blocks until it has this many rows
             (the last task may have fewer).
         max_concurrency: The most tasks of this operator running at once (``concurrency=n``).
-        options: The stage's MapOptions (engine/compute.py): resources of each task on Ray;
+        options: The stage's MapOptions (engine/api/compute.py): resources of each task on Ray;
             ``max_retries`` and ``retry_exceptions`` of its Ray remote arguments bound the
             retries of a failed task (else ``DataContext.max_task_retries``, worker crashes
             only), by its pool or, for Ray tasks, by Ray (see TaskPool._retry).

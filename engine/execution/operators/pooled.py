@@ -6,9 +6,9 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from shardflow.engine.operators.base import PhysicalOperator
-from shardflow.engine.operators.task_pool import TaskPool
-from shardflow.engine.refs import RefBundle
+from shardflow.engine.execution.operators.base import PhysicalOperator
+from shardflow.engine.execution.operators.task_pool import TaskPool
+from shardflow.engine.execution.refs import RefBundle
 
 
 class PooledOperator(PhysicalOperator):

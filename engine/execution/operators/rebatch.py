@@ -11,11 +11,11 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from shardflow.engine.backends.base import THREAD
-from shardflow.engine.exchange.base import gather
-from shardflow.engine.operators.base import PhysicalOperator
-from shardflow.engine.operators.pooled import PooledOperator
-from shardflow.engine.refs import RefBundle, slice_metadata, slice_ref
+from shardflow.engine.execution.backends.base import THREAD
+from shardflow.engine.execution.exchange.base import gather
+from shardflow.engine.execution.operators.base import PhysicalOperator
+from shardflow.engine.execution.operators.pooled import PooledOperator
+from shardflow.engine.execution.refs import RefBundle, slice_metadata, slice_ref
 
 
 class _Join:

@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from shardflow.engine.backends.base import Retries
-from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR
-from shardflow.engine.errors import WorkerCrashedError, is_retryable
-from shardflow.engine.operators.base import PhysicalOperator
-from shardflow.engine.refs import RefBundle
+from shardflow.engine.execution.backends.base import Retries
+from shardflow.engine.execution.backends.task_runner import BLOCK, DONE, ERROR
+from shardflow.engine.execution.errors import WorkerCrashedError, is_retryable
+from shardflow.engine.execution.operators.base import PhysicalOperator
+from shardflow.engine.execution.refs import RefBundle
 
 logger = logging.getLogger(__name__)
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from shardflow.engine.backends.base import THREAD
-from shardflow.engine.operators.base import PhysicalOperator
-from shardflow.engine.operators.pooled import PooledOperator
-from shardflow.engine.refs import RefBundle, resolve, slice_metadata, slice_ref
+from shardflow.engine.execution.backends.base import THREAD
+from shardflow.engine.execution.operators.base import PhysicalOperator
+from shardflow.engine.execution.operators.pooled import PooledOperator
+from shardflow.engine.execution.refs import RefBundle, resolve, slice_metadata, slice_ref
 
 
 class ZipColumns:

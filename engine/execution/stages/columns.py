@@ -1,6 +1,6 @@
 """The stages that reshape columns: select, drop, rename, ``add_column`` and ``with_column``.
 
-Each runs inside a fused map task (see engine/transforms.py). Errors name the operation and
+Each runs inside a fused map task (see engine/execution/stages/transforms.py). Errors name the operation and
 the columns involved.
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardflow.engine.errors import ColumnNotFoundError, wrap_user_exception
-from shardflow.engine.transforms import Stage
+from shardflow.engine.execution.errors import ColumnNotFoundError, wrap_user_exception
+from shardflow.engine.execution.stages.transforms import Stage
 from shardflow.sdk.block import Block, block_to_batch, to_block
 from shardflow.sdk.datasink import TaskContext
 

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardflow.engine.column_stages import AddColumnStage, ProjectStage
-from shardflow.engine.logical import (
+from shardflow.engine.execution.stages.columns import AddColumnStage, ProjectStage
+from shardflow.engine.execution.stages.transforms import (
+    BatchMapStage,
+    ExprFilterStage,
+    FlatMapStage,
+    RandomSampleStage,
+    RowFilterStage,
+    RowMapStage,
+    Stage,
+)
+from shardflow.engine.plan.logical import (
     AddColumn,
     FilterExpr,
     FilterRows,
@@ -14,15 +23,6 @@ from shardflow.engine.logical import (
     MapRows,
     Project,
     RandomSample,
-)
-from shardflow.engine.transforms import (
-    BatchMapStage,
-    ExprFilterStage,
-    FlatMapStage,
-    RandomSampleStage,
-    RowFilterStage,
-    RowMapStage,
-    Stage,
 )
 
 

@@ -1,7 +1,7 @@
 """Block transforms: the picklable work done inside map-like tasks.
 
 Each stage maps an iterator of blocks to an iterator of blocks (the stages of user functions
-are in engine/udf_stages.py). Consecutive stages are fused
+are in engine/execution/stages/udf.py). Consecutive stages are fused
 into one :class:`FusedTransform` that runs in a single task with no materialization between
 stages. Any exception inside a stage reaches the driver naming that stage.
 """
@@ -16,9 +16,9 @@ import cloudpickle
 import numpy as np
 import pyarrow as pa
 
-from shardflow.engine.errors import UserCodeError, wrap_user_exception
-from shardflow.engine.refs import resolve
-from shardflow.engine.udf_stages import (  # noqa: F401  (the stages of user functions)
+from shardflow.engine.execution.errors import UserCodeError, wrap_user_exception
+from shardflow.engine.execution.refs import resolve
+from shardflow.engine.execution.stages.udf import (  # noqa: F401  (the stages of user functions)
     BatchMapStage,
     FlatMapStage,
     RowFilterStage,

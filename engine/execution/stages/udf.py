@@ -1,9 +1,9 @@
 """Stages that run a user function: ``map_batches``, ``map``, ``flat_map`` and ``filter``.
 
 A callable class is constructed by :meth:`UDFStage.setup`, once per actor, and the instance
-then serves every batch the actor receives (engine/operators/actor_map.py). Functions run
+then serves every batch the actor receives (engine/execution/operators/actor_map.py). Functions run
 in tasks. ``async def`` functions and async generators run on an event loop in a background
-thread, several inputs at a time, with results in input order (engine/async_udf.py).
+thread, several inputs at a time, with results in input order (engine/execution/stages/async_udf.py).
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardflow.engine.async_udf import (
+from shardflow.engine.execution.errors import wrap_user_exception
+from shardflow.engine.execution.stages.async_udf import (
     ASYNC_BATCH_CONCURRENCY,
     ASYNC_ROW_CONCURRENCY,
     EventLoopThread,
     call_to_list,
     is_async_callable,
 )
-from shardflow.engine.errors import wrap_user_exception
 from shardflow.sdk.block import Block, block_to_batch, block_to_rows, rows_to_block, to_block
 from shardflow.sdk.datasink import TaskContext
 
@@ -192,7 +192,7 @@ class BatchMapStage(UDFStage):
                 yield self._output(result)
 
     def _batches(self, blocks: Iterator[Block]) -> Iterator[Any]:
-        from shardflow.engine.transforms import auto_batch_size, rebatch_blocks
+        from shardflow.engine.execution.stages.transforms import auto_batch_size, rebatch_blocks
 
         batch_size = self.batch_size
         if batch_size == "auto":

@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from table_oracle import check_same_as_arrow, read_with_and_without
 
-from shardflow.connectors import csv_native as native
+from shardflow.connectors.csv import native
 
 pytestmark = pytest.mark.skipif(
-    not native.available(), reason="the C parser (connectors/_csv.c) is not built"
+    not native.available(), reason="the C parser (connectors/csv/_csv.c) is not built"
 )
 
 

@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from table_oracle import check_same_as_arrow, read_with_and_without
 
-from shardflow.connectors import json_lines_native as native
+from shardflow.connectors.json import native
 
 pytestmark = pytest.mark.skipif(
-    not native.available(), reason="the C parser (connectors/_jsonl.c) is not built"
+    not native.available(), reason="the C parser (connectors/json/_jsonl.c) is not built"
 )
 
 BLOCK = 4 * 1024 * 1024

@@ -1,4 +1,4 @@
-"""Dictionary-encoded strings expanded by shardflow.sdk.dictionary_strings, and Parquet reads
+"""Dictionary-encoded strings expanded by shardflow.connectors.parquet.dictionary_strings, and Parquet reads
 that use it. The oracle is Arrow: ``DictionaryArray.cast`` for the expansion, and
 ``pyarrow.parquet.read_table`` (which decodes strings itself) for whole reads."""
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shardflow.sdk import dictionary_strings
-from shardflow.sdk.parquet_reading import (
+from shardflow.connectors.parquet import dictionary_strings
+from shardflow.connectors.parquet.reading import (
     _dictionary_string_columns,
     open_parquet_fragment,
     read_parquet_fragment,
@@ -19,7 +19,7 @@ from shardflow.sdk.parquet_reading import (
 
 needs_module = pytest.mark.skipif(
     not dictionary_strings.available(),
-    reason="the compiled module (sdk/_dictionary_strings.c) is not built",
+    reason="the compiled module (connectors/parquet/_dictionary_strings.c) is not built",
 )
 
 # Short and long values (the copy goes in 16-byte steps), empty ones, multi-byte characters.
@@ -79,7 +79,7 @@ def test_declines_what_it_cannot_expand_exactly():
 
 @needs_module
 def test_the_module_checks_buffer_sizes():
-    from shardflow.sdk import _dictionary_strings as module
+    from shardflow.connectors.parquet import _dictionary_strings as module
 
     words = pa.array(["abc"])
     _, offsets, data = words.buffers()

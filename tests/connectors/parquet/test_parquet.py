@@ -11,7 +11,7 @@ import pytest
 
 import shardflow as sf
 from shardflow.connectors.parquet import ParquetDatasource
-from shardflow.engine.optimizer import optimize
+from shardflow.engine.plan.optimizer import optimize
 
 ROWS, ROW_GROUP = 20_000, 2_000
 

@@ -1,4 +1,4 @@
-"""shardflow's Parquet writer of flat columns (connectors/parquet_flat_writer.py). The oracle
+"""shardflow's Parquet writer of flat columns (connectors/parquet/flat_writer.py). The oracle
 is Arrow: its reader reads our files back into the table written, and a file Arrow's writer
 writes of the same table with the same options has the same Parquet schema, key-value
 metadata and column statistics."""
@@ -15,13 +15,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shardflow.connectors import parquet_flat_writer
-from shardflow.connectors.parquet_flat_writer import FlatParquetWriter, handles
-from shardflow.connectors.thrift_compact import I32, LIST, STRUCT, list_of, struct
+from shardflow.connectors.parquet import flat_writer as parquet_flat_writer
+from shardflow.connectors.parquet.flat_writer import FlatParquetWriter, handles
+from shardflow.connectors.parquet.thrift_compact import I32, LIST, STRUCT, list_of, struct
 
 needs_module = pytest.mark.skipif(
     parquet_flat_writer._parquet_encode is None,
-    reason="the compiled module (connectors/_parquet_encode.c) is not built",
+    reason="the compiled module (connectors/parquet/_parquet_encode.c) is not built",
 )
 pytestmark = needs_module
 

@@ -1,4 +1,4 @@
-"""Reading one Parquet file (or a byte range of it) through shardflow.sdk.parquet_reading."""
+"""Reading one Parquet file (or a byte range of it) through shardflow.connectors.parquet.reading."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from shardflow.sdk.parquet_reading import (
+from shardflow.connectors.parquet.reading import (
     open_parquet_fragment,
     read_parquet_fragment,
     row_group_start,
@@ -109,7 +109,7 @@ def test_a_plain_read_does_not_load_pyarrow_dataset(parquet_file):
     path, _ = parquet_file
     code = (
         "import sys\n"
-        "from shardflow.sdk.parquet_reading import open_parquet_fragment, read_parquet_fragment\n"
+        "from shardflow.connectors.parquet.reading import open_parquet_fragment, read_parquet_fragment\n"
         f"tables = list(read_parquet_fragment(open_parquet_fragment({path!r}), columns=['x']))\n"
         "assert sum(t.num_rows for t in tables) == 1000\n"
         "print('pyarrow.dataset' in sys.modules)\n"

@@ -18,8 +18,8 @@ import pyarrow.json as pajson
 import pytest
 
 import shardflow as sf
-from shardflow.connectors import line_chunks as line_chunks_module
-from shardflow.connectors.line_chunks import line_chunks
+from shardflow.connectors._text_parsing import line_chunks as line_chunks_module
+from shardflow.connectors._text_parsing.line_chunks import line_chunks
 
 ROWS = 300
 

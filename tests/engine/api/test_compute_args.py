@@ -7,7 +7,7 @@ import math
 import pytest
 
 import shardflow as sf
-from shardflow.engine.compute import (
+from shardflow.engine.api.compute import (
     ActorPoolStrategy,
     TaskPoolStrategy,
     compute_strategy,

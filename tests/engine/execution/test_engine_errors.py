@@ -269,15 +269,15 @@ def test_early_stop_with_prefetch(backend):
 
 @pytest.mark.timeout(60)
 def test_worker_process_crash_is_reported(fresh_context):
-    from shardflow.engine.backends.base import PROCESS
-    from shardflow.engine.optimizer import optimize
-    from shardflow.engine.planner import plan_physical
+    from shardflow.engine.execution.backends.base import PROCESS
+    from shardflow.engine.plan.optimizer import optimize
+    from shardflow.engine.plan.planner import plan_physical
 
     sf.init(backend="local")
     fresh_context.num_cpus = 2
     ds = sf.range(20, override_num_blocks=2).map(kill_worker)
     # os._exit in this process would end the test session: make sure it runs in a worker
-    from shardflow.engine.runtime import current_backend
+    from shardflow.engine.execution.runtime import current_backend
 
     physical = plan_physical(optimize(ds._plan), current_backend(fresh_context), fresh_context)
     assert [op.kind for op in physical.shown()] == [PROCESS]

@@ -12,13 +12,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from shardflow.engine.backends.base import Backend
-from shardflow.engine.backends.task_runner import BLOCK, DONE, ERROR, drive_task
-from shardflow.engine.context import DataContext
-from shardflow.engine.executor import StreamingExecutor
-from shardflow.engine.operators.base import PhysicalOperator
-from shardflow.engine.physical import PhysicalPlan
-from shardflow.engine.refs import RefBundle
+from shardflow.engine.api.context import DataContext
+from shardflow.engine.execution.backends.base import Backend
+from shardflow.engine.execution.backends.task_runner import BLOCK, DONE, ERROR, drive_task
+from shardflow.engine.execution.executor import StreamingExecutor
+from shardflow.engine.execution.operators.base import PhysicalOperator
+from shardflow.engine.execution.refs import RefBundle
+from shardflow.engine.plan.physical import PhysicalPlan
 from shardflow.sdk.block import BlockMetadata
 
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 import shardflow as sf
-from shardflow.engine.local_shuffle import LocalShuffleBuffer, shuffled_batches
+from shardflow.engine.iteration.local_shuffle import LocalShuffleBuffer, shuffled_batches
 
 
 def touch_marker(batch, folder):

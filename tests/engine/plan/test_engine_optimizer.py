@@ -8,13 +8,13 @@ import pyarrow as pa
 import pytest
 
 import shardflow as sf
-from shardflow.engine.context import DataContext
-from shardflow.engine.logical import FilterExpr
-from shardflow.engine.operators.limit import LimitOperator
-from shardflow.engine.operators.map import MapOperator
-from shardflow.engine.optimizer import optimize
-from shardflow.engine.planner import plan_physical
-from shardflow.engine.runtime import current_backend
+from shardflow.engine.api.context import DataContext
+from shardflow.engine.execution.operators.limit import LimitOperator
+from shardflow.engine.execution.operators.map import MapOperator
+from shardflow.engine.execution.runtime import current_backend
+from shardflow.engine.plan.logical import FilterExpr
+from shardflow.engine.plan.optimizer import optimize
+from shardflow.engine.plan.planner import plan_physical
 from shardflow.sdk.expressions import Expr
 
 

@@ -313,7 +313,7 @@ def test_pickled_iterator_in_this_process(fresh_context):
 def test_errors_and_authentication_over_the_socket(fresh_context):
     from multiprocessing import AuthenticationError
 
-    from shardflow.engine.split_transport import SocketCoordinatorClient
+    from shardflow.engine.splits.transport import SocketCoordinatorClient
 
     ds = sf.range(100, override_num_blocks=4).map_batches(fail_from, fn_args=(50,))
     it0, it1 = ds.streaming_split(2)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import shardflow as sf
-from shardflow.engine import spill
+from shardflow.engine.execution import spill
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "exchange_memory.py")
 BUDGET_MIB = 64

@@ -8,8 +8,8 @@ import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardflow.engine.exchange.ranges import sort_block
-from shardflow.engine.logical import SortKey
+from shardflow.engine.execution.exchange.ranges import sort_block
+from shardflow.engine.plan.logical import SortKey
 
 NUMBERS = st.one_of(
     st.lists(st.integers(-(2**63), 2**63 - 1), max_size=60).map(lambda v: pa.array(v, pa.int64())),
