@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 import shardflow as sf
-from shardflow.connectors import numpy as numpy_connector
 from shardflow.connectors.numpy import NumpyDatasource
+from shardflow.connectors.numpy import datasource as numpy_connector
 
 
 def _visible(folder):
