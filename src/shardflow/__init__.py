@@ -34,7 +34,9 @@ if TYPE_CHECKING:
         read_parquet,
         read_text,
     )
+    from shardflow.engine.audio_api import read_audio
     from shardflow.engine.iceberg_api import read_iceberg
+    from shardflow.engine.lance_api import read_lance
     from shardflow.engine.read_api import (
         from_arrow,
         from_blocks,
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     )
     from shardflow.engine.runtime import init
     from shardflow.engine.schema import Schema
+    from shardflow.engine.video_api import read_videos
     from shardflow.engine.xshards.shards import XShards
     from shardflow.sdk import (
         Block,
@@ -114,15 +117,18 @@ __all__ = [
     "lit",
     "range",
     "range_tensor",
+    "read_audio",
     "read_binary_files",
     "read_csv",
     "read_datasource",
     "read_iceberg",
     "read_images",
     "read_json",
+    "read_lance",
     "read_numpy",
     "read_parquet",
     "read_text",
+    "read_videos",
     "register_connector",
     "udf",
 ]
@@ -149,6 +155,9 @@ _EXPORTS = {
     "read_parquet": "shardflow.engine.file_api",
     "read_text": "shardflow.engine.file_api",
     "read_iceberg": "shardflow.engine.iceberg_api",
+    "read_audio": "shardflow.engine.audio_api",
+    "read_videos": "shardflow.engine.video_api",
+    "read_lance": "shardflow.engine.lance_api",
     "from_arrow": "shardflow.engine.read_api",
     "from_blocks": "shardflow.engine.read_api",
     "from_daft": "shardflow.engine.read_api",
