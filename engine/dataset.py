@@ -24,6 +24,7 @@ from shardflow.engine.dataset_split import SplitMixin
 from shardflow.engine.errors import ColumnNotFoundError
 from shardflow.engine.file_api import FileWriteMixin
 from shardflow.engine.iceberg_api import IcebergWriteMixin
+from shardflow.engine.lance_api import LanceWriteMixin
 from shardflow.engine.logical import AddColumn, Limit, LogicalPlan, Project, Write
 from shardflow.engine.xshards.dataset_mixin import XShardsMixin
 from shardflow.sdk.datasink import Datasink
@@ -50,6 +51,7 @@ class Dataset(
     DatasetInfoMixin,
     XShardsMixin,
     IcebergWriteMixin,
+    LanceWriteMixin,
 ):
     """A distributed-style collection of rows, stored as Arrow blocks and computed lazily.
 
