@@ -17,7 +17,7 @@ def __getattr__(name: str) -> Any:
     # ``shardflow check-connector audio`` finds the conformance suite here without the
     # connector importing the test kit.
     if name == "conformance":
-        from shardflow.connectors.audio.conformance import AudioSuite
+        from shardflow.connectors.audio.conformance_suite import AudioSuite
 
         return AudioSuite
     raise AttributeError(name)

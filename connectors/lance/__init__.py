@@ -18,7 +18,7 @@ def __getattr__(name: str) -> Any:
     # ``shardflow check-connector lance`` finds the conformance suite here without the
     # connector importing the test kit.
     if name == "conformance":
-        from shardflow.connectors.lance.conformance import LanceSuite
+        from shardflow.connectors.lance.conformance_suite import LanceSuite
 
         return LanceSuite
     raise AttributeError(name)

@@ -145,7 +145,7 @@ class LanceDatasink(Datasink[tuple[Any, list[Any]]]):
 
         journal = self._journal or WriteJournal(self.uri, ctx.write_uuid or uuid.uuid4().hex)
 
-        class _Record(FragmentWriteProgress):
+        class _Record(FragmentWriteProgress):  # files made before a failure midway
             def begin(self, fragment: Any, **kwargs: Any) -> None:
                 pass
 
@@ -172,6 +172,11 @@ class LanceDatasink(Datasink[tuple[Any, list[Any]]]):
             if source.error is not None:  # the input failed, not Lance: raise the input's error
                 raise source.error from exc
             raise
+        # Lance reports a file complete when it starts the next one, not the last one: record
+        # them all now, before the driver can hear of a failure elsewhere.
+        for fragment in fragments:
+            for data_file in fragment.data_files():
+                journal.record(data_file.path)
         return (schema, list(fragments))
 
 

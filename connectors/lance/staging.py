@@ -2,11 +2,12 @@
 
 Lance names data files itself (random names under ``<dataset>/data/``), and a write task that
 finished before another one failed returns its fragments to nobody. So each write task
-records every data file the moment Lance finishes it: an empty marker file named after it in
-``<dataset>/_shardflow_writes/<write id>/``. On failure the driver deletes the data files
+records every data file Lance made: an empty marker file named after it in
+``<dataset>/_shardflow_writes/<write id>/``, when Lance moves on to the next file and when
+the task's last file is written. On failure the driver deletes the data files
 named there; after the commit, or after the cleanup, the marker folder goes too. A data file
-Lance is still writing when its task dies is not recorded; it is unreferenced by any version
-(invisible to readers) and ``LanceDataset.cleanup_old_versions`` removes it.
+of a task that dies before it is recorded is left behind unreferenced by any version
+(invisible to readers); ``LanceDataset.cleanup_old_versions`` removes such files.
 """
 
 from __future__ import annotations

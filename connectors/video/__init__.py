@@ -17,7 +17,7 @@ def __getattr__(name: str) -> Any:
     # ``shardflow check-connector videos`` finds the conformance suite here without the
     # connector importing the test kit.
     if name == "conformance":
-        from shardflow.connectors.video.conformance import VideoSuite
+        from shardflow.connectors.video.conformance_suite import VideoSuite
 
         return VideoSuite
     raise AttributeError(name)
