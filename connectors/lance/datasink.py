@@ -150,7 +150,7 @@ class LanceDatasink(Datasink[tuple[Any, list[Any]]]):
                 pass
 
             def complete(self, fragment: Any, **kwargs: Any) -> None:
-                for data_file in fragment.data_files():
+                for data_file in fragment.files:
                     journal.record(data_file.path)
 
         source = _BlockSource(blocks, self.schema, fill_missing=self.mode == SaveMode.APPEND)
@@ -175,7 +175,7 @@ class LanceDatasink(Datasink[tuple[Any, list[Any]]]):
         # Lance reports a file complete when it starts the next one, not the last one: record
         # them all now, before the driver can hear of a failure elsewhere.
         for fragment in fragments:
-            for data_file in fragment.data_files():
+            for data_file in fragment.files:
                 journal.record(data_file.path)
         return (schema, list(fragments))
 
