@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from shardflow.engine.dataset import Dataset
 
 
-
 def read_audio(
     paths: PathsArg,
     *,

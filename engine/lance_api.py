@@ -46,7 +46,8 @@ def read_lance(
         >>> import lance, pyarrow as pa
         >>> import shardflow as sf
         >>> uri = os.path.join(tempfile.mkdtemp(), "docs.lance")
-        >>> _ = lance.write_dataset(pa.table({"id": list(range(10)), "label": [i % 3 for i in range(10)]}), uri)
+        >>> table = pa.table({"id": list(range(10)), "label": [i % 3 for i in range(10)]})
+        >>> _ = lance.write_dataset(table, uri)
         >>> ds = sf.read_lance(uri, columns=["id"], filter="label = 2")
         >>> [row["id"] for row in ds.take_all()]
         [2, 5, 8]
@@ -124,10 +125,12 @@ class LanceWriteMixin:
             >>> import lance
             >>> import shardflow as sf
             >>> uri = os.path.join(tempfile.mkdtemp(), "squares.lance")
-            >>> sf.range(100).map_batches(lambda b: {"id": b["id"], "sq": b["id"] ** 2}).write_lance(uri)
+            >>> squares = sf.range(100).map_batches(lambda b: {"id": b["id"], "sq": b["id"] ** 2})
+            >>> squares.write_lance(uri)
             >>> lance.dataset(uri).count_rows()
             100
-            >>> sf.range(5).map_batches(lambda b: {"id": b["id"], "sq": b["id"]}).write_lance(uri, mode="append")
+            >>> more = sf.range(5).map_batches(lambda b: {"id": b["id"], "sq": b["id"]})
+            >>> more.write_lance(uri, mode="append")
             >>> sf.read_lance(uri).count()
             105
 

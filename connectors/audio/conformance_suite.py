@@ -20,8 +20,7 @@ RATES = (8000, 16000, 22050, 44100, 48000)
 def _clips() -> list[np.ndarray]:
     rng = np.random.default_rng(27)
     return [
-        (rng.integers(-32768, 32767, (CHANNELS, SAMPLES)) / 32768).astype(np.float32)
-        for _ in RATES
+        (rng.integers(-32768, 32767, (CHANNELS, SAMPLES)) / 32768).astype(np.float32) for _ in RATES
     ]
 
 

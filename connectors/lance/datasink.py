@@ -229,9 +229,7 @@ class _BlockSource:
             )
         missing = [f.name for f in schema if f.name not in block.column_names]
         if missing and not self._fill_missing:
-            raise ValueError(
-                f"The data lacks the columns {missing} of the schema {schema.names}."
-            )
+            raise ValueError(f"The data lacks the columns {missing} of the schema {schema.names}.")
         arrays = []
         for field in schema:
             if field.name in block.column_names:

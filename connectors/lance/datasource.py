@@ -79,7 +79,7 @@ class LanceDatasource(Datasource):
             raise TypeError(f"version must be a version number or a tag, got {version!r}.")
         if filter is not None and not isinstance(filter, str):
             raise TypeError(
-                f"filter must be a SQL WHERE clause such as \"id > 3\", got {filter!r}; use "
+                f'filter must be a SQL WHERE clause such as "id > 3", got {filter!r}; use '
                 "Dataset.filter(expr=...) for expressions."
             )
         if storage_options is not None and not isinstance(storage_options, dict):
@@ -94,7 +94,9 @@ class LanceDatasource(Datasource):
         try:
             full = schemas[0] if len(schemas) == 1 else pa.unify_schemas(schemas)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            raise ValueError(f"The Lance datasets {self._uris} have conflicting schemas: {exc}")
+            raise ValueError(
+                f"The Lance datasets {self._uris} have conflicting schemas: {exc}"
+            ) from None
         self._dataset_schema = full
         if self._columns is not None:
             missing = [c for c in self._columns if c not in full.names]
@@ -191,7 +193,8 @@ class LanceDatasource(Datasource):
     def _dataset(self, i: int) -> Any:
         if self._opened is None:
             self._opened = [
-                open_dataset(u, v, self._storage_options) for u, v in zip(self._uris, self._versions)
+                open_dataset(u, v, self._storage_options)
+                for u, v in zip(self._uris, self._versions)
             ]
         return self._opened[i]
 
@@ -288,5 +291,3 @@ def _balanced_runs(entries: list[Any], parallelism: int) -> list[list[Any]]:
     if current:
         runs.append(current)
     return runs
-
-

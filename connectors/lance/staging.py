@@ -53,7 +53,9 @@ class WriteJournal:
             with fs.open(f"{folder}/{data_file.replace('/', '%2F')}", "wb"):
                 pass
         except Exception as exc:  # the write goes on; only a later cleanup needs the marker
-            logger.warning("Could not record Lance data file %s of %s: %s", data_file, self.uri, exc)
+            logger.warning(
+                "Could not record Lance data file %s of %s: %s", data_file, self.uri, exc
+            )
 
     def recorded(self) -> list[str]:
         """The data files recorded so far (relative to ``<dataset>/data``)."""

@@ -60,7 +60,9 @@ def _check_resize(resize: Any) -> tuple[int, int] | None:
             f"{resize} instead."
         )
     if resize[0] <= 0 or resize[1] <= 0:
-        raise ValueError(f"Expected `resize` to contain positive integers, but got {resize} instead.")
+        raise ValueError(
+            f"Expected `resize` to contain positive integers, but got {resize} instead."
+        )
     return int(resize[0]), int(resize[1])
 
 

@@ -19,6 +19,7 @@ from shardflow._arrow_pool import choose_before_pyarrow_loads
 choose_before_pyarrow_loads()
 
 if TYPE_CHECKING:
+    from shardflow.engine.audio_api import read_audio
     from shardflow.engine.compute import ActorPoolStrategy, TaskPoolStrategy
     from shardflow.engine.context import DataContext, RetryPolicy
     from shardflow.engine.data_iterator import DataIterator
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
         read_parquet,
         read_text,
     )
-    from shardflow.engine.audio_api import read_audio
     from shardflow.engine.iceberg_api import read_iceberg
     from shardflow.engine.lance_api import read_lance
     from shardflow.engine.read_api import (

@@ -75,7 +75,17 @@ def _run(code: str, *args: str) -> subprocess.CompletedProcess:
 
 def check_messages(messages: dict) -> None:
     """Every feature call raised an ImportError naming its extra's pip command."""
-    assert set(messages) == {"ray", "torch", "images", "s3", "gcs", "iceberg", "audio", "video", "lance"}
+    assert set(messages) == {
+        "ray",
+        "torch",
+        "images",
+        "s3",
+        "gcs",
+        "iceberg",
+        "audio",
+        "video",
+        "lance",
+    }
     for extra, texts in messages.items():
         for text in texts:
             assert install_command(extra) in text, (extra, text)

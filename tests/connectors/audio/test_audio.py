@@ -42,7 +42,9 @@ def test_every_format_reads_as_soundfile_decodes_it(tmp_path):
     for i, (ext, fmt, subtype) in enumerate(FORMATS):
         rate = 48000 if subtype == "OPUS" else (8000, 16000, 22050, 32000, 44100)[i % 5]
         path = tmp_path / f"clip-{i}.{ext}"
-        soundfile.write(path, _signal(1 + i % 2, 2400 + 100 * i, i), rate, format=fmt, subtype=subtype)
+        soundfile.write(
+            path, _signal(1 + i % 2, 2400 + 100 * i, i), rate, format=fmt, subtype=subtype
+        )
         written[str(path)] = _oracle(path)
     rows = sf.read_audio(str(tmp_path), include_paths=True).take_all()
     assert sorted(r["path"] for r in rows) == sorted(written)

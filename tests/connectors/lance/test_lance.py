@@ -13,8 +13,8 @@ import shardflow as sf
 
 lance = pytest.importorskip("lance")
 
-from shardflow.connectors.lance import LanceDatasource  # noqa: E402
-from shardflow.sdk.testing import assert_same_rows  # noqa: E402
+from shardflow.connectors.lance import LanceDatasource
+from shardflow.sdk.testing import assert_same_rows
 
 TABLE = pa.table(
     {

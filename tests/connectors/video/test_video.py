@@ -10,14 +10,14 @@ import shardflow as sf
 
 av = pytest.importorskip("av")
 
-from shardflow.connectors.video import decoding  # noqa: E402
-from shardflow.connectors.video.conformance_suite import (  # noqa: E402
+from shardflow.connectors.video import decoding
+from shardflow.connectors.video.conformance_suite import (
     decode_with_pyav,
     write_video,
 )
-from shardflow.connectors.video.datasource import VideoDatasource  # noqa: E402
-from shardflow.sdk.testing import assert_same_rows  # noqa: E402
-from shardflow.sdk.testing.checks import run_task  # noqa: E402
+from shardflow.connectors.video.datasource import VideoDatasource
+from shardflow.sdk.testing import assert_same_rows
+from shardflow.sdk.testing.checks import run_task
 
 # (file name, codec, B-frames): libx264 with B-frames (an MP4 edit list, closed GOPs),
 # mpeg4 with B-frames (keyframes followed by frames shown before them: open GOPs), and a
