@@ -20,6 +20,7 @@ from shardflow.engine.api.grouped_data import AggregateMixin
 from shardflow.engine.api.iceberg import IcebergWriteMixin
 from shardflow.engine.api.info import DatasetInfoMixin
 from shardflow.engine.api.iteration import IterationMixin
+from shardflow.engine.api.lance import LanceWriteMixin
 from shardflow.engine.api.map import MapMixin
 from shardflow.engine.api.split import SplitMixin
 from shardflow.engine.execution.errors import ColumnNotFoundError
@@ -50,6 +51,7 @@ class Dataset(
     DatasetInfoMixin,
     XShardsMixin,
     IcebergWriteMixin,
+    LanceWriteMixin,
 ):
     """A distributed-style collection of rows, stored as Arrow blocks and computed lazily.
 

@@ -19,6 +19,7 @@ from shardflow._arrow_pool import choose_before_pyarrow_loads
 choose_before_pyarrow_loads()
 
 if TYPE_CHECKING:
+    from shardflow.engine.api.audio import read_audio
     from shardflow.engine.api.compute import ActorPoolStrategy, TaskPoolStrategy
     from shardflow.engine.api.context import DataContext, RetryPolicy
     from shardflow.engine.api.create import (
@@ -46,7 +47,9 @@ if TYPE_CHECKING:
         read_text,
     )
     from shardflow.engine.api.iceberg import read_iceberg
+    from shardflow.engine.api.lance import read_lance
     from shardflow.engine.api.schema import Schema
+    from shardflow.engine.api.video import read_videos
     from shardflow.engine.execution.errors import UserCodeError, WorkerCrashedError
     from shardflow.engine.execution.runtime import init
     from shardflow.engine.iteration.data_iterator import DataIterator
@@ -114,15 +117,18 @@ __all__ = [
     "lit",
     "range",
     "range_tensor",
+    "read_audio",
     "read_binary_files",
     "read_csv",
     "read_datasource",
     "read_iceberg",
     "read_images",
     "read_json",
+    "read_lance",
     "read_numpy",
     "read_parquet",
     "read_text",
+    "read_videos",
     "register_connector",
     "udf",
 ]
@@ -149,6 +155,9 @@ _EXPORTS = {
     "read_parquet": "shardflow.engine.api.file_writes",
     "read_text": "shardflow.engine.api.file_writes",
     "read_iceberg": "shardflow.engine.api.iceberg",
+    "read_audio": "shardflow.engine.api.audio",
+    "read_videos": "shardflow.engine.api.video",
+    "read_lance": "shardflow.engine.api.lance",
     "from_arrow": "shardflow.engine.api.create",
     "from_blocks": "shardflow.engine.api.create",
     "from_daft": "shardflow.engine.api.create",
