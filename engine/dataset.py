@@ -21,10 +21,12 @@ from shardflow.engine.dataset_info import DatasetInfoMixin
 from shardflow.engine.dataset_iteration import IterationMixin
 from shardflow.engine.dataset_map import MapMixin
 from shardflow.engine.dataset_split import SplitMixin
+from shardflow.engine.delta_api import DeltaWriteMixin
 from shardflow.engine.errors import ColumnNotFoundError
 from shardflow.engine.file_api import FileWriteMixin
 from shardflow.engine.iceberg_api import IcebergWriteMixin
 from shardflow.engine.logical import AddColumn, Limit, LogicalPlan, Project, Write
+from shardflow.engine.sql_api import SQLWriteMixin
 from shardflow.engine.xshards.dataset_mixin import XShardsMixin
 from shardflow.sdk.datasink import Datasink
 
@@ -50,6 +52,8 @@ class Dataset(
     DatasetInfoMixin,
     XShardsMixin,
     IcebergWriteMixin,
+    SQLWriteMixin,
+    DeltaWriteMixin,
 ):
     """A distributed-style collection of rows, stored as Arrow blocks and computed lazily.
 

@@ -115,6 +115,13 @@ BUILTIN_CONNECTORS: dict[str, LazyConnector] = {
         requires=("pyiceberg",),
         install=install_command("iceberg"),
     ),
+    "sql": LazyConnector(f"{_CONNECTORS}.sql.SQLDatasource", f"{_CONNECTORS}.sql.SQLDatasink"),
+    "delta": LazyConnector(
+        f"{_CONNECTORS}.delta.DeltaDatasource",
+        f"{_CONNECTORS}.delta.DeltaDatasink",
+        requires=("deltalake",),
+        install=install_command("delta"),
+    ),
 }
 """shardflow's connectors: name to dotted paths, imported when the name is first used."""
 

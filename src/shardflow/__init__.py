@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from shardflow.engine.context import DataContext, RetryPolicy
     from shardflow.engine.data_iterator import DataIterator
     from shardflow.engine.dataset import Dataset
+    from shardflow.engine.delta_api import read_delta
     from shardflow.engine.errors import UserCodeError, WorkerCrashedError
     from shardflow.engine.execution_options import ExecutionOptions, ExecutionResources
     from shardflow.engine.file_api import (
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     )
     from shardflow.engine.runtime import init
     from shardflow.engine.schema import Schema
+    from shardflow.engine.sql_api import read_sql
     from shardflow.engine.xshards.shards import XShards
     from shardflow.sdk import (
         Block,
@@ -117,11 +119,13 @@ __all__ = [
     "read_binary_files",
     "read_csv",
     "read_datasource",
+    "read_delta",
     "read_iceberg",
     "read_images",
     "read_json",
     "read_numpy",
     "read_parquet",
+    "read_sql",
     "read_text",
     "register_connector",
     "udf",
@@ -148,7 +152,9 @@ _EXPORTS = {
     "read_numpy": "shardflow.engine.file_api",
     "read_parquet": "shardflow.engine.file_api",
     "read_text": "shardflow.engine.file_api",
+    "read_delta": "shardflow.engine.delta_api",
     "read_iceberg": "shardflow.engine.iceberg_api",
+    "read_sql": "shardflow.engine.sql_api",
     "from_arrow": "shardflow.engine.read_api",
     "from_blocks": "shardflow.engine.read_api",
     "from_daft": "shardflow.engine.read_api",
