@@ -198,6 +198,8 @@ class DeltaDatasink(Datasink[DeltaWriteResult]):
         """Write the blocks as Parquet data files (not committed) and return their actions."""
         if self._write_id is None:
             raise RuntimeError("DeltaDatasink.write was called before on_write_start.")
+        if table_access.is_local(self.uri):
+            os.makedirs(self.uri, exist_ok=True)
         filesystem = table_access.filesystem(self.uri, self._storage_options)
         result = DeltaWriteResult()
         pending: dict[tuple, list[pa.Table]] = {}
