@@ -3,8 +3,8 @@
 PostgreSQL drivers (psycopg 3, psycopg2) give each column's type OID, and numeric's
 precision and scale: columns get the matching Arrow type, the same in every block of every
 task. Other drivers (sqlite3, most others) give names only: a column's type is then taken
-from its first non-null values and kept for the rest of the task (integers become floats
-when floats follow; anything else that does not fit raises an error naming the column).
+from its first non-null values and kept for the rest of the task (a later value that does not
+fit raises an error naming the column: cast it in the query).
 """
 
 from __future__ import annotations
@@ -115,6 +115,7 @@ class ColumnConverter:
 
     name: str
     type: pa.DataType | None  # None until the first non-null values decide it
+    inferred: bool = False  # the type came from values, not from the driver
 
     def convert(self, values: Sequence[Any]) -> pa.Array:
         if self.type is None:
@@ -122,6 +123,12 @@ class ColumnConverter:
         target = self.type
         if pa.types.is_string(target):
             return pa.array([_as_text(v) for v in values], target)
+        if self.inferred and pa.types.is_integer(target):
+            # Arrow truncates floats given for an integer type: a float here (SQLite's
+            # NUMERIC affinity) does not fit.
+            for value in values:
+                if value is not None and type(value) is not int:
+                    raise self._mismatch(target, f"{value!r} is not an integer")
         if pa.types.is_list(target) and pa.types.is_string(target.value_type):
             values = [None if v is None else [_as_text(x) for x in v] for v in values]
         try:
@@ -139,17 +146,15 @@ class ColumnConverter:
             v is None or isinstance(v, (int, float)) for v in values
         ):
             return pa.array([None if v is None else float(v) for v in values], target)
-        if pa.types.is_integer(target) and all(
-            v is None or isinstance(v, (int, float)) for v in values
-        ):
-            # An inferred integer column meeting its first float (SQLite's NUMERIC affinity
-            # stores 1 and 1.5 as an int and a float): later blocks carry it as floats.
-            self.type = pa.float64()
-            return self.convert(values)
-        raise TypeError(
-            f"column {self.name!r}: values do not fit the column's type {target} "
-            f"({type(exc).__name__}: {exc}); cast the column in the query (CAST(... AS ...))."
-        ) from exc
+        raise self._mismatch(target, f"{type(exc).__name__}: {exc}") from exc
+
+    def _mismatch(self, target: pa.DataType, reason: str) -> TypeError:
+        origin = "taken from its first values" if self.inferred else "given by the driver"
+        return TypeError(
+            f"column {self.name!r}: values do not fit the column's type {target}, {origin} "
+            f"({reason}); cast the column in the query (CAST(... AS REAL), CAST(... AS TEXT)) "
+            "to give it one type."
+        )
 
     def _infer(self, values: Sequence[Any]) -> pa.Array:
         if all(v is None for v in values):
@@ -164,7 +169,7 @@ class ColumnConverter:
                 array = pa.array([_as_text(v) for v in values], pa.string())
         if pa.types.is_null(array.type):
             return array
-        self.type = array.type
+        self.type, self.inferred = array.type, True
         return array
 
 
