@@ -130,3 +130,12 @@ def start(bindir: str) -> PostgresServer:
     )
     shutil.rmtree(folder, ignore_errors=True)
     raise RuntimeError(f"postgres did not start:\n{text[-3000:]}")
+
+
+def run(connect, *statements, params=None):
+    """Run statements in one transaction through ``connect()``; the rows of the last one."""
+    with connect() as connection:
+        cursor = connection.cursor()
+        for statement in statements:
+            cursor.execute(statement, params)
+        return cursor.fetchall() if cursor.description else None

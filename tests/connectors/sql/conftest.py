@@ -40,15 +40,6 @@ def pg_table(pg_connect):
         connection.execute(f"DROP TABLE IF EXISTS {name}")
 
 
-def pg_run(connect, *statements, params=None):
-    """Run statements in one transaction; the rows of the last one."""
-    with connect() as connection:
-        cursor = connection.cursor()
-        for statement in statements:
-            cursor.execute(statement, params)
-        return cursor.fetchall() if cursor.description else None
-
-
 @pytest.fixture
 def sqlite_file(tmp_path):
     """A SQLite database file and a picklable factory for it."""
