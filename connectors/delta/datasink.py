@@ -28,8 +28,6 @@ from shardflow.sdk.save_mode import SaveMode, to_save_mode
 logger = logging.getLogger(__name__)
 
 MODES = (SaveMode.APPEND, SaveMode.OVERWRITE)
-# A write task writes a file once this many bytes of blocks of one partition are waiting.
-_FILE_BYTES = 128 * 1024 * 1024
 
 
 @dataclass
@@ -49,6 +47,9 @@ class DeltaWriteError(RuntimeError):
 class DeltaDatasink(Datasink[DeltaWriteResult]):
     """Writes into a Delta Lake table, creating it if needed. See
     :meth:`shardflow.Dataset.write_delta`."""
+
+    #: A write task writes a data file once this many bytes of one partition are waiting.
+    file_bytes = 128 * 1024 * 1024
 
     def __init__(
         self,
@@ -220,7 +221,7 @@ class DeltaDatasink(Datasink[DeltaWriteResult]):
                 for key, part in self._split(block):
                     pending.setdefault(key, []).append(part)
                     pending_bytes[key] = pending_bytes.get(key, 0) + part.nbytes
-                    if pending_bytes[key] >= _FILE_BYTES:
+                    if pending_bytes[key] >= self.file_bytes:
                         self._flush(
                             filesystem, key, pending.pop(key), ctx, counter, result, written
                         )
@@ -278,8 +279,6 @@ class DeltaDatasink(Datasink[DeltaWriteResult]):
         result: DeltaWriteResult,
         written: list[str],
     ) -> None:
-        import urllib.parse
-
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
         texts = [files.partition_value_text(v) for v in key]
         data = table.drop_columns(self.partition_by) if self.partition_by else table
@@ -295,7 +294,7 @@ class DeltaDatasink(Datasink[DeltaWriteResult]):
         result.num_rows += table.num_rows
         result.add_actions.append(
             files.add_action(
-                urllib.parse.quote(relative, safe="/="),
+                relative,  # deltalake percent-encodes it in the log
                 size,
                 dict(zip(self.partition_by, texts)),
                 files.statistics(data),
