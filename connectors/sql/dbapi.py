@@ -8,6 +8,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from shardflow.sdk.filesystems import redact_text
+from shardflow.sdk.optional import missing_message
+
+# Drivers installed by an extra of shardflow, for the message when one is missing.
+_DRIVER_EXTRAS = {"psycopg": "sql", "psycopg_binary": "sql"}
 
 SQLITE, POSTGRES, GENERIC = "sqlite", "postgresql", "generic"
 
@@ -73,6 +77,11 @@ def check_connection(connection: Any) -> None:
 def open_connection(connection_factory: Callable[[], Any], what: str) -> Any:
     try:
         connection = connection_factory()
+    except ModuleNotFoundError as exc:
+        extra = _DRIVER_EXTRAS.get((exc.name or "").partition(".")[0])
+        if extra is None:
+            raise step_error(exc, what, "connecting") from exc
+        raise ImportError(missing_message(exc.name or "", extra, f"Connecting for {what}")) from exc
     except Exception as exc:
         raise step_error(exc, what, "connecting") from exc
     check_connection(connection)
