@@ -9,6 +9,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import pyarrow as pa
+
 from shardflow.connectors.sql import sharding
 from shardflow.connectors.sql.arrow_types import (
     JSON_TYPE_NAMES,
@@ -27,6 +29,7 @@ from shardflow.connectors.sql.dbapi import (
     step_error,
     transaction,
 )
+from shardflow.connectors.sql.postgres_copy import copy_blocks, copy_columns
 from shardflow.sdk.block import Block, BlockMetadata
 from shardflow.sdk.datasource import Datasource, ReadTask
 
@@ -79,6 +82,11 @@ class SQLReadTask:
             dialect = dialect_of(connection)
             sharding.prepare_connection(connection, dialect)
             query = self.query(dialect) if callable(self.query) else self.query
+            if dialect == POSTGRES and hasattr(connection, "pipeline"):  # psycopg 3
+                blocks = self._copy(connection, query)
+                if blocks is not None:
+                    yield from blocks
+                    return
             try:
                 cursor = _cursor(connection, dialect)
                 execute(cursor, query, self.params)
@@ -94,6 +102,35 @@ class SQLReadTask:
             # ends it when the consumer stopped early, a limit say).
             rollback_quietly(connection)
             close_quietly(connection)
+
+    def _copy(self, connection: Any, query: str) -> Iterator[Block] | None:
+        """The rows through COPY when every column's text parses exactly, else None."""
+        inner = sharding.strip_semicolon(query)
+        try:
+            cursor = connection.cursor()
+            _text_json(cursor)
+            execute(cursor, f"SELECT * FROM ({inner}) AS shardflow_describe LIMIT 0", self.params)
+            description = cursor.description
+            cursor.close()
+        except Exception as exc:
+            raise step_error(exc, self.what, "executing the query") from exc
+        columns = copy_columns(description) if description else None
+        if columns is None:
+            return None
+        return self._copied(connection, inner, columns)
+
+    def _copied(self, connection: Any, query: str, columns: list) -> Iterator[Block]:
+        produced = False
+        try:
+            for block in copy_blocks(connection, query, self.params, columns):
+                produced = True
+                yield block
+        except GeneratorExit:
+            raise
+        except Exception as exc:
+            raise step_error(exc, self.what, "copying rows (COPY ... TO STDOUT)") from exc
+        if not produced:
+            yield pa.schema([pa.field(n, t) for n, t, _ in columns]).empty_table()
 
     def _blocks(self, cursor: Any, dialect: str) -> Iterator[Block]:
         description = cursor.description

@@ -37,6 +37,7 @@ def pg_table(pg_connect):
     name = f"t_{uuid.uuid4().hex[:12]}"
     yield name
     with pg_connect() as connection:
+        connection.execute("SET lock_timeout = '20s'")  # a test that left a reader open fails
         connection.execute(f"DROP TABLE IF EXISTS {name}")
 
 

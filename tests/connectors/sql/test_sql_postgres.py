@@ -83,6 +83,37 @@ def test_columns_are_typed_from_the_description(pg_connect, pg_table, backend):
     assert got["big"][0] is None and got["big"][1] == 2_000_000_000
 
 
+def test_copy_path_gives_psycopg_s_values(pg_connect, pg_table):
+    """Results whose columns all have exact CSV text are read through COPY: the values are
+    psycopg's (NULL and empty strings, quotes, commas, newlines, NaN and infinities)."""
+    pg_run(
+        pg_connect,
+        f"CREATE TABLE {pg_table} (id int, flag bool, f8 float8, f4 real, price numeric(10, 2), "
+        "label text, day date, at timestamp, at_tz timestamptz, doc jsonb, uid uuid)",
+        f"""INSERT INTO {pg_table} VALUES
+            (1, true, 'NaN', 'Infinity', 12.5, '', '2024-02-29', '2024-01-01 00:00:00.000001',
+             '2024-06-01 12:00:00-07', '{{"a": [1, "x,y"]}}', md5('a')::uuid),
+            (2, NULL, '-Infinity', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+            (3, false, 1e-300, -0.5, -0.01, 'say "hi",
+then go', '0001-01-01', '2262-04-11 23:47:16', '1970-01-01 00:00:00+00', 'null', NULL)""",
+    )
+    got = sf.read_sql(f"SELECT * FROM {pg_table}", pg_connect).to_arrow().sort_by("id")
+    assert got.schema.field("at_tz").type == pa.timestamp("us", tz="UTC")
+    rows = pg_run(
+        pg_connect,
+        f"SELECT id, flag, f8, f4, price, label, day, at, at_tz, doc::text, uid::text "
+        f"FROM {pg_table} ORDER BY id",
+    )
+    for name, index in (("flag", 1), ("price", 4), ("label", 5), ("day", 6), ("at", 7)):
+        assert got.column(name).to_pylist() == [r[index] for r in rows], name
+    assert got.column("at_tz").to_pylist() == [r[8] for r in rows]
+    assert got.column("doc").to_pylist() == [r[9] for r in rows]
+    assert got.column("uid").to_pylist() == [r[10] for r in rows]
+    f8 = got.column("f8").to_pylist()
+    assert f8[0] != f8[0] and f8[1] == float("-inf") and f8[2] == 1e-300
+    assert got.column("f4").to_pylist() == [float("inf"), None, -0.5]
+
+
 def test_unconstrained_numeric_is_rounded_to_18_places(pg_connect):
     table = sf.read_sql("SELECT 1 / 3.0 AS third, 12345678901234567890.5 AS big", pg_connect)
     row = table.take_all()[0]
@@ -109,23 +140,32 @@ def test_sharded_read_matches_the_table(pg_connect, pg_table, backend):
     assert sorted(r["id"] for r in ds.take_all()) == list(range(1001, 2001))
 
 
-def test_reads_stream_through_a_server_side_cursor(pg_connect, pg_table):
+@pytest.mark.parametrize(
+    "columns, statement",
+    [
+        ("i AS id, repeat('y', 100) AS pad", "COPY (SELECT%%shardflow_%%"),  # COPY ... TO STDOUT
+        ("i AS id, i * interval '1 s' AS span", "FETCH FORWARD%%shardflow_%%"),  # a cursor
+    ],
+    ids=["copy", "cursor"],
+)
+def test_reads_stream_from_the_server(pg_connect, pg_table, columns, statement):
     pg_run(
         pg_connect,
-        f"CREATE TABLE {pg_table} AS SELECT i AS id, repeat('y', 100) AS pad "
-        "FROM generate_series(1, 30000) AS i",
+        f"CREATE TABLE {pg_table} AS SELECT {columns} FROM generate_series(1, 200000) AS i",
     )
     (task,) = SQLDatasource(f"SELECT * FROM {pg_table}", pg_connect).get_read_tasks(1)
     blocks = task()
-    first = next(blocks)
-    # While the task holds its first block, the server still holds the rest, in a cursor.
-    cursors = pg_run(
-        pg_connect,
-        "SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'FETCH FORWARD%%shardflow_%%'",
-    )
-    assert cursors[0][0] == 1
-    rest = sum(b.num_rows for b in blocks)
-    assert first.num_rows == 4096 and first.num_rows + rest == 30000
+    try:
+        first = next(blocks)
+        # While the task holds its first block, the server still sends the rest.
+        active = pg_run(
+            pg_connect, f"SELECT count(*) FROM pg_stat_activity WHERE query ILIKE '{statement}'"
+        )
+        assert active[0][0] == 1
+        rest = sum(b.num_rows for b in blocks)
+        assert first.num_rows < 200000 and first.num_rows + rest == 200000
+    finally:
+        blocks.close()  # ends the task's transaction (it holds a lock on the table)
 
 
 def test_write_round_trip_and_staging(pg_connect, pg_table, backend):
