@@ -10,7 +10,6 @@ Timestamps with time zone are sent in UTC (``AT TIME ZONE 'UTC'``) and read as U
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -51,26 +50,18 @@ def copy_columns(description: Sequence[Any]) -> list[tuple[str, pa.DataType, str
     return columns
 
 
-class _CopyStream(io.RawIOBase):
-    """A readable file over the chunks of a psycopg ``Copy``."""
-
-    def __init__(self, first: Any, chunks: Iterator[Any]):
-        self._chunks = chunks
-        self._buffer = memoryview(bytes(first))
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, target: Any) -> int:
-        while not len(self._buffer):
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                return 0
-            self._buffer = memoryview(bytes(chunk))
-        n = min(len(target), len(self._buffer))
-        target[:n] = self._buffer[:n]
-        self._buffer = self._buffer[n:]
-        return n
+def _segments(rows: Iterator[Any], size: int) -> Iterator[bytearray]:
+    """COPY's rows joined into pieces of about ``size`` bytes. libpq returns COPY data a
+    whole row at a time, so every piece is a complete CSV text (quoted newlines included).
+    Each row is copied at once: holding on to psycopg's row buffers is many times slower."""
+    piece = bytearray()
+    for row in rows:
+        piece += row
+        if len(piece) >= size:
+            yield piece
+            piece = bytearray()
+    if piece:
+        yield piece
 
 
 def copy_blocks(
@@ -88,30 +79,24 @@ def copy_blocks(
     }
     aware = [name for name, kind, _ in columns if pa.types.is_timestamp(kind) and kind.tz]
     output = pa.schema([pa.field(n, k) for n, (_, k, _) in zip(unique_names(names), columns)])
+    read_options = pacsv.ReadOptions(column_names=names, use_threads=True)
+    parse_options = pacsv.ParseOptions(newlines_in_values=True)
+    convert_options = pacsv.ConvertOptions(
+        column_types=parse_types,
+        null_values=[""],
+        strings_can_be_null=True,
+        quoted_strings_can_be_null=False,
+        true_values=["t"],
+        false_values=["f"],
+    )
     with connection.cursor() as cursor, cursor.copy(statement, params) as copy:
-        chunks = iter(copy)
-        first = next(chunks, None)
-        if first is None:
-            return  # no rows (Arrow's reader refuses an empty file)
-        reader = pacsv.open_csv(
-            pa.PythonFile(io.BufferedReader(_CopyStream(first, chunks), 1 << 20), mode="r"),
-            read_options=pacsv.ReadOptions(
-                column_names=names, block_size=_BLOCK_BYTES, use_threads=False
-            ),
-            parse_options=pacsv.ParseOptions(newlines_in_values=True),
-            convert_options=pacsv.ConvertOptions(
-                column_types=parse_types,
-                null_values=[""],
-                strings_can_be_null=True,
-                quoted_strings_can_be_null=False,
-                true_values=["t"],
-                false_values=["f"],
-            ),
-        )
-        for batch in reader:
-            if not batch.num_rows:
-                continue
-            table = pa.Table.from_batches([batch])
+        for piece in _segments(iter(copy), _BLOCK_BYTES):
+            table = pacsv.read_csv(
+                pa.py_buffer(piece),
+                read_options=read_options,
+                parse_options=parse_options,
+                convert_options=convert_options,
+            )
             for name in aware:
                 index = table.schema.get_field_index(name)
                 table = table.set_column(
