@@ -213,7 +213,11 @@ class DeltaDatasource(Datasource):
         return int(sum(scan.sizes) * _ENCODING_RATIO)
 
     def get_read_tasks(
-        self, parallelism: int, per_task_row_limit: int | None = None, **kwargs: Any
+        self,
+        parallelism: int,
+        per_task_row_limit: int | None = None,
+        data_context: Any | None = None,
+        **kwargs: Any,
     ) -> list[ReadTask]:
         scan = self._plan()
         if not scan.fragments:

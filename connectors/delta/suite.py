@@ -23,6 +23,9 @@ class DeltaSuite(ConnectorConformance):
     name = "delta"
     appends = 3
 
+    def _spec(self) -> Any:
+        return get_registry().get(self.name)  # as a third-party package's suite would
+
     def expected_table(self) -> pa.Table:
         return SAMPLE
 
@@ -37,27 +40,27 @@ class DeltaSuite(ConnectorConformance):
         return path
 
     def make_datasource(self, tmp_path: Any) -> Any:
-        return get_registry().get(self.name).datasource(self._table(tmp_path, "data", self.appends))
+        return self._spec().datasource(self._table(tmp_path, "data", self.appends))
 
     def make_empty_datasource(self, tmp_path: Any) -> Any:
         from deltalake import write_deltalake
 
         path = str(tmp_path / "empty")
         write_deltalake(path, self.expected_table().slice(0, 0))
-        return get_registry().get(self.name).datasource(path)
+        return self._spec().datasource(path)
 
     def make_bad_datasource(self, tmp_path: Any) -> Any:
         path = self._table(tmp_path, "bad", 1)
         victim = sorted((tmp_path / "bad").rglob("*.parquet"))[0]
         victim.write_bytes(b"PAR1 this is not parquet")
         self._bad_file = victim.name
-        return get_registry().get(self.name).datasource(path)
+        return self._spec().datasource(path)
 
     def bad_source_mentions(self, tmp_path: Any) -> list[str]:
         return [self._bad_file]
 
     def make_datasink(self, tmp_path: Any) -> Any:
-        return get_registry().get(self.name).datasink(str(tmp_path / "out"))
+        return self._spec().datasink(str(tmp_path / "out"))
 
     def read_back(self, tmp_path: Any) -> pa.Table:
         from deltalake import DeltaTable

@@ -244,7 +244,11 @@ class SQLDatasource(Datasource):
         return self._shard_plan(parallelism) is not None
 
     def get_read_tasks(
-        self, parallelism: int, per_task_row_limit: int | None = None, **kwargs: Any
+        self,
+        parallelism: int,
+        per_task_row_limit: int | None = None,
+        data_context: Any | None = None,
+        **kwargs: Any,
     ) -> list[ReadTask]:
         limit = self.effective_pushdowns(per_task_row_limit).limit
         num_shards = 1

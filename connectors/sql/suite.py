@@ -56,32 +56,25 @@ class SQLSuite(ConnectorConformance):
             connection.close()
         return table
 
+    def _spec(self) -> Any:
+        return get_registry().get(self.name)  # as a third-party package's suite would
+
     def expected_table(self) -> pa.Table:
         return SAMPLE
 
     def make_datasource(self, tmp_path: Any) -> Any:
         table = self._create(tmp_path, "data", SAMPLE)
-        return (
-            get_registry()
-            .get(self.name)
-            .datasource(
-                f"SELECT * FROM {table}", self.connection_factory(tmp_path), shard_keys=["id"]
-            )
+        return self._spec().datasource(
+            f"SELECT * FROM {table}", self.connection_factory(tmp_path), shard_keys=["id"]
         )
 
     def make_empty_datasource(self, tmp_path: Any) -> Any:
         table = self._create(tmp_path, "empty", SAMPLE.slice(0, 0))
-        return (
-            get_registry()
-            .get(self.name)
-            .datasource(f"SELECT * FROM {table}", self.connection_factory(tmp_path))
-        )
+        return self._spec().datasource(f"SELECT * FROM {table}", self.connection_factory(tmp_path))
 
     def make_bad_datasource(self, tmp_path: Any) -> Any:
-        return (
-            get_registry()
-            .get(self.name)
-            .datasource("SELECT * FROM no_such_table_here", self.connection_factory(tmp_path))
+        return self._spec().datasource(
+            "SELECT * FROM no_such_table_here", self.connection_factory(tmp_path)
         )
 
     def bad_source_mentions(self, tmp_path: Any) -> list[str]:
@@ -90,10 +83,8 @@ class SQLSuite(ConnectorConformance):
     def make_datasink(self, tmp_path: Any) -> Any:
         table = self._create(tmp_path, "out", None)
         marks = ", ".join([self.placeholder()] * SAMPLE.num_columns)
-        return (
-            get_registry()
-            .get(self.name)
-            .datasink(f"INSERT INTO {table} VALUES ({marks})", self.connection_factory(tmp_path))
+        return self._spec().datasink(
+            f"INSERT INTO {table} VALUES ({marks})", self.connection_factory(tmp_path)
         )
 
     def read_back(self, tmp_path: Any) -> pa.Table:
@@ -105,7 +96,7 @@ class SQLSuite(ConnectorConformance):
             rows = cursor.fetchall()
         finally:
             connection.close()
-        columns = list(zip(*rows)) if rows else [[], [], []]
+        columns: list[Any] = list(zip(*rows)) if rows else [[], [], []]
         return pa.Table.from_arrays(
             [pa.array(c, t) for c, t in zip(columns, SAMPLE.schema.types)],
             schema=SAMPLE.schema,
