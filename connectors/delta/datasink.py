@@ -80,6 +80,7 @@ class DeltaDatasink(Datasink[DeltaWriteResult]):
         self._table_schema: pa.Schema | None = None
         self._exists = False
         self._root_existed = True
+        self._dataset_schema: pa.Schema | None = None
 
     def get_name(self) -> str:
         return "Delta"
@@ -102,6 +103,7 @@ class DeltaDatasink(Datasink[DeltaWriteResult]):
         self._exists = table_access.table_exists(self.uri, self._storage_options)
         self._root_existed = not table_access.is_local(self.uri) or os.path.isdir(self.uri)
         self._table_schema = None
+        self._dataset_schema = schema if schema is not None and len(schema.names) else None
         if self._exists:
             table = table_access.open_table(self.uri, self._storage_options)
             existing = list(table.metadata().partition_columns)
@@ -145,6 +147,8 @@ class DeltaDatasink(Datasink[DeltaWriteResult]):
     def _commit_schema(self, schemas: list[pa.Schema]) -> pa.Schema | None:
         if self._table_schema is not None:
             return self._table_schema
+        if not schemas and self._dataset_schema is not None:
+            schemas = [self._dataset_schema]  # no task saw a block: the schema planned
         if not schemas:
             return None
         return delta_ready_schema(pa.unify_schemas(schemas), self._where())

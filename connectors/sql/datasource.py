@@ -82,13 +82,14 @@ class SQLReadTask:
             dialect = dialect_of(connection)
             sharding.prepare_connection(connection, dialect)
             query = self.query(dialect) if callable(self.query) else self.query
-            if dialect == POSTGRES and hasattr(connection, "pipeline"):  # psycopg 3
-                blocks = self._copy(connection, query)
+            streams = True
+            if dialect == POSTGRES and hasattr(connection, "pipeline"):  # psycopg 3, not 2
+                streams, blocks = self._copy(connection, query)
                 if blocks is not None:
                     yield from blocks
                     return
             try:
-                cursor = _cursor(connection, dialect)
+                cursor = _cursor(connection, dialect) if streams else connection.cursor()
                 execute(cursor, query, self.params)
             except Exception as exc:
                 raise step_error(exc, self.what, "executing the query") from exc
@@ -103,8 +104,9 @@ class SQLReadTask:
             rollback_quietly(connection)
             close_quietly(connection)
 
-    def _copy(self, connection: Any, query: str) -> Iterator[Block] | None:
-        """The rows through COPY when every column's text parses exactly, else None."""
+    def _copy(self, connection: Any, query: str) -> tuple[bool, Iterator[Block] | None]:
+        """The rows through COPY when every column's text parses exactly, else None; and
+        whether the statement can be a subquery (of COPY, or of a server-side cursor)."""
         inner = sharding.strip_semicolon(query)
         try:
             cursor = connection.cursor()
@@ -112,12 +114,15 @@ class SQLReadTask:
             execute(cursor, f"SELECT * FROM ({inner}) AS shardflow_describe LIMIT 0", self.params)
             description = cursor.description
             cursor.close()
-        except Exception as exc:
-            raise step_error(exc, self.what, "executing the query") from exc
+        except Exception:
+            # Not a query that can be a subquery (SHOW, EXPLAIN, ...): a client-side cursor
+            # runs it as written (such results are small), and reports its errors.
+            rollback_quietly(connection)
+            return False, None
         columns = copy_columns(description) if description else None
         if columns is None:
-            return None
-        return self._copied(connection, inner, columns)
+            return True, None
+        return True, self._copied(connection, inner, columns)
 
     def _copied(self, connection: Any, query: str, columns: list) -> Iterator[Block]:
         produced = False
@@ -155,8 +160,6 @@ class SQLReadTask:
                 raise step_error(exc, self.what, "converting rows to Arrow") from exc
             produced = True
             yield block
-            if len(rows) < size and dialect != POSTGRES:
-                break  # a short fetch is the last one (named cursors may fetch short early)
             per_row = max(1, block.nbytes // max(1, block.num_rows))
             size = max(_FIRST_FETCH_ROWS, min(_MAX_FETCH_ROWS, _TARGET_BLOCK_BYTES // per_row))
         if not produced:

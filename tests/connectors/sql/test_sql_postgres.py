@@ -114,6 +114,13 @@ then go', '0001-01-01', '2262-04-11 23:47:16', '1970-01-01 00:00:00+00', 'null',
     assert got.column("f4").to_pylist() == [float("inf"), None, -0.5]
 
 
+def test_statements_that_cannot_be_subqueries_run_as_written(pg_connect):
+    rows = sf.read_sql("SHOW server_version", pg_connect).take_all()
+    assert rows[0]["server_version"].startswith("15")
+    with pytest.raises(psycopg.errors.SyntaxError, match="executing the query"):
+        sf.read_sql("SELEC 1", pg_connect).take_all()
+
+
 def test_unconstrained_numeric_is_rounded_to_18_places(pg_connect):
     table = sf.read_sql("SELECT 1 / 3.0 AS third, 12345678901234567890.5 AS big", pg_connect)
     row = table.take_all()[0]
