@@ -290,3 +290,39 @@ def test_an_insert_naming_columns_is_staged(sqlite_file):
     sink.on_write_failed(RuntimeError("x"))
     sf.from_items([{"id": 2, "score": 2.5}, {"id": 3, "score": 3.5}]).write_sql(sql, connect)
     assert _rows_of(path) == [(1, "old", 0.0, b""), (2, "d", 2.5, None), (3, "d", 3.5, None)]
+
+
+class KillOnce:
+    """Kills its own worker process at row ``at`` the first time (a marker file remembers)."""
+
+    def __init__(self, marker, at):
+        self.marker, self.at = marker, at
+
+    def __call__(self, row):
+        import os
+        import signal
+
+        if row["id"] == self.at and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return row
+
+
+@pytest.mark.timeout(180)
+def test_a_killed_write_task_is_rerun_and_every_row_lands_once(sqlite_file, tmp_path):
+    path, connect = sqlite_file
+    _fill(path, [(-1, "old", 0.0, b"")])
+    # Blocks of 100 rows reach the writer one by one: the killed attempt has inserted rows
+    # (uncommitted) into the staging table before it dies.
+    sf.DataContext.get_current().target_min_block_size = 1
+    ds = (
+        sf.range(3000, override_num_blocks=2)
+        .map_batches(lambda b: b, batch_size=100)
+        .map(KillOnce(str(tmp_path / "killed"), at=2500))
+        .map_batches(lambda b: {"id": b["id"], "name": ["n"] * len(b["id"]), "score": b["id"] / 2,
+                                "blob": [b""] * len(b["id"])})
+    )  # fmt: skip
+    ds.write_sql("INSERT INTO t VALUES (?, ?, ?, ?)", connect)
+    assert (tmp_path / "killed").exists()
+    assert [r[0] for r in _rows_of(path)] == list(range(-1, 3000))
+    assert _staging_tables(path) == []
