@@ -30,6 +30,8 @@ FAMILIES: tuple[str, ...] = (
     "b11_text_scans",
     "b12_iter_batches",
     "b17_media",
+    "b13_sql",
+    "b14_delta",
 )
 
 # Every system a benchmark may run; a benchmark lists the ones it supports.

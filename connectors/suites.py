@@ -329,3 +329,18 @@ if importlib.util.find_spec("lance") is not None:
     from shardflow.connectors.lance.conformance_suite import LanceSuite
 
     SUITES[LanceSuite.name] = LanceSuite
+
+
+def _add_connector_suites() -> None:
+    """Suites that live in their connector's package (the SQL suite needs only sqlite3;
+    the Delta suite needs deltalake)."""
+    from shardflow.connectors.sql.suite import SQLSuite
+
+    SUITES[SQLSuite.name] = SQLSuite
+    if importlib.util.find_spec("deltalake") is not None:  # an optional dependency
+        from shardflow.connectors.delta.suite import DeltaSuite
+
+        SUITES[DeltaSuite.name] = DeltaSuite
+
+
+_add_connector_suites()

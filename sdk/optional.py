@@ -24,6 +24,8 @@ EXTRAS: dict[str, str] = {
     "s3fs": "s3",
     "gcsfs": "gcs",
     "pyiceberg": "iceberg",
+    "deltalake": "delta",
+    "psycopg": "sql",
     "daft": "daft",
     "datasets": "huggingface",
     "soundfile": "audio",

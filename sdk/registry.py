@@ -131,6 +131,13 @@ BUILTIN_CONNECTORS: dict[str, LazyConnector] = {
         requires=("lance",),
         install=install_command("lance"),
     ),
+    "sql": LazyConnector(f"{_CONNECTORS}.sql.SQLDatasource", f"{_CONNECTORS}.sql.SQLDatasink"),
+    "delta": LazyConnector(
+        f"{_CONNECTORS}.delta.DeltaDatasource",
+        f"{_CONNECTORS}.delta.DeltaDatasink",
+        requires=("deltalake",),
+        install=install_command("delta"),
+    ),
 }
 """shardflow's connectors: name to dotted paths, imported when the name is first used."""
 

@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from shardflow.engine.api.consumption import ConsumptionMixin
+from shardflow.engine.api.delta import DeltaWriteMixin
 from shardflow.engine.api.exchanges import ExchangeMixin
 from shardflow.engine.api.expressions import ExpressionsMixin
 from shardflow.engine.api.file_writes import FileWriteMixin
@@ -23,6 +24,7 @@ from shardflow.engine.api.iteration import IterationMixin
 from shardflow.engine.api.lance import LanceWriteMixin
 from shardflow.engine.api.map import MapMixin
 from shardflow.engine.api.split import SplitMixin
+from shardflow.engine.api.sql import SQLWriteMixin
 from shardflow.engine.execution.errors import ColumnNotFoundError
 from shardflow.engine.execution.stages.columns import check_rename
 from shardflow.engine.plan.logical import AddColumn, Limit, LogicalPlan, Project, Write
@@ -52,6 +54,8 @@ class Dataset(
     XShardsMixin,
     IcebergWriteMixin,
     LanceWriteMixin,
+    SQLWriteMixin,
+    DeltaWriteMixin,
 ):
     """A distributed-style collection of rows, stored as Arrow blocks and computed lazily.
 

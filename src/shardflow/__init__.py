@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         read_datasource,
     )
     from shardflow.engine.api.dataset import Dataset
+    from shardflow.engine.api.delta import read_delta
     from shardflow.engine.api.execution_options import ExecutionOptions, ExecutionResources
     from shardflow.engine.api.file_writes import (
         read_binary_files,
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from shardflow.engine.api.iceberg import read_iceberg
     from shardflow.engine.api.lance import read_lance
     from shardflow.engine.api.schema import Schema
+    from shardflow.engine.api.sql import read_sql
     from shardflow.engine.api.video import read_videos
     from shardflow.engine.execution.errors import UserCodeError, WorkerCrashedError
     from shardflow.engine.execution.runtime import init
@@ -121,12 +123,14 @@ __all__ = [
     "read_binary_files",
     "read_csv",
     "read_datasource",
+    "read_delta",
     "read_iceberg",
     "read_images",
     "read_json",
     "read_lance",
     "read_numpy",
     "read_parquet",
+    "read_sql",
     "read_text",
     "read_videos",
     "register_connector",
@@ -158,6 +162,8 @@ _EXPORTS = {
     "read_audio": "shardflow.engine.api.audio",
     "read_videos": "shardflow.engine.api.video",
     "read_lance": "shardflow.engine.api.lance",
+    "read_delta": "shardflow.engine.api.delta",
+    "read_sql": "shardflow.engine.api.sql",
     "from_arrow": "shardflow.engine.api.create",
     "from_blocks": "shardflow.engine.api.create",
     "from_daft": "shardflow.engine.api.create",

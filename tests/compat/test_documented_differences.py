@@ -343,3 +343,99 @@ def test_read_videos_resize_values_and_bad_files(rd, sfm, tmp_path):
     (tmp_path / "broken.mp4").write_bytes(b"not a video")
     with pytest.raises(ValueError, match=r"broken\.mp4"):
         sfm.read_videos(str(tmp_path / "broken.mp4")).take_all()
+
+
+def _movies(path, rows):
+    import sqlite3
+
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE movie (id INTEGER PRIMARY KEY, title TEXT)")
+        connection.executemany("INSERT INTO movie VALUES (?, ?)", rows)
+    connection.close()
+
+
+@differs(
+    "read_sql",
+    reason="the default shard_hash_fn='MD5' shards PostgreSQL (hashtextextended) and SQLite (a "
+    "function registered on the connection) where Ray Data raises or falls back to one task; rows "
+    "whose shard keys are NULL are read (Ray Data's MOD(ABS(hash(keys)), n) drops them); columns are "
+    "typed from the cursor's description; read tasks claim no row counts they do not know.",
+)
+def test_read_sql_shards_sqlite_and_keeps_null_keys(rd, sfm, tmp_path):
+    import functools
+    import sqlite3
+
+    path = str(tmp_path / "db.sqlite")
+    _movies(path, [(i, None if i % 4 == 0 else f"t{i % 3}") for i in range(200)])
+    connect = functools.partial(sqlite3.connect, path)
+    with pytest.raises(ValueError, match="does not support sharding"):
+        rd.read_sql("SELECT * FROM movie", connect, shard_keys=["title"], override_num_blocks=2)
+    ds = sfm.read_sql("SELECT * FROM movie", connect, shard_keys=["title"], override_num_blocks=2)
+    assert sorted(r["id"] for r in ds.take_all()) == list(range(200))
+
+
+@differs(
+    "Dataset.write_sql",
+    reason="a plain INSERT ... VALUES is all or nothing: tasks write into a staging table whose rows "
+    "move into the target in one transaction at the end, so a failed write leaves the table as it "
+    "was (Ray Data commits each task's rows on its own, in batches of 128); atomic= is added.",
+)
+def test_write_sql_is_all_or_nothing(rd, sfm, tmp_path):
+    import functools
+    import sqlite3
+
+    def fail_late(batch):
+        if batch["id"].max() >= 80:
+            raise RuntimeError("injected failure")
+        return batch
+
+    results = {}
+    for name, m in (("ray", rd), ("sf", sfm)):
+        path = str(tmp_path / f"{name}.sqlite")
+        _movies(path, [])
+        connect = functools.partial(sqlite3.connect, path)
+        ds = m.from_items(
+            [{"id": i, "title": "t"} for i in range(100)], override_num_blocks=5
+        ).map_batches(fail_late)
+        with pytest.raises(Exception, match="injected failure"):
+            ds.write_sql("INSERT INTO movie VALUES (?, ?)", connect)
+        results[name] = connect().execute("SELECT count(*) FROM movie").fetchone()[0]
+    assert results["sf"] == 0
+    assert results["ray"] >= 0  # the rows of Ray Data's tasks that finished stay (often 80)
+
+
+@differs(
+    "Dataset.write_delta",
+    reason="a write is exactly one Delta commit: a column the table lacks raises (Ray Data's default "
+    "schema_mode='merge' adds it in a commit of its own first; schema_mode is not taken); "
+    "partition_cols is also taken as deltalake's older name of partition_by.",
+)
+def test_write_delta_does_not_evolve_the_schema(rd, sfm, tmp_path):
+    from deltalake import DeltaTable
+
+    for name, m in (("ray", rd), ("sf", sfm)):
+        path = str(tmp_path / name)
+        m.from_items([{"id": 1}]).write_delta(path)
+        wider = m.from_items([{"id": 2, "extra": "x"}])
+        if m is rd:
+            wider.write_delta(path)
+            assert DeltaTable(path).version() == 2  # a schema commit, then the data commit
+        else:
+            with pytest.raises(ValueError, match="not in the table"):
+                wider.write_delta(path)
+            assert DeltaTable(path).version() == 0
+
+
+@differs(
+    "read_delta",
+    reason="filter= (a shardflow or pyarrow expression) is added and pushed into the scan with "
+    "partition and statistics pruning; filesystem, catalog, shuffle, include_paths and "
+    "**arrow_parquet_args are not taken.",
+)
+def test_read_delta_filter(rd, sfm, tmp_path):
+    from deltalake import write_deltalake
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": [1, 2, 3], "day": ["a", "b", "b"]}), partition_by=["day"])
+    assert sfm.read_delta(path, filter=sfm.col("day") == "b").count() == 2
+    assert rd.read_delta(path).count() == 3

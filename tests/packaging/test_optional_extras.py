@@ -18,7 +18,7 @@ from shardflow.sdk.optional import EXTRAS, install_command, missing_message, req
 
 OPTIONAL_MODULES = [
     *("ray", "torch", "PIL", "s3fs", "gcsfs", "pyiceberg", "daft", "datasets"),
-    *("soundfile", "av", "lance"),
+    *("soundfile", "av", "lance", "deltalake", "psycopg"),
 ]
 
 # One call per extra, each the first use of the feature. Shared with test_wheel.py.
@@ -39,6 +39,8 @@ CALLS = {
     "video": [lambda: sf.read_videos(sys.argv[1])],
     "lance": [lambda: sf.read_lance(sys.argv[1] + "/x.lance"),
               lambda: sf.range(1).write_lance(sys.argv[1] + "/x.lance")],
+    "delta": [lambda: sf.read_delta(sys.argv[1]), lambda: sf.range(1).write_delta(sys.argv[1])],
+    "sql": [lambda: sf.read_sql("SELECT 1", lambda: __import__("psycopg").connect("")).take_all()],
 }
 messages = {}
 for extra, calls in CALLS.items():
@@ -85,6 +87,8 @@ def check_messages(messages: dict) -> None:
         "audio",
         "video",
         "lance",
+        "delta",
+        "sql",
     }
     for extra, texts in messages.items():
         for text in texts:
