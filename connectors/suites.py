@@ -316,3 +316,26 @@ SUITES = {
 }
 if importlib.util.find_spec("pyiceberg") is not None:  # an optional dependency
     SUITES[IcebergSuite.name] = IcebergSuite
+
+
+# -- connectors whose suites live in their packages --------------------------------------------
+
+
+def _installed(*modules: str) -> bool:
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in modules)
+    except ImportError:  # a parent package is missing
+        return False
+
+
+from shardflow.connectors.webdataset.suite import WebDatasetSuite  # noqa: E402
+
+SUITES[WebDatasetSuite.name] = WebDatasetSuite
+if _installed("google.protobuf", "google_crc32c"):
+    from shardflow.connectors.tfrecords.suite import TFRecordsSuite
+
+    SUITES[TFRecordsSuite.name] = TFRecordsSuite
+if _installed("fastavro"):
+    from shardflow.connectors.avro.suite import AvroSuite
+
+    SUITES[AvroSuite.name] = AvroSuite

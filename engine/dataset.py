@@ -25,6 +25,8 @@ from shardflow.engine.errors import ColumnNotFoundError
 from shardflow.engine.file_api import FileWriteMixin
 from shardflow.engine.iceberg_api import IcebergWriteMixin
 from shardflow.engine.logical import AddColumn, Limit, LogicalPlan, Project, Write
+from shardflow.engine.tfrecords_api import TFRecordsWriteMixin
+from shardflow.engine.webdataset_api import WebDatasetWriteMixin
 from shardflow.engine.xshards.dataset_mixin import XShardsMixin
 from shardflow.sdk.datasink import Datasink
 
@@ -50,6 +52,8 @@ class Dataset(
     DatasetInfoMixin,
     XShardsMixin,
     IcebergWriteMixin,
+    WebDatasetWriteMixin,
+    TFRecordsWriteMixin,
 ):
     """A distributed-style collection of rows, stored as Arrow blocks and computed lazily.
 

@@ -26,10 +26,14 @@ EXTRAS: dict[str, str] = {
     "pyiceberg": "iceberg",
     "daft": "daft",
     "datasets": "huggingface",
+    "fastavro": "avro",
+    "google_crc32c": "tfrecords",
+    "google.protobuf": "tfrecords",
+    "msgpack": "webdataset",
 }
 """Top-level module of each optional dependency to the shardflow extra that installs it."""
 
-_DISTRIBUTIONS = {"PIL": "Pillow"}
+_DISTRIBUTIONS = {"PIL": "Pillow", "google": "protobuf", "google_crc32c": "google-crc32c"}
 """Package names that differ from their module's name, for messages."""
 
 

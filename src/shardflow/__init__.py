@@ -19,6 +19,7 @@ from shardflow._arrow_pool import choose_before_pyarrow_loads
 choose_before_pyarrow_loads()
 
 if TYPE_CHECKING:
+    from shardflow.engine.avro_api import read_avro
     from shardflow.engine.compute import ActorPoolStrategy, TaskPoolStrategy
     from shardflow.engine.context import DataContext, RetryPolicy
     from shardflow.engine.data_iterator import DataIterator
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
     )
     from shardflow.engine.runtime import init
     from shardflow.engine.schema import Schema
+    from shardflow.engine.tfrecords_api import read_tfrecords
+    from shardflow.engine.webdataset_api import read_webdataset
     from shardflow.engine.xshards.shards import XShards
     from shardflow.sdk import (
         Block,
@@ -118,6 +121,9 @@ __all__ = [
     "read_csv",
     "read_datasource",
     "read_iceberg",
+    "read_avro",
+    "read_tfrecords",
+    "read_webdataset",
     "read_images",
     "read_json",
     "read_numpy",
@@ -149,6 +155,9 @@ _EXPORTS = {
     "read_parquet": "shardflow.engine.file_api",
     "read_text": "shardflow.engine.file_api",
     "read_iceberg": "shardflow.engine.iceberg_api",
+    "read_avro": "shardflow.engine.avro_api",
+    "read_tfrecords": "shardflow.engine.tfrecords_api",
+    "read_webdataset": "shardflow.engine.webdataset_api",
     "from_arrow": "shardflow.engine.read_api",
     "from_blocks": "shardflow.engine.read_api",
     "from_daft": "shardflow.engine.read_api",
