@@ -53,7 +53,9 @@ def read_tfrecords(
     Data reads it); columns are sorted by feature name (Ray Data's order changes from
     process to process), and with ``tf_schema`` follow the schema, every declared feature
     present (null where a record lacks it); ``tf_schema`` may also be a dict of feature name
-    to ``"bytes"``, ``"int"`` or ``"float"``.
+    to ``"bytes"``, ``"int"`` or ``"float"``; a feature that is empty in every record of a
+    block is a list of its kind (``list<int64>``, ...), or ``list<null>`` when the records do
+    not say its kind (Ray Data: always ``list<null>``).
 
     Examples:
         >>> import tempfile

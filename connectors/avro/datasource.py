@@ -26,8 +26,9 @@ class AvroDatasource(FileBasedDatasource):
 
     Each file is read as a forward-only stream with ``fastavro.reader``; its header's schema
     gives the Arrow schema of its blocks (see :mod:`shardflow.connectors.avro.arrow_types`).
-    Blocks compressed with ``deflate``, ``snappy`` (cramjam), ``zstandard``, ``bzip2`` or
-    ``xz`` are read as fastavro reads them.
+    Blocks compressed with ``deflate``, ``bzip2``, ``xz`` and ``snappy`` (cramjam, in the
+    ``avro`` extra) are read as fastavro reads them; ``zstandard`` needs the package fastavro
+    names in its error (``backports.zstd`` before Python 3.14).
     """
 
     _FILE_EXTENSIONS = ["avro"]

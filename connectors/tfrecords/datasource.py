@@ -57,7 +57,7 @@ class TFRecordDatasource(FileBasedDatasource):
             columns.add(example, offset)
             size += len(data)
             if len(columns) >= RECORDS_PER_BLOCK or size >= _BYTES_PER_BLOCK:
-                yield columns.build(path)
+                yield columns.build()
                 size = 0
         if len(columns) or self._kinds is not None:
-            yield columns.build(path)
+            yield columns.build()

@@ -73,6 +73,20 @@ def schema_of(kinds: dict[str, str]) -> pa.Schema:
     return pa.schema([(name, pa.list_(_ARROW_TYPES[kind])) for name, kind in kinds.items()])
 
 
+class _Column:
+    """The values of one feature in the records of a block, and what they looked like."""
+
+    __slots__ = ("values", "kind", "other_kind", "scalar_at", "list_at", "list_len")
+
+    def __init__(self, missing: int):
+        self.values: list[Any] = [None] * missing  # records before its first one lack it
+        self.kind: str | None = None
+        self.other_kind: str | None = None
+        self.scalar_at: int | None = None  # byte offset of a record with one value
+        self.list_at: int | None = None  # ... and of one with another count
+        self.list_len = 0
+
+
 class ExampleColumns:
     """Gathers the features of parsed Examples into the columns of one block.
 
@@ -82,85 +96,99 @@ class ExampleColumns:
 
     def __init__(self, kinds: dict[str, str] | None):
         self._declared = kinds
-        self._rows: list[dict[str, tuple[str | None, Any]]] = []
-        self._offsets: list[int] = []
+        self._columns: dict[str, _Column] = {}
+        self._rows = 0
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return self._rows
 
     def add(self, example: Any, offset: int) -> None:
         """Add the features of one parsed Example (the record at byte ``offset``)."""
-        row = {}
-        declared = self._declared
-        for name, feature in example.features.feature.items():
-            if declared is not None and name not in declared:
-                raise ValueError(
-                    f"record at byte offset {offset}: feature {name!r} is not in tf_schema "
-                    f"(it declares {sorted(declared)})."
-                )
+        row = self._rows
+        columns, declared = self._columns, self._declared
+        features = example.features.feature
+        for name in features:
+            feature = features[name]
+            column = columns.get(name)
+            if column is None:
+                if declared is not None and name not in declared:
+                    raise ValueError(
+                        f"the record at byte offset {offset} has the feature {name!r}, which is "
+                        f"not in tf_schema (it declares {sorted(declared)})."
+                    )
+                column = columns[name] = _Column(row)
+            elif len(column.values) < row:
+                column.values.extend([None] * (row - len(column.values)))
             field = feature.WhichOneof("kind")
             if field is None:
-                row[name] = (None, [])
-                continue
-            kind = _LIST_FIELDS[field]
-            if declared is not None and declared[name] != kind:
-                raise ValueError(
-                    f"record at byte offset {offset}: feature {name!r} holds {kind} values, "
-                    f"but tf_schema declares {declared[name]}."
-                )
-            values = getattr(feature, field).value
-            if declared is None and len(values) == 1:
-                row[name] = (kind, values[0])
+                values: Any = []
             else:
-                row[name] = (kind, list(values))
-        self._rows.append(row)
-        self._offsets.append(offset)
+                kind = _LIST_FIELDS[field]
+                if kind != column.kind:
+                    self._new_kind(column, name, kind, offset)
+                values = getattr(feature, field).value
+            if declared is None and len(values) == 1:
+                column.values.append(values[0])
+                if column.scalar_at is None:
+                    column.scalar_at = offset
+            else:
+                column.values.append(list(values))
+                if column.list_at is None:
+                    column.list_at, column.list_len = offset, len(values)
+        self._rows = row + 1
 
-    def build(self, where: str) -> Block:
-        """The block of the Examples added since the last call (``where`` names the file)."""
-        rows, offsets = self._rows, self._offsets
-        self._rows, self._offsets = [], []
+    def _new_kind(self, column: _Column, name: str, kind: str, offset: int) -> None:
+        declared = self._declared
+        if declared is not None and declared[name] != kind:
+            raise ValueError(
+                f"the record at byte offset {offset} holds {kind} values in the feature "
+                f"{name!r}, which tf_schema declares {declared[name]}."
+            )
+        if column.kind is None:
+            column.kind = kind
+        else:
+            column.other_kind = kind
+
+    def build(self) -> Block:
+        """The block of the Examples added since the last call."""
+        columns, rows = self._columns, self._rows
+        self._columns, self._rows = {}, 0
+        for column in columns.values():
+            if len(column.values) < rows:
+                column.values.extend([None] * (rows - len(column.values)))
         if self._declared is not None:
-            columns = {
-                name: pa.array(
-                    [row[name][1] if name in row else None for row in rows],
-                    pa.list_(_ARROW_TYPES[kind]),
+            arrays = {
+                name: (
+                    pa.array(columns[name].values, pa.list_(_ARROW_TYPES[kind]))
+                    if name in columns
+                    else pa.nulls(rows, pa.list_(_ARROW_TYPES[kind]))
                 )
                 for name, kind in self._declared.items()
             }
-            return pa.table(columns, schema=schema_of(self._declared))
+            return pa.table(arrays, schema=schema_of(self._declared))
+        if not columns:
+            return pa.table({"_": pa.nulls(rows)}).select([])
         # Sorted: protobuf iterates a parsed map in an order that changes from process to process.
-        names = sorted({name for row in rows for name in row})
-        arrays = {}
-        for name in names:
-            cells = [row.get(name) for row in rows]
-            arrays[name] = _inferred_column(name, cells, offsets, where)
-        if not arrays:
-            return pa.table({"_": pa.nulls(len(rows))}).select([])
-        return pa.table(arrays)
+        return pa.table({name: _inferred_column(name, columns[name]) for name in sorted(columns)})
 
 
-def _inferred_column(
-    name: str, cells: list[tuple[str | None, Any] | None], offsets: list[int], where: str
-) -> pa.Array:
-    kinds = {cell[0] for cell in cells if cell is not None and cell[0] is not None}
-    if len(kinds) > 1:
+def _inferred_column(name: str, column: _Column) -> pa.Array:
+    if column.other_kind is not None:
         raise ArrowConversionError(
-            f"Feature {name!r} of {where} holds values of different kinds ({sorted(kinds)}) in "
-            "different records; pass tf_schema= to read it as one type."
+            f"Feature {name!r} holds {column.kind} values in some records and "
+            f"{column.other_kind} values in others; pass tf_schema= to read it as one type."
         )
-    scalar = [i for i, c in enumerate(cells) if c is not None and not isinstance(c[1], list)]
-    listed = [i for i, c in enumerate(cells) if c is not None and isinstance(c[1], list)]
-    if scalar and listed:
+    if column.scalar_at is not None and column.list_at is not None:
         raise ArrowConversionError(
-            f"Feature {name!r} of {where} holds one value in some records (the record at byte "
-            f"offset {offsets[scalar[0]]}) and {len(cells[listed[0]][1])} in others (the record "
-            f"at byte offset {offsets[listed[0]]}): it cannot be both a scalar and a list "
-            "column. Pass tf_schema= to read it as lists."
+            f"Feature {name!r} holds one value in some records (the record at byte offset "
+            f"{column.scalar_at}) and {column.list_len} in others (the record at byte offset "
+            f"{column.list_at}): it cannot be both a scalar and a list column. Pass tf_schema= "
+            "to read it as lists."
         )
-    value_type = _ARROW_TYPES[kinds.pop()] if kinds else pa.null()
-    values = [None if c is None else c[1] for c in cells]
-    return pa.array(values, pa.list_(value_type) if listed else value_type)
+    value_type = _ARROW_TYPES[column.kind] if column.kind is not None else pa.null()
+    return pa.array(
+        column.values, pa.list_(value_type) if column.list_at is not None else value_type
+    )
 
 
 # -- writing --------------------------------------------------------------------------------

@@ -43,7 +43,10 @@ def masked_crc(data: bytes, crc32c: Any = None) -> int:
         >>> hex(masked_crc(b""))
         '0xa282ead8'
     """
-    crc = (crc32c or crc32c_function())(data)
+    return _masked((crc32c or crc32c_function())(data))
+
+
+def _masked(crc: int) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
@@ -89,7 +92,7 @@ def read_records(f: Any, *, check_crc: bool = True) -> Iterator[tuple[int, bytes
                 )
             return
         length, length_crc = _HEADER.unpack_from(buffer, start)
-        if crc32c is not None and masked_crc(buffer[start : start + 8], crc32c) != length_crc:
+        if crc32c is not None and _masked(crc32c(buffer[start : start + 8])) != length_crc:
             raise CorruptRecordError(
                 f"record {index} at byte offset {offset}: the checksum of its length field does "
                 "not match (the file is corrupt, or not a TFRecord file; compressed files need "
@@ -104,7 +107,7 @@ def read_records(f: Any, *, check_crc: bool = True) -> Iterator[tuple[int, bytes
         data = buffer[start + _HEADER.size : start + _HEADER.size + length]
         if crc32c is not None:
             (data_crc,) = _CRC.unpack_from(buffer, start + _HEADER.size + length)
-            if masked_crc(data, crc32c) != data_crc:
+            if _masked(crc32c(data)) != data_crc:
                 raise CorruptRecordError(
                     f"record {index} at byte offset {offset}: the checksum of its {length} "
                     "bytes of data does not match (the file is corrupt)."
