@@ -147,9 +147,10 @@ class WebDatasetWriteMixin:
         encoded by the column name's last extension: ``txt`` from strings, ``cls`` from
         integers, ``json`` from JSON values, ``jpg``/``jpeg``/``png``/``ppm``/... from image
         arrays (Pillow), ``npy`` from arrays, ``mp`` with MessagePack, ``pt``/``pickle``
-        pickled; other columns must hold bytes or strings. Nulls are left out of their
-        sample. Each write task writes one shard (``{write_uuid}_{task:06}.tar``); shards
-        appear only when every task succeeded.
+        pickled; bytes are written as they are (an image already encoded, say), and other
+        columns must hold bytes or strings. Nulls are left out of their sample. Each write
+        task writes one shard (``{write_uuid}_{task:06}.tar``); shards appear only when
+        every task succeeded.
 
         Differences from Ray Data 2.60: ``mode`` defaults to ``"error"`` (Ray Data's default
         is ``"append"``), writes are all-or-nothing, and a ``__key__`` with a ``.`` in its

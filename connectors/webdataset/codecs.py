@@ -99,7 +99,12 @@ def default_decoder(sample: dict[str, Any], format: Any = True) -> dict[str, Any
 
 
 def encode_member(suffix: str, value: Any, image_format: Any = True) -> Any:
-    """The bytes of one member from its value, by its extension (other values unchanged)."""
+    """The bytes of one member from its value, by its extension (other values unchanged).
+
+    Bytes are written as they are, whatever the extension (an image already encoded, say).
+    """
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
     extension = extension_of(suffix)
     if extension == "txt":
         return value.encode("utf-8") if isinstance(value, str) else value

@@ -17,6 +17,7 @@ import pytest
 from shardflow.sdk.optional import EXTRAS, install_command, missing_message, require
 
 OPTIONAL_MODULES = ["ray", "torch", "PIL", "s3fs", "gcsfs", "pyiceberg", "daft", "datasets"]
+OPTIONAL_MODULES += ["fastavro", "google.protobuf", "google_crc32c", "msgpack"]
 
 # One call per extra, each the first use of the feature. Shared with test_wheel.py.
 FEATURE_CALLS = """
@@ -33,6 +34,18 @@ CALLS = {
     "iceberg": [lambda: sf.read_iceberg("db.table", catalog_kwargs={"name": "default"}),
                 lambda: sf.range(1).write_iceberg("db.table", catalog_kwargs={"name": "x"})],
 }
+import io, os, tarfile
+_shard = os.path.join(sys.argv[1], "shard.tar")
+with tarfile.open(_shard, "w") as _tar:
+    _info = tarfile.TarInfo("k.png")
+    _info.size = 3
+    _tar.addfile(_info, io.BytesIO(b"png"))
+CALLS["webdataset"] = [lambda: sf.read_webdataset(_shard).take_all(),
+                       lambda: sf.from_items([{"png": __import__("numpy").zeros((2, 2), "uint8")}])
+                       .write_webdataset(sys.argv[1] + "/w")]
+CALLS["tfrecords"] = [lambda: sf.read_tfrecords(sys.argv[1]),
+                      lambda: sf.range(1).write_tfrecords(sys.argv[1] + "/t")]
+CALLS["avro"] = [lambda: sf.read_avro(sys.argv[1])]
 messages = {}
 for extra, calls in CALLS.items():
     for call in calls:
@@ -68,7 +81,11 @@ def _run(code: str, *args: str) -> subprocess.CompletedProcess:
 
 def check_messages(messages: dict) -> None:
     """Every feature call raised an ImportError naming its extra's pip command."""
-    assert set(messages) == {"ray", "torch", "images", "s3", "gcs", "iceberg"}
+    assert set(messages) == {"ray", "torch", "images", "s3", "gcs", "iceberg"} | {
+        "webdataset",
+        "tfrecords",
+        "avro",
+    }
     for extra, texts in messages.items():
         for text in texts:
             assert install_command(extra) in text, (extra, text)

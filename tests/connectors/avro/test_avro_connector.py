@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import json
 import os
 import uuid
 
@@ -289,3 +290,12 @@ def test_property_records_read_as_arrow_converts_them(tmp_path_factory, schema_r
     table = sf.read_avro(path).to_arrow()
     arrow_schema = pa.schema([(f["name"], arrow_type(f["type"], {})) for f in schema["fields"]])
     assert table.equals(pa.Table.from_pylist(records, schema=arrow_schema))
+
+
+def test_listed_by_shardflow_connectors(capsys):
+    from shardflow.cli import main
+
+    assert main(["connectors", "--json"]) == 0
+    listing = {c["name"]: c for c in json.loads(capsys.readouterr().out)["connectors"]}
+    assert listing["avro"]["package"] == "shardflow"
+    assert listing["avro"]["capabilities"] == ["read", "projection"]

@@ -5,6 +5,7 @@ TensorFlow, checksums verified, errors naming the file and the record's offset."
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import struct
 
@@ -418,3 +419,12 @@ def test_property_framing_round_trip_in_any_read_size(datas, read_size):
 
 def test_corrupt_record_error_is_a_value_error():
     assert issubclass(CorruptRecordError, ValueError)
+
+
+def test_listed_by_shardflow_connectors(capsys):
+    from shardflow.cli import main
+
+    assert main(["connectors", "--json"]) == 0
+    listing = {c["name"]: c for c in json.loads(capsys.readouterr().out)["connectors"]}
+    assert listing["tfrecords"]["package"] == "shardflow"
+    assert listing["tfrecords"]["capabilities"] == ["read", "projection", "write"]

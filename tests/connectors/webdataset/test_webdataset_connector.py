@@ -338,6 +338,10 @@ def test_encoders(tmp_path):
 
     sf.from_items(rows).write_webdataset(str(tmp_path / "fn"), encoder=[upper, True])
     assert ("k0.note", b"PLAIN") in _members(_visible(str(tmp_path / "fn"))[0])
+    # Bytes pass the default encoder unchanged: an image already encoded stays as it is.
+    encoded = _png(_image(3, (2, 2, 3)))
+    sf.from_items([{"__key__": "k1", "png": encoded}]).write_webdataset(str(tmp_path / "enc"))
+    assert _members(_visible(str(tmp_path / "enc"))[0]) == [("k1.png", encoded)]
 
 
 def test_unwritable_values_and_keys_are_refused(tmp_path):
@@ -357,3 +361,12 @@ def test_write_mode_and_rows_per_file(tmp_path):
         sf.from_items(rows).write_webdataset(out)
     sf.from_items(rows[:3]).write_webdataset(out, mode="overwrite")
     assert sf.read_webdataset(out).count() == 3
+
+
+def test_listed_by_shardflow_connectors(capsys):
+    from shardflow.cli import main
+
+    assert main(["connectors", "--json"]) == 0
+    listing = {c["name"]: c for c in json.loads(capsys.readouterr().out)["connectors"]}
+    assert listing["webdataset"]["package"] == "shardflow"
+    assert listing["webdataset"]["capabilities"] == ["read", "projection", "write"]
