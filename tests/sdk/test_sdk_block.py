@@ -316,7 +316,10 @@ def test_rows_with_arrays_keep_trailing_nul_bytes_and_characters():
     # NumPy's fixed-width bytes/str types would drop them (b"\x00" -> b"").
     from shardflow.sdk.block import rows_to_block
 
-    rows = [{"a": np.zeros(2), "b": b"\x01\x00", "s": "x\x00"}, {"a": np.ones(2), "b": b"", "s": ""}]
+    rows = [
+        {"a": np.zeros(2), "b": b"\x01\x00", "s": "x\x00"},
+        {"a": np.ones(2), "b": b"", "s": ""},
+    ]
     block = rows_to_block(rows)
     assert block.column("b").to_pylist() == [b"\x01\x00", b""]
     assert block.column("s").to_pylist() == ["x\x00", ""]
