@@ -96,6 +96,10 @@ def read_tfrecords(
 class TFRecordsWriteMixin:
     """``Dataset.write_tfrecords``."""
 
+    if TYPE_CHECKING:  # Dataset provides it
+
+        def write_datasink(self, datasink: Any, *, resume: bool = False) -> None: ...
+
     def write_tfrecords(
         self,
         path: Any,

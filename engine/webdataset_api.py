@@ -124,6 +124,10 @@ def read_webdataset(
 class WebDatasetWriteMixin:
     """``Dataset.write_webdataset``."""
 
+    if TYPE_CHECKING:  # Dataset provides it
+
+        def write_datasink(self, datasink: Any, *, resume: bool = False) -> None: ...
+
     def write_webdataset(
         self,
         path: Any,

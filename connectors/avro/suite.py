@@ -43,6 +43,14 @@ def write_avro(rows: list[dict[str, Any]], path: Path, codec: str = "deflate") -
         fastavro.writer(f, fastavro.parse_schema(AVRO_SCHEMA), rows, codec=codec)
 
 
+def _connector(name: str, role: str) -> Any:
+    """The registered Datasource or Datasink class of connector ``name``."""
+    made = getattr(get_registry().get(name), role)
+    if made is None:
+        raise LookupError(f"connector {name!r} has no {role}")
+    return made
+
+
 class AvroSuite(DatasourceConformance):
     """Three deflate-compressed files of 20 records."""
 
@@ -63,7 +71,7 @@ class AvroSuite(DatasourceConformance):
         return pa.Table.from_pylist(rows, schema=_SCHEMA)
 
     def _source(self, folder: Path) -> Any:
-        return get_registry().get(self.name).datasource(str(folder))
+        return _connector(self.name, "datasource")(str(folder))
 
     def make_datasource(self, tmp_path: Path) -> Any:
         folder = tmp_path / "data"

@@ -220,6 +220,7 @@ def _column_writer(
     name: str, arrow_type: pa.DataType, declared: str | None
 ) -> tuple[str, Callable[[Any], list[Any]]]:
     """``(list field, cell -> values)`` for the column ``name`` of type ``arrow_type``."""
+    convert: Callable[[Any], list[Any]]
     if _is_tensor(arrow_type):
         kind, convert = BYTES, _tensor_cell
     else:

@@ -59,6 +59,14 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _connector(name: str, role: str) -> Any:
+    """The registered Datasource or Datasink class of connector ``name``."""
+    made = getattr(get_registry().get(name), role)
+    if made is None:
+        raise LookupError(f"connector {name!r} has no {role}")
+    return made
+
+
 class TFRecordsSuite(ConnectorConformance):
     """Three files of 20 Examples: three scalar features and one list feature."""
 
@@ -78,7 +86,7 @@ class TFRecordsSuite(ConnectorConformance):
         return pa.Table.from_pylist(rows, schema=_SCHEMA)
 
     def _source(self, folder: Path) -> Any:
-        return get_registry().get(self.name).datasource(str(folder))
+        return _connector(self.name, "datasource")(str(folder))
 
     def make_datasource(self, tmp_path: Path) -> Any:
         folder = tmp_path / "data"
@@ -104,7 +112,7 @@ class TFRecordsSuite(ConnectorConformance):
         return ["broken.tfrecords"]
 
     def make_datasink(self, tmp_path: Path) -> Any:
-        return get_registry().get(self.name).datasink(str(tmp_path / "out"))
+        return _connector(self.name, "datasink")(str(tmp_path / "out"))
 
     def read_back(self, tmp_path: Path) -> pa.Table:
         folder = tmp_path / "out"

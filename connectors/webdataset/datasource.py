@@ -81,7 +81,7 @@ class WebDatasetDatasource(FileBasedDatasource):
             logger.info("Reading WebDataset shard %s", path)
         members = tar_members(f, fileselect=self._fileselect, filerename=self._filerename)
         samples = group_samples(members, suffixes=self._suffixes, keep=self._member_filter())
-        rows: list[dict[str, Any]] = []
+        rows: list[Any] = []
         size = 0
         for sample in samples:
             size += sum(len(v) for k, v in sample.items() if k != KEY)

@@ -70,6 +70,14 @@ def read_shard(path: Path) -> list[dict[str, Any]]:
     return list(samples.values())
 
 
+def _connector(name: str, role: str) -> Any:
+    """The registered Datasource or Datasink class of connector ``name``."""
+    made = getattr(get_registry().get(name), role)
+    if made is None:
+        raise LookupError(f"connector {name!r} has no {role}")
+    return made
+
+
 class WebDatasetSuite(ConnectorConformance):
     """Three shards of 20 samples, each of four members."""
 
@@ -90,8 +98,7 @@ class WebDatasetSuite(ConnectorConformance):
         return pa.Table.from_pylist(rows, schema=_SCHEMA)
 
     def _source(self, folder: Path) -> Any:
-        spec = get_registry().get(self.name)
-        return spec.datasource(str(folder), decoder=[True, without_url])
+        return _connector(self.name, "datasource")(str(folder), decoder=[True, without_url])
 
     def make_datasource(self, tmp_path: Path) -> Any:
         folder = tmp_path / "data"
@@ -117,7 +124,7 @@ class WebDatasetSuite(ConnectorConformance):
         return ["broken.tar"]
 
     def make_datasink(self, tmp_path: Path) -> Any:
-        return get_registry().get(self.name).datasink(str(tmp_path / "out"))
+        return _connector(self.name, "datasink")(str(tmp_path / "out"))
 
     def read_back(self, tmp_path: Path) -> pa.Table:
         folder = tmp_path / "out"
