@@ -29,6 +29,7 @@ FAMILIES: tuple[str, ...] = (
     "b10_iceberg",
     "b11_text_scans",
     "b12_iter_batches",
+    "b13_ml_formats",
 )
 
 # Every system a benchmark may run; a benchmark lists the ones it supports.

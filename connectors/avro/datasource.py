@@ -43,6 +43,9 @@ class AvroDatasource(FileBasedDatasource):
     def get_name(self) -> str:
         return "Avro"
 
+    def reads_hold_the_gil(self) -> bool:
+        return True  # records are decoded one by one in Python: worker processes, locally
+
     def _read_stream(self, f: Any, path: str) -> Iterator[Block]:
         fastavro = _fastavro()
         reader = fastavro.reader(f)

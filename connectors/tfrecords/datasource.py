@@ -38,6 +38,9 @@ class TFRecordDatasource(FileBasedDatasource):
     def get_name(self) -> str:
         return "TFRecords"
 
+    def reads_hold_the_gil(self) -> bool:
+        return True  # records are decoded one by one in Python: worker processes, locally
+
     def _static_schema(self) -> pa.Schema | None:
         return schema_of(self._kinds) if self._kinds is not None else None
 

@@ -64,6 +64,9 @@ class WebDatasetDatasource(FileBasedDatasource):
     def get_name(self) -> str:
         return "WebDataset"
 
+    def reads_hold_the_gil(self) -> bool:
+        return True  # records are decoded one by one in Python: worker processes, locally
+
     def _member_filter(self) -> Callable[[str], bool] | None:
         """Members to keep when a projection leaves some unused: only when every decoder is
         the default one (which decodes each member to a column of its own name), so members
