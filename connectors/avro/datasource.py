@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import islice
 from typing import Any
 
 import pyarrow as pa
@@ -51,19 +52,18 @@ class AvroDatasource(FileBasedDatasource):
         reader = fastavro.reader(f)
         layout = layout_of(fastavro.parse_schema(reader.writer_schema))
         rows_per_block = _FIRST_BLOCK_ROWS
-        records: list[Any] = []
         produced = False
-        for record in reader:
-            records.append(record)
-            if len(records) >= rows_per_block:
-                table = records_to_table(records, layout)
-                records = []
-                produced = True
-                yield table
-                per_row = max(1, table.nbytes // max(1, table.num_rows))
-                rows_per_block = max(256, min(65536, _BLOCK_BYTES // per_row))
-        if records or not produced:
-            yield records_to_table(records, layout)
+        while True:
+            records = list(islice(reader, rows_per_block))
+            if not records and produced:
+                return
+            table = records_to_table(records, layout)
+            produced = True
+            yield table
+            if len(records) < rows_per_block:
+                return
+            per_row = max(1, table.nbytes // max(1, table.num_rows))
+            rows_per_block = max(256, min(65536, _BLOCK_BYTES // per_row))
 
 
 def records_to_table(records: list[Any], layout: RecordLayout) -> pa.Table:
