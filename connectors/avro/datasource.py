@@ -32,7 +32,7 @@ class AvroDatasource(FileBasedDatasource):
     names in its error (``backports.zstd`` before Python 3.14).
     """
 
-    _FILE_EXTENSIONS = ["avro"]
+    _FILE_EXTENSIONS = None  # every file, as Ray Data's read_avro (pass ["avro"] to filter)
     _ENCODING_RATIO = 2.0  # Avro's varints and zig-zag integers are smaller than Arrow's
 
     def __init__(self, paths: Any, **kwargs: Any):
