@@ -299,3 +299,11 @@ def test_listed_by_shardflow_connectors(capsys):
     listing = {c["name"]: c for c in json.loads(capsys.readouterr().out)["connectors"]}
     assert listing["avro"]["package"] == "shardflow"
     assert listing["avro"]["capabilities"] == ["read", "projection"]
+
+
+def test_every_file_is_read_unless_extensions_are_given(tmp_path):
+    schema = _record(("v", "long"))
+    _write(tmp_path / "part-0", schema, [{"v": 1}])
+    _write(tmp_path / "part-1.avro", schema, [{"v": 2}])
+    assert sorted(r["v"] for r in sf.read_avro(str(tmp_path)).take_all()) == [1, 2]
+    assert sf.read_avro(str(tmp_path), file_extensions=["avro"]).take_all() == [{"v": 2}]
