@@ -30,6 +30,7 @@ FAMILIES: tuple[str, ...] = (
     "b11_text_scans",
     "b12_iter_batches",
     "b13_ml_formats",
+    "b17_media",
 )
 
 # Every system a benchmark may run; a benchmark lists the ones it supports.

@@ -316,6 +316,19 @@ SUITES = {
 }
 if importlib.util.find_spec("pyiceberg") is not None:  # an optional dependency
     SUITES[IcebergSuite.name] = IcebergSuite
+# Audio, video and Lance: optional dependencies; each suite lives in its connector's package.
+if importlib.util.find_spec("soundfile") is not None:
+    from shardflow.connectors.audio.conformance_suite import AudioSuite
+
+    SUITES[AudioSuite.name] = AudioSuite
+if importlib.util.find_spec("av") is not None:
+    from shardflow.connectors.video.conformance_suite import VideoSuite
+
+    SUITES[VideoSuite.name] = VideoSuite
+if importlib.util.find_spec("lance") is not None:
+    from shardflow.connectors.lance.conformance_suite import LanceSuite
+
+    SUITES[LanceSuite.name] = LanceSuite
 
 
 # -- connectors whose suites live in their packages --------------------------------------------
@@ -328,14 +341,14 @@ def _installed(*modules: str) -> bool:
         return False
 
 
-from shardflow.connectors.webdataset.suite import WebDatasetSuite  # noqa: E402
+from shardflow.connectors.webdataset.conformance_suite import WebDatasetSuite  # noqa: E402
 
 SUITES[WebDatasetSuite.name] = WebDatasetSuite
 if _installed("google.protobuf", "google_crc32c"):
-    from shardflow.connectors.tfrecords.suite import TFRecordsSuite
+    from shardflow.connectors.tfrecords.conformance_suite import TFRecordsSuite
 
     SUITES[TFRecordsSuite.name] = TFRecordsSuite
 if _installed("fastavro"):
-    from shardflow.connectors.avro.suite import AvroSuite
+    from shardflow.connectors.avro.conformance_suite import AvroSuite
 
     SUITES[AvroSuite.name] = AvroSuite

@@ -26,6 +26,9 @@ EXTRAS: dict[str, str] = {
     "pyiceberg": "iceberg",
     "daft": "daft",
     "datasets": "huggingface",
+    "soundfile": "audio",
+    "av": "video",
+    "lance": "lance",
     "fastavro": "avro",
     "google_crc32c": "tfrecords",
     "google.protobuf": "tfrecords",
@@ -33,7 +36,12 @@ EXTRAS: dict[str, str] = {
 }
 """Top-level module of each optional dependency to the shardflow extra that installs it."""
 
-_DISTRIBUTIONS = {"PIL": "Pillow", "google": "protobuf", "google_crc32c": "google-crc32c"}
+_DISTRIBUTIONS = {
+    "PIL": "Pillow",
+    "lance": "pylance",
+    "google": "protobuf",
+    "google_crc32c": "google-crc32c",
+}
 """Package names that differ from their module's name, for messages."""
 
 

@@ -16,7 +16,7 @@ def __getattr__(name: str) -> Any:
     # ``shardflow check-connector avro`` finds the conformance suite here without the
     # connector importing the test kit.
     if name == "conformance":
-        from shardflow.connectors.avro.suite import AvroSuite
+        from shardflow.connectors.avro.conformance_suite import AvroSuite
 
         return AvroSuite
     raise AttributeError(name)

@@ -17,7 +17,7 @@ def __getattr__(name: str) -> Any:
     # ``shardflow check-connector tfrecords`` finds the conformance suite here without the
     # connector importing the test kit.
     if name == "conformance":
-        from shardflow.connectors.tfrecords.suite import TFRecordsSuite
+        from shardflow.connectors.tfrecords.conformance_suite import TFRecordsSuite
 
         return TFRecordsSuite
     raise AttributeError(name)

@@ -17,7 +17,7 @@ def __getattr__(name: str) -> Any:
     # ``shardflow check-connector webdataset`` finds the conformance suite here without the
     # connector importing the test kit.
     if name == "conformance":
-        from shardflow.connectors.webdataset.suite import WebDatasetSuite
+        from shardflow.connectors.webdataset.conformance_suite import WebDatasetSuite
 
         return WebDatasetSuite
     raise AttributeError(name)
