@@ -29,6 +29,7 @@ FAMILIES: tuple[str, ...] = (
     "b10_iceberg",
     "b11_text_scans",
     "b12_iter_batches",
+    "b15_ml_formats",
     "b17_media",
     "b13_sql",
     "b14_delta",

@@ -316,31 +316,35 @@ SUITES = {
 }
 if importlib.util.find_spec("pyiceberg") is not None:  # an optional dependency
     SUITES[IcebergSuite.name] = IcebergSuite
-# Audio, video and Lance: optional dependencies; each suite lives in its connector's package.
-if importlib.util.find_spec("soundfile") is not None:
-    from shardflow.connectors.audio.conformance_suite import AudioSuite
-
-    SUITES[AudioSuite.name] = AudioSuite
-if importlib.util.find_spec("av") is not None:
-    from shardflow.connectors.video.conformance_suite import VideoSuite
-
-    SUITES[VideoSuite.name] = VideoSuite
-if importlib.util.find_spec("lance") is not None:
-    from shardflow.connectors.lance.conformance_suite import LanceSuite
-
-    SUITES[LanceSuite.name] = LanceSuite
+# -- connectors whose suites live in their own packages (conformance_suite.py) -----------------
 
 
-def _add_connector_suites() -> None:
-    """Suites that live in their connector's package (the SQL suite needs only sqlite3;
-    the Delta suite needs deltalake)."""
-    from shardflow.connectors.sql.suite import SQLSuite
-
-    SUITES[SQLSuite.name] = SQLSuite
-    if importlib.util.find_spec("deltalake") is not None:  # an optional dependency
-        from shardflow.connectors.delta.suite import DeltaSuite
-
-        SUITES[DeltaSuite.name] = DeltaSuite
+def _installed(*modules: str) -> bool:
+    """Whether the optional libraries a suite needs are installed."""
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in modules)
+    except ImportError:  # a parent package is missing
+        return False
 
 
-_add_connector_suites()
+_PACKAGED_SUITES = {  # connector package: (suite class, the libraries it needs)
+    "audio": ("AudioSuite", ("soundfile",)),
+    "video": ("VideoSuite", ("av",)),
+    "lance": ("LanceSuite", ("lance",)),
+    "sql": ("SQLSuite", ()),
+    "delta": ("DeltaSuite", ("deltalake",)),
+    "webdataset": ("WebDatasetSuite", ()),
+    "tfrecords": ("TFRecordsSuite", ("google.protobuf", "google_crc32c")),
+    "avro": ("AvroSuite", ("fastavro",)),
+}
+
+
+def _add_packaged_suites() -> None:
+    for package, (class_name, needs) in _PACKAGED_SUITES.items():
+        if _installed(*needs):
+            module = importlib.import_module(f"shardflow.connectors.{package}.conformance_suite")
+            suite = getattr(module, class_name)
+            SUITES[suite.name] = suite
+
+
+_add_packaged_suites()

@@ -138,6 +138,21 @@ BUILTIN_CONNECTORS: dict[str, LazyConnector] = {
         requires=("deltalake",),
         install=install_command("delta"),
     ),
+    "webdataset": LazyConnector(
+        f"{_CONNECTORS}.webdataset.WebDatasetDatasource",
+        f"{_CONNECTORS}.webdataset.WebDatasetDatasink",
+    ),
+    "tfrecords": LazyConnector(
+        f"{_CONNECTORS}.tfrecords.TFRecordDatasource",
+        f"{_CONNECTORS}.tfrecords.TFRecordDatasink",
+        requires=("google.protobuf", "google_crc32c"),
+        install=install_command("tfrecords"),
+    ),
+    "avro": LazyConnector(
+        f"{_CONNECTORS}.avro.AvroDatasource",
+        requires=("fastavro",),
+        install=install_command("avro"),
+    ),
 }
 """shardflow's connectors: name to dotted paths, imported when the name is first used."""
 

@@ -18,7 +18,7 @@ def __getattr__(name: str) -> Any:
     # ``shardflow check-connector delta`` finds the conformance suite here without the
     # connector importing the test kit.
     if name == "conformance":
-        from shardflow.connectors.delta.suite import DeltaSuite
+        from shardflow.connectors.delta.conformance_suite import DeltaSuite
 
         return DeltaSuite
     raise AttributeError(name)

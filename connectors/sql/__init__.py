@@ -18,7 +18,7 @@ def __getattr__(name: str) -> Any:
     # ``shardflow check-connector sql`` finds the conformance suite here without the
     # connector importing the test kit.
     if name == "conformance":
-        from shardflow.connectors.sql.suite import SQLSuite
+        from shardflow.connectors.sql.conformance_suite import SQLSuite
 
         return SQLSuite
     raise AttributeError(name)

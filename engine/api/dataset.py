@@ -25,6 +25,8 @@ from shardflow.engine.api.lance import LanceWriteMixin
 from shardflow.engine.api.map import MapMixin
 from shardflow.engine.api.split import SplitMixin
 from shardflow.engine.api.sql import SQLWriteMixin
+from shardflow.engine.api.tfrecords import TFRecordsWriteMixin
+from shardflow.engine.api.webdataset import WebDatasetWriteMixin
 from shardflow.engine.execution.errors import ColumnNotFoundError
 from shardflow.engine.execution.stages.columns import check_rename
 from shardflow.engine.plan.logical import AddColumn, Limit, LogicalPlan, Project, Write
@@ -56,6 +58,8 @@ class Dataset(
     LanceWriteMixin,
     SQLWriteMixin,
     DeltaWriteMixin,
+    WebDatasetWriteMixin,
+    TFRecordsWriteMixin,
 ):
     """A distributed-style collection of rows, stored as Arrow blocks and computed lazily.
 

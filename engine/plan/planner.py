@@ -216,6 +216,7 @@ class _Fusion:
         self.names: list[str] = [source.name] if self.reads else []
         self.options: MapOptions = DEFAULT_MAP_OPTIONS
         self.read_limit: int | None = getattr(source, "concurrency", None) if self.reads else None
+        self.python_reads = self.reads and _reads_hold_the_gil(source.datasource)
 
     def accepts(self, options: MapOptions) -> bool:
         return not (self.stages or self.reads) or self.options.fuses_with(options)
@@ -245,6 +246,7 @@ class _Fusion:
         self.source_name = upstream_name
         self.options = DEFAULT_MAP_OPTIONS
         self.read_limit = None
+        self.python_reads = False
 
     def close(self, planner: Planner, upstream: PhysicalOperator) -> PhysicalOperator:
         if not self.stages and not self.reads:
@@ -256,7 +258,7 @@ class _Fusion:
             self.context.target_max_block_size,
         )
         name = "->".join(self.names) if self.names else "Map"
-        kind = _choose_kind(transform, name, planner.backend.name, self.context)
+        kind = _choose_kind(transform, name, planner.backend.name, self.context, self.python_reads)
         limit = _task_limit(self.options, planner.backend.name, self.context)
         if self.read_limit is not None:
             limit = self.read_limit if limit is None else min(limit, self.read_limit)
@@ -349,10 +351,21 @@ def _write_operator(op: Write, upstream: PhysicalOperator, min_bytes: int) -> Ma
     return operator
 
 
+def _reads_hold_the_gil(datasource: Any) -> bool:
+    method = getattr(datasource, "reads_hold_the_gil", None)  # not on Ray Data's datasources
+    return bool(method()) if callable(method) else False
+
+
 def _choose_kind(
-    transform: FusedTransform, name: str, backend_name: str, context: DataContext
+    transform: FusedTransform,
+    name: str,
+    backend_name: str,
+    context: DataContext,
+    python_reads: bool = False,
 ) -> str:
-    if backend_name != "local" or not transform.python_heavy:
+    """Where a fused run's tasks go: worker processes when its Python code holds the GIL
+    (row functions, or a read that says so: ``Datasource.reads_hold_the_gil``)."""
+    if backend_name != "local" or not (transform.python_heavy or python_reads):
         return THREAD
     from shardflow.engine.execution.backends.process_worker import in_worker
 

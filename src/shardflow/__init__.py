@@ -20,6 +20,7 @@ choose_before_pyarrow_loads()
 
 if TYPE_CHECKING:
     from shardflow.engine.api.audio import read_audio
+    from shardflow.engine.api.avro import read_avro
     from shardflow.engine.api.compute import ActorPoolStrategy, TaskPoolStrategy
     from shardflow.engine.api.context import DataContext, RetryPolicy
     from shardflow.engine.api.create import (
@@ -51,7 +52,9 @@ if TYPE_CHECKING:
     from shardflow.engine.api.lance import read_lance
     from shardflow.engine.api.schema import Schema
     from shardflow.engine.api.sql import read_sql
+    from shardflow.engine.api.tfrecords import read_tfrecords
     from shardflow.engine.api.video import read_videos
+    from shardflow.engine.api.webdataset import read_webdataset
     from shardflow.engine.execution.errors import UserCodeError, WorkerCrashedError
     from shardflow.engine.execution.runtime import init
     from shardflow.engine.iteration.data_iterator import DataIterator
@@ -125,6 +128,9 @@ __all__ = [
     "read_datasource",
     "read_delta",
     "read_iceberg",
+    "read_avro",
+    "read_tfrecords",
+    "read_webdataset",
     "read_images",
     "read_json",
     "read_lance",
@@ -164,6 +170,9 @@ _EXPORTS = {
     "read_lance": "shardflow.engine.api.lance",
     "read_delta": "shardflow.engine.api.delta",
     "read_sql": "shardflow.engine.api.sql",
+    "read_avro": "shardflow.engine.api.avro",
+    "read_tfrecords": "shardflow.engine.api.tfrecords",
+    "read_webdataset": "shardflow.engine.api.webdataset",
     "from_arrow": "shardflow.engine.api.create",
     "from_blocks": "shardflow.engine.api.create",
     "from_daft": "shardflow.engine.api.create",

@@ -439,3 +439,131 @@ def test_read_delta_filter(rd, sfm, tmp_path):
     write_deltalake(path, pa.table({"id": [1, 2, 3], "day": ["a", "b", "b"]}), partition_by=["day"])
     assert sfm.read_delta(path, filter=sfm.col("day") == "b").count() == 2
     assert rd.read_delta(path).count() == 3
+
+
+# -- WebDataset, TFRecords, Avro ---------------------------------------------------------------
+
+
+@differs(
+    "Dataset.write_webdataset",
+    "Dataset.write_tfrecords",
+    reason="mode defaults to 'error' (Ray Data: 'append'), and writes are all-or-nothing.",
+)
+def test_format_writes_refuse_existing_data_by_default(rd, sfm, tmp_path):
+    rows = [{"__key__": f"k{i}", "cls": i} for i in range(3)]
+    rd.from_items(rows).write_webdataset(str(tmp_path / "ray"))
+    rd.from_items(rows).write_webdataset(str(tmp_path / "ray"))  # Ray appends
+    assert rd.read_webdataset(str(tmp_path / "ray")).count() == 6
+    sfm.from_items(rows).write_webdataset(str(tmp_path / "sf"))
+    with pytest.raises(ValueError, match="already holds data"):
+        sfm.from_items(rows).write_webdataset(str(tmp_path / "sf"))
+    sfm.range(2).write_tfrecords(str(tmp_path / "tfr"))
+    with pytest.raises(ValueError, match="already holds data"):
+        sfm.range(2).write_tfrecords(str(tmp_path / "tfr"))
+
+
+@differs(
+    "read_webdataset",
+    reason="blocks are Arrow tables built from the samples, so the schema shows Arrow types "
+    "(struct for .json, binary for raw members; Ray Data's pandas blocks show object); a "
+    "decoder's one-element list stays a list (Ray Data unwraps it); columns no longer needed "
+    "after select_columns are not decoded.",
+)
+def test_webdataset_schema_is_arrow_types(rd, sfm, tmp_path):
+    import io
+    import json
+    import tarfile
+
+    with tarfile.open(tmp_path / "s.tar", "w") as tar:
+        for name, data in [("a.json", json.dumps({"x": [1]}).encode()), ("a.raw", b"\x00")]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    path = str(tmp_path / "s.tar")
+    sf_types = dict(
+        zip(sfm.read_webdataset(path).schema().names, sfm.read_webdataset(path).schema().types)
+    )
+    assert sf_types["json"] == pa.struct([("x", pa.list_(pa.int64()))])
+    assert sf_types["raw"] == pa.binary()
+    ray_schema = rd.read_webdataset(path).schema()
+    ray_types = dict(zip(ray_schema.names, ray_schema.types))
+    assert "object" in str(ray_types["raw"])
+    one = lambda sample: {**sample, "raw": [sample["raw"]]}  # noqa: E731
+    assert sfm.read_webdataset(path, decoder=[True, one]).take_all()[0]["raw"] == [b"\x00"]
+    assert rd.read_webdataset(path, decoder=[True, one]).take_all()[0]["raw"] == b"\x00"
+
+
+@differs(
+    "read_tfrecords",
+    reason="both checksums of every record are verified: a corrupt record raises an error naming "
+    "the file, the record and its byte offset (Ray Data reads it); columns are sorted by feature "
+    "name (Ray Data's order changes from process to process); TensorFlow is not needed, and "
+    "tf_schema may also be a dict of feature name to 'bytes', 'int' or 'float'; with tf_schema "
+    "every declared feature is a column; a feature empty in every record of a block is a list of "
+    "its kind when the records say it (Ray Data: list<null>).",
+)
+def test_tfrecords_checksums_are_verified(rd, sfm, tmp_path):
+    pytest.importorskip("tensorflow")
+    from shardflow.connectors.tfrecords.example_proto import example_class
+    from shardflow.connectors.tfrecords.framing import frame_record
+
+    example = example_class()()
+    example.features.feature["a"].int64_list.value.append(7)
+    data = bytearray(frame_record(example.SerializeToString()))
+    data[-1] ^= 0xFF  # the data's checksum, which Ray Data does not check
+    (tmp_path / "x.tfrecords").write_bytes(bytes(data))
+    path = str(tmp_path / "x.tfrecords")
+    assert rd.read_tfrecords(path).take_all() == [{"a": 7}]
+    with pytest.raises(ValueError, match="record 0 at byte offset 0: the checksum of its"):
+        sfm.read_tfrecords(path).take_all()
+
+
+@differs(
+    "Dataset.write_tfrecords",
+    reason="files end in .tfrecords (Ray Data 2.60 names them .tar); features are written sorted "
+    "by name; TensorFlow and crc32c are not needed.",
+)
+def test_tfrecords_files_are_named_tfrecords(rd, sfm, tmp_path):
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("crc32c")
+    rd.range(3).write_tfrecords(str(tmp_path / "ray"))
+    sfm.range(3).write_tfrecords(str(tmp_path / "sf"))
+    assert {p.suffix for p in (tmp_path / "ray").iterdir()} == {".tar"}
+    assert {p.suffix for p in (tmp_path / "sf").iterdir()} == {".tfrecords"}
+
+
+@differs(
+    "read_avro",
+    reason="column types come from the file's Avro schema (Ray Data infers them from the values): "
+    "a map is map<string, ...> (Ray Data: a struct of the keys seen), a decimal has the schema's "
+    "precision and a timestamp its unit, a field null in every record keeps its type, a union "
+    "of types of one Arrow type has that type, and an empty file has its schema.",
+)
+def test_avro_types_come_from_the_schema(rd, sfm, tmp_path):
+    import decimal
+
+    import fastavro
+
+    schema = {
+        "type": "record",
+        "name": "R",
+        "fields": [
+            {"name": "m", "type": {"type": "map", "values": "long"}},
+            {
+                "name": "d",
+                "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2},
+            },
+            {"name": "n", "type": ["null", "string"]},
+        ],
+    }
+    with open(tmp_path / "x.avro", "wb") as f:
+        fastavro.writer(f, schema, [{"m": {"a": 1}, "d": decimal.Decimal("1.50"), "n": None}])
+    path = str(tmp_path / "x.avro")
+    sf_schema = sfm.read_avro(path).schema()
+    assert list(sf_schema.types) == [
+        pa.map_(pa.string(), pa.int64()),
+        pa.decimal128(9, 2),
+        pa.string(),
+    ]
+    ray_types = [str(t) for t in rd.read_avro(path).schema().types]
+    assert ray_types == ["struct<a: int64>", "decimal128(3, 2)", "null"]

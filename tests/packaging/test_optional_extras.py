@@ -19,6 +19,7 @@ from shardflow.sdk.optional import EXTRAS, install_command, missing_message, req
 OPTIONAL_MODULES = [
     *("ray", "torch", "PIL", "s3fs", "gcsfs", "pyiceberg", "daft", "datasets"),
     *("soundfile", "av", "lance", "deltalake", "psycopg"),
+    *("fastavro", "google.protobuf", "google_crc32c", "msgpack"),
 ]
 
 # One call per extra, each the first use of the feature. Shared with test_wheel.py.
@@ -42,6 +43,21 @@ CALLS = {
     "delta": [lambda: sf.read_delta(sys.argv[1]), lambda: sf.range(1).write_delta(sys.argv[1])],
     "sql": [lambda: sf.read_sql("SELECT 1", lambda: __import__("psycopg").connect("")).take_all()],
 }
+import io, os, tarfile
+_shard = os.path.join(sys.argv[1], "shard.tar")
+with tarfile.open(_shard, "w") as _tar:
+    _info = tarfile.TarInfo("k.png")
+    _info.size = 3
+    _tar.addfile(_info, io.BytesIO(b"png"))
+# The modules are made unimportable in this process only: decode in its threads, not in the
+# worker processes that reads decoded in Python use.
+sf.DataContext.get_current().python_udfs_in_processes = False
+CALLS["webdataset"] = [lambda: sf.read_webdataset(_shard).take_all(),
+                       lambda: sf.from_items([{"png": __import__("numpy").zeros((2, 2), "uint8")}])
+                       .write_webdataset(sys.argv[1] + "/w")]
+CALLS["tfrecords"] = [lambda: sf.read_tfrecords(sys.argv[1]),
+                      lambda: sf.range(1).write_tfrecords(sys.argv[1] + "/t")]
+CALLS["avro"] = [lambda: sf.read_avro(sys.argv[1])]
 messages = {}
 for extra, calls in CALLS.items():
     for call in calls:
@@ -89,6 +105,9 @@ def check_messages(messages: dict) -> None:
         "lance",
         "delta",
         "sql",
+        "webdataset",
+        "tfrecords",
+        "avro",
     }
     for extra, texts in messages.items():
         for text in texts:

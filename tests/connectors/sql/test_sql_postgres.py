@@ -18,7 +18,7 @@ from postgres_server import run as pg_run
 
 import shardflow as sf
 from shardflow.connectors.sql import SQLDatasink, SQLDatasource
-from shardflow.connectors.sql.suite import SQLSuite
+from shardflow.connectors.sql.conformance_suite import SQLSuite
 
 psycopg = pytest.importorskip("psycopg")
 
