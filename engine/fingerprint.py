@@ -172,14 +172,21 @@ class _Describer:
         return [code.co_code.hex(), consts, list(code.co_names), code.co_argcount]
 
     def _class(self, cls: type, depth: int) -> Any:
-        if _is_library(cls.__module__) or cls.__module__ == "builtins":
-            return ["class", cls.__module__, cls.__qualname__]
-        members = {
-            name: self.describe(member, depth)
-            for name, member in sorted(vars(cls).items())
-            if isinstance(member, (types.FunctionType, staticmethod, classmethod, property))
-            or (not name.startswith("__") and isinstance(member, (bool, int, float, str)))
-        }
+        """A user's class by its code; installed classes and shardflow's own by name (their
+        code is not part of the plan)."""
+        module = cls.__module__ or ""
+        if _is_library(module) or module == "builtins" or module.split(".")[0] == "shardflow":
+            return ["class", module, cls.__qualname__]
+        members = {}
+        for name, member in sorted(vars(cls).items()):
+            if isinstance(member, (staticmethod, classmethod)):
+                member = member.__func__
+            if isinstance(member, property):
+                members[name] = [self.describe(member.fget, depth), self.describe(member.fset, depth)]
+            elif isinstance(member, types.FunctionType) or (
+                not name.startswith("__") and isinstance(member, (bool, int, float, str))
+            ):
+                members[name] = self.describe(member, depth)
         bases = [b.__qualname__ for b in cls.__mro__[1:]]
         return ["class", cls.__qualname__, bases, members]
 

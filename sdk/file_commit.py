@@ -321,7 +321,8 @@ def finish_interrupted_commits(
     fs: Any, dest: str, retry: RetryConfig, beside: bool = True
 ) -> list[dict[str, Any]]:
     """Roll forward every interrupted commit of ``dest`` (with ``beside``, also those of new
-    folders staged beside it); returns their recorded commands.
+    folders staged beside it); returns their recorded commands (None where none was
+    recorded).
 
     Raises:
         InterruptedCommitError: when a live process is committing to ``dest`` right now.
@@ -363,7 +364,7 @@ def finish_interrupted_commits(
             _rename_folder(fs, data, dest)
         _quiet(lambda f=folder.path: fs.rm(f, recursive=True))
         finished.append(record.get("command"))
-    return [c for c in finished if c]
+    return finished
 
 
 def _roll_forward(fs: Any, dest: str, record: dict[str, Any], retry: RetryConfig) -> None:
@@ -490,3 +491,18 @@ def _quiet(fn: Callable[[], Any], default: Any = None) -> Any:
     except Exception as exc:
         logger.debug("ignored during cleanup: %s", exc)
         return default
+
+
+def clean_destination(
+    fs: Any, dest: str, retry: RetryConfig, beside: bool = True, force: bool = False
+) -> tuple[int, list[str]]:
+    """Finish the interrupted commits of ``dest`` and remove its abandoned staging and trash
+    folders (with ``force``, those of writers that seem alive too). Returns the number of
+    commits finished and the folders removed (``shardflow staging clean``)."""
+    if force:
+        for path in (marker_path(fs, dest),):
+            record = read_json(fs, path) if _quiet(lambda p=path: fs.exists(p)) else None
+            if record is not None:
+                _roll_forward(fs, dest, record, retry)
+    finished = finish_interrupted_commits(fs, dest, retry, beside)
+    return len(finished), remove_abandoned(fs, dest, None, beside, force)

@@ -254,3 +254,56 @@ def refuse_interrupted_commit(fs: Any, folder: str) -> None:
     ``folder`` (the caller found the marker in a listing)."""
     marker = read_json(fs, marker_path(fs, folder))
     raise InterruptedCommitError(interrupted_commit_message(fs, folder, marker))
+
+
+def _folder_size(fs: Any, folder: str) -> tuple[int, int]:
+    """(files, bytes) under ``folder``."""
+    try:
+        found = fs.find(folder, detail=True)
+    except (FileNotFoundError, OSError):
+        return 0, 0
+    sizes = [int(info.get("size") or 0) for info in found.values() if info.get("type") != "directory"]
+    return len(sizes), sum(sizes)
+
+
+def staging_report(fs: Any, dest: str, beside: bool = True) -> list[dict[str, Any]]:
+    """What is left of earlier writes at ``dest``: an interrupted commit's marker, and each
+    staging or trash folder with its owner, whether that owner is gone, files and bytes."""
+    report = []
+    marker = marker_path(fs, dest)
+    if fs.exists(marker):
+        record = read_json(fs, marker) or {}
+        alive = owner_alive(record.get("owner"), marker)
+        report.append(
+            {
+                "kind": "commit",
+                "path": display_path(fs, marker),
+                "state": "committing" if alive else "interrupted",
+                "owner": describe_owner(record.get("owner")),
+                "write_id": record.get("write_id"),
+                "files": len(record.get("moves") or []),
+                "bytes": None,
+            }
+        )
+    for folder in find_stagings(fs, dest, beside):
+        owner = read_json(fs, join(fs, folder.path, OWNER_FILE))
+        record = read_json(fs, join(fs, folder.path, COMMIT_RECORD))
+        if record is not None:
+            state = "committing" if owner_alive(record.get("owner"), folder.path) else "interrupted"
+        elif folder.kind == "trash":
+            state = "in use" if report and report[0]["state"] == "committing" else "abandoned"
+        else:
+            state = "in use" if owner_alive(owner, folder.path) else "abandoned"
+        files, size = _folder_size(fs, folder.path)
+        report.append(
+            {
+                "kind": folder.kind,
+                "path": display_path(fs, folder.path),
+                "state": state,
+                "owner": describe_owner(owner) if folder.kind != "trash" else "-",
+                "write_id": None,
+                "files": files,
+                "bytes": size,
+            }
+        )
+    return report
