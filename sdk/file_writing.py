@@ -93,16 +93,17 @@ class _OpenFile:
         target: str | None = None,
     ):
         self.relative, self.stream, self.writer, self.rows = relative, stream, writer, 0
-        self.fs, self.target = fs, target
+        self.fs, self.target, self.data_bytes = fs, target, 0
 
     def write(self, block: Block) -> bool:
         try:
             if not self.writer.write(block):
                 return False
         except OSError as exc:
-            self._reraise_no_space(exc, block)
+            self._reraise_no_space(exc, block.nbytes, "the block being written")
             raise
         self.rows += block.num_rows
+        self.data_bytes += block.nbytes
         return True
 
     def finish(self) -> str:
@@ -112,13 +113,13 @@ class _OpenFile:
             finally:
                 self.stream.close()
         except OSError as exc:
-            self._reraise_no_space(exc, None)
+            self._reraise_no_space(exc, self.data_bytes, "the file's rows")
             raise
         return self.relative
 
-    def _reraise_no_space(self, exc: OSError, block: Block | None) -> None:
+    def _reraise_no_space(self, exc: OSError, needed: int, what: str) -> None:
         if exc.errno == errno.ENOSPC and self.target is not None:
-            raise no_space_error(exc, self.fs, self.target, self.stream, block) from exc
+            raise no_space_error(exc, self.fs, self.target, self.stream, needed, what) from exc
 
     def abandon(self) -> None:
         try:
@@ -212,18 +213,23 @@ def make_open_file(
 
 
 def no_space_error(
-    exc: OSError, fs: Any, target: str, stream: Any, block: Block | None
+    exc: OSError,
+    fs: Any,
+    target: str,
+    stream: Any,
+    needed: int | None,
+    what: str = "the data being written",
 ) -> OSError:
     """An OSError (errno ENOSPC) for ``exc``, raised while writing ``target`` through
-    ``stream``, that names the file, what was written, what the data being written needs,
-    and the space left where the device tells."""
+    ``stream``, that names the file, the bytes written, the bytes ``what`` (the data being
+    written) takes in memory, about what it needs on disk, and the space left where the
+    device tells."""
     from shardflow.sdk.filesystems import display_path, is_local
 
     try:
         written: int | None = int(stream.tell())
     except Exception:
         written = None
-    needed = block.nbytes if block is not None else None
     free = None
     if fs is not None and is_local(fs):
         folder = os.path.dirname(target)
@@ -234,17 +240,17 @@ def no_space_error(
         except OSError:
             free = None
     facts = []
-    if written is not None:
-        facts.append(f"{written:,} bytes of it were written")
     if needed is not None:
-        facts.append(f"the block being written needs about {needed:,} bytes more")
+        facts.append(f"{what} take {needed:,} bytes in memory, about what they need on disk")
+    if written is not None:
+        facts.append(f"{written:,} bytes of the file were written")
     if free is not None:
         facts.append(f"{free:,} bytes are free on that device")
     shown = display_path(fs, target) if fs is not None else target
     message = (
         f"No space left on device while writing {shown}"
         + (f" ({'; '.join(facts)})" if facts else "")
-        + f": {exc.strerror or exc}. Free space there (the rest of the write needs more "
-        "than this block), or write to another device."
+        + f": {exc.strerror or exc}. Free at least that much there (the rest of the write "
+        "needs more), or write to another device."
     )
     return OSError(errno.ENOSPC, message)
