@@ -113,7 +113,9 @@ class _Describer:
         if isinstance(value, (set, frozenset)):
             return ["set"] + sorted((d(v, depth) for v in value), key=repr)
         if isinstance(value, dict):
-            return ["dict"] + sorted(([d(k, depth), d(v, depth)] for k, v in value.items()), key=repr)
+            return ["dict"] + sorted(
+                ([d(k, depth), d(v, depth)] for k, v in value.items()), key=repr
+            )
         if isinstance(value, types.FunctionType):
             return self._function(value, depth)
         if isinstance(value, types.MethodType):
@@ -182,7 +184,10 @@ class _Describer:
             if isinstance(member, (staticmethod, classmethod)):
                 member = member.__func__
             if isinstance(member, property):
-                members[name] = [self.describe(member.fget, depth), self.describe(member.fset, depth)]
+                members[name] = [
+                    self.describe(member.fget, depth),
+                    self.describe(member.fset, depth),
+                ]
             elif isinstance(member, types.FunctionType) or (
                 not name.startswith("__") and isinstance(member, (bool, int, float, str))
             ):
@@ -193,7 +198,7 @@ class _Describer:
 
 def _filled(cell: Any) -> bool:
     try:
-        cell.cell_contents
+        _ = cell.cell_contents
     except ValueError:
         return False
     return True

@@ -307,7 +307,9 @@ def _without_done(bundles: list[RefBundle], done: Any) -> list[RefBundle]:
         left = task.without_done(done)
         if left is None:
             continue
-        kept.append(bundle if left is task else RefBundle(left, left.metadata, 0, bundle.source_index))
+        kept.append(
+            bundle if left is task else RefBundle(left, left.metadata, 0, bundle.source_index)
+        )
     return kept
 
 

@@ -32,6 +32,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from shardflow.sdk.filesystems import basename, display_path, is_local, join, parent
@@ -114,8 +115,10 @@ class Commit:
         return call_with_retry(fn, description=description, config=self.retry)
 
     def _data(self, relative: str = "") -> str:
-        return join(self.fs, self.staging, DATA_FOLDER, relative) if relative else join(
-            self.fs, self.staging, DATA_FOLDER
+        return (
+            join(self.fs, self.staging, DATA_FOLDER, relative)
+            if relative
+            else join(self.fs, self.staging, DATA_FOLDER)
         )
 
     def _record(self, kind: str, **fields: Any) -> dict[str, Any]:
@@ -162,13 +165,20 @@ class Commit:
                 if old:
                     fs.makedirs(trash, exist_ok=True)
                 for entry in old:
-                    self.step(lambda e=entry: fs.mv(join(fs, self.dest, e), join(fs, trash, e), recursive=True))
+                    self.step(
+                        partial(
+                            fs.mv,
+                            join(fs, self.dest, entry),
+                            join(fs, trash, entry),
+                            recursive=True,
+                        )
+                    )
                     trashed.append(entry)
                 step = "move the new files into place"
                 for rel in staged:
                     target = join(fs, self.dest, rel)
                     fs.makedirs(parent(target), exist_ok=True)
-                    self.step(lambda rel=rel, target=target: fs.mv(self._data(rel), target))
+                    self.step(partial(fs.mv, self._data(rel), target))
                     moved.append(rel)
             except BaseException as exc:
                 restored = self._undo_moves(moved, trashed, trash)
@@ -227,8 +237,10 @@ class Commit:
                 for rel in old:
                     path, backup = join(fs, self.dest, rel), join(fs, backup_root, rel)
                     self.step(
-                        lambda p=path, b=backup: self._retried(
-                            lambda: fs.copy(p, b), f"back up {display_path(fs, p)}"
+                        partial(
+                            self._retried,
+                            partial(fs.copy, path, backup),
+                            f"back up {display_path(fs, path)}",
                         )
                     )
                     backups.append((path, backup))
@@ -236,8 +248,9 @@ class Commit:
                 for rel in staged:
                     dst = join(fs, self.dest, rel)
                     self.step(
-                        lambda rel=rel, dst=dst: self._retried(
-                            lambda: fs.copy(self._data(rel), dst),
+                        partial(
+                            self._retried,
+                            partial(fs.copy, self._data(rel), dst),
                             f"copy to {display_path(fs, dst)}",
                         )
                     )
@@ -245,7 +258,11 @@ class Commit:
                 step = "delete the files it replaces"
                 stale = [join(fs, self.dest, rel) for rel in old if rel not in set(staged)]
                 if stale:
-                    self.step(lambda: self._retried(lambda: fs.rm(stale), f"delete old files in {self.shown}"))
+                    self.step(
+                        lambda: self._retried(
+                            lambda: fs.rm(stale), f"delete old files in {self.shown}"
+                        )
+                    )
                 step = "write _SUCCESS"
                 self.step(lambda: self._retried(lambda: _touch(fs, success), f"write {success}"))
             except BaseException as exc:
@@ -278,7 +295,7 @@ class Commit:
             if added:
                 self._retried(lambda: fs.rm(added), f"remove new files from {self.shown}")
             for path, backup in backups:
-                self._retried(lambda p=path, b=backup: fs.copy(b, p), f"restore {path}")
+                self._retried(partial(fs.copy, backup, path), f"restore {path}")
             if had_success:
                 self._retried(
                     lambda: _touch(fs, join(fs, self.dest, SUCCESS_FILE)), "restore _SUCCESS"
@@ -298,7 +315,7 @@ class Commit:
         marker is gone, a rerun finishes this commit."""
         fs = self.fs
         for folder in folders:
-            self.step(lambda f=folder: _quiet(lambda: fs.rm(f, recursive=True)))
+            self.step(partial(_quiet, partial(fs.rm, folder, recursive=True)))
         self.step(lambda: _remove_folder(fs, self.staging, self.retry))
         try:
             self.step(lambda: self._retried(lambda: fs.rm(marker), f"delete {marker}"))
@@ -319,7 +336,7 @@ class Commit:
 
 def finish_interrupted_commits(
     fs: Any, dest: str, retry: RetryConfig, beside: bool = True
-) -> list[dict[str, Any]]:
+) -> list[dict[str, Any] | None]:
     """Roll forward every interrupted commit of ``dest`` (with ``beside``, also those of new
     folders staged beside it); returns their recorded commands (None where none was
     recorded).
@@ -327,7 +344,7 @@ def finish_interrupted_commits(
     Raises:
         InterruptedCommitError: when a live process is committing to ``dest`` right now.
     """
-    finished = []
+    finished: list[dict[str, Any] | None] = []
     marker = marker_path(fs, dest)
     record = read_json(fs, marker) if _quiet(lambda: fs.exists(marker), default=False) else None
     if record is not None:
@@ -348,7 +365,8 @@ def finish_interrupted_commits(
         if folder.kind == "trash":
             continue
         path = join(fs, folder.path, COMMIT_RECORD)
-        record = read_json(fs, path) if _quiet(lambda p=path: fs.exists(p), default=False) else None
+        present = _quiet(partial(fs.exists, path), default=False)
+        record = read_json(fs, path) if present else None
         if record is None or owner_alive(record.get("owner"), folder.path):
             continue
         data = join(fs, folder.path, DATA_FOLDER)
@@ -362,7 +380,7 @@ def finish_interrupted_commits(
                     f"folder with `shardflow staging clean --force {display_path(fs, dest)}`."
                 )
             _rename_folder(fs, data, dest)
-        _quiet(lambda f=folder.path: fs.rm(f, recursive=True))
+        _quiet(partial(fs.rm, folder.path, recursive=True))
         finished.append(record.get("command"))
     return finished
 
@@ -402,7 +420,7 @@ def _roll_forward(fs: Any, dest: str, record: dict[str, Any], retry: RetryConfig
             target = join(fs, dest, rel)
             if fs.exists(data(rel)):
                 call_with_retry(
-                    lambda r=rel, t=target: fs.copy(data(r), t),
+                    partial(fs.copy, data(rel), target),
                     description=f"copy to {display_path(fs, target)}",
                     config=retry,
                 )
@@ -480,7 +498,7 @@ def remove_abandoned(
                 continue
         elif fs.exists(marker_path(fs, dest)):
             continue  # the trash of a commit in progress
-        _quiet(lambda f=folder.path: fs.rm(f, recursive=True))
+        _quiet(partial(fs.rm, folder.path, recursive=True))
         removed.append(folder.path)
     return removed
 
@@ -501,7 +519,7 @@ def clean_destination(
     commits finished and the folders removed (``shardflow staging clean``)."""
     if force:
         for path in (marker_path(fs, dest),):
-            record = read_json(fs, path) if _quiet(lambda p=path: fs.exists(p)) else None
+            record = read_json(fs, path) if _quiet(partial(fs.exists, path)) else None
             if record is not None:
                 _roll_forward(fs, dest, record, retry)
     finished = finish_interrupted_commits(fs, dest, retry, beside)

@@ -355,7 +355,9 @@ class FileDatasink(Datasink):
         fs, dest = self._fs, self._path
         name = staging_name(dest, RESUMABLE_ID)
         places = [dest] + ([parent(dest)] if supports_rename(fs) else [])
-        found = [join(fs, p, name) for p in places if _quiet(lambda p=p: fs.exists(join(fs, p, name)))]
+        found = [
+            join(fs, p, name) for p in places if _quiet(lambda p=p: fs.exists(join(fs, p, name)))
+        ]
         staging = found[0] if found else join(fs, home, name)
         owner = read_json(fs, join(fs, staging, OWNER_FILE))
         if found and owner_alive(owner, staging):
@@ -429,7 +431,6 @@ class FileDatasink(Datasink):
 
     def _namer(self, write_uuid: str, task_index: int) -> TaskFileNamer:
         return TaskFileNamer(self.filename_provider, write_uuid, task_index)
-
 
     def _split_partitions(self, block: Block) -> Iterator[tuple[str, Block]]:
         if not self.partition_cols:
@@ -529,8 +530,6 @@ class FileDatasink(Datasink):
                 return fs.open_output_stream(target, compression=codec)
         return self._fs.open(target, "wb", **self._open_stream_args)
 
-
-
     # -- driver: commit or abort --------------------------------------------------------
 
     def on_write_complete(self, write_result: WriteResult) -> None:
@@ -576,7 +575,9 @@ class FileDatasink(Datasink):
         found = _quiet(lambda: self._fs.find(self._path), default=[]) or []
         prefix = self._path.rstrip("/") + "/"
         relative = [p[len(prefix) :] for p in found if p.startswith(prefix)]
-        return [r for r in relative if not any(part.startswith((".", "_")) for part in r.split("/"))]
+        return [
+            r for r in relative if not any(part.startswith((".", "_")) for part in r.split("/"))
+        ]
 
     def _prune_unrecorded(self, staged: list[str]) -> None:
         """Remove staged files no finished task recorded (those of killed tasks of earlier
@@ -646,7 +647,9 @@ class FileDatasink(Datasink):
             return
         clashes = [rel for rel in staged if self._fs.exists(join(self._fs, self._path, rel))]
         if clashes:
-            shown = ", ".join(display_path(self._fs, join(self._fs, self._path, p)) for p in clashes[:3])
+            shown = ", ".join(
+                display_path(self._fs, join(self._fs, self._path, p)) for p in clashes[:3]
+            )
             raise FileExistsError(
                 f"Files already exist at {shown}; the filename_provider must give new names, or "
                 "use mode='overwrite'. Nothing was written."

@@ -21,8 +21,8 @@ import pyarrow as pa
 from shardflow.sdk.block import Block, BlockMetadata
 from shardflow.sdk.datasource import Datasource, ReadTask
 from shardflow.sdk.file_reading import FileReadTask, FileUnit
-from shardflow.sdk.input_identity import InputItem
 from shardflow.sdk.filesystems import display_path, redact, resolve_filesystem, resolve_paths
+from shardflow.sdk.input_identity import InputItem
 from shardflow.sdk.native_filesystems import is_arrow_file, stream_compression
 from shardflow.sdk.partitioning import (
     Partitioning,
@@ -397,9 +397,7 @@ class FileBasedDatasource(Datasource):
     def input_items(self) -> list[InputItem]:
         """Every file this read consumes, by identity (path, size, version), for resumable
         writes (see :mod:`shardflow.sdk.input_identity`). Lists the files on first use."""
-        items = [
-            InputItem(self._display(u.path), u.size, u.version) for u in self._file_units()
-        ]
+        items = [InputItem(self._display(u.path), u.size, u.version) for u in self._file_units()]
         seen: set[str] = set()
         for item in items:
             if item.name in seen:

@@ -227,7 +227,9 @@ class ListingChange:
             ("rewritten (size or modification time differs)", self.changed),
         ):
             if names:
-                shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+                shown = ", ".join(names[:3]) + (
+                    f" and {len(names) - 3} more" if len(names) > 3 else ""
+                )
                 parts.append(f"{len(names)} {label}: {shown}")
         return "; ".join(parts)
 

@@ -262,7 +262,9 @@ def _folder_size(fs: Any, folder: str) -> tuple[int, int]:
         found = fs.find(folder, detail=True)
     except (FileNotFoundError, OSError):
         return 0, 0
-    sizes = [int(info.get("size") or 0) for info in found.values() if info.get("type") != "directory"]
+    sizes = [
+        int(info.get("size") or 0) for info in found.values() if info.get("type") != "directory"
+    ]
     return len(sizes), sum(sizes)
 
 
@@ -271,27 +273,31 @@ def staging_report(fs: Any, dest: str, beside: bool = True) -> list[dict[str, An
     staging or trash folder with its owner, whether that owner is gone, files and bytes."""
     report = []
     marker = marker_path(fs, dest)
+    commit_state, commit_folders = None, set()
     if fs.exists(marker):
-        record = read_json(fs, marker) or {}
-        alive = owner_alive(record.get("owner"), marker)
+        commit = read_json(fs, marker) or {}
+        commit_state = "committing" if owner_alive(commit.get("owner"), marker) else "interrupted"
+        commit_folders = {basename(str(commit.get(k, ""))) for k in ("staging", "trash")}
         report.append(
             {
                 "kind": "commit",
                 "path": display_path(fs, marker),
-                "state": "committing" if alive else "interrupted",
-                "owner": describe_owner(record.get("owner")),
-                "write_id": record.get("write_id"),
-                "files": len(record.get("moves") or []),
+                "state": commit_state,
+                "owner": describe_owner(commit.get("owner")),
+                "write_id": commit.get("write_id"),
+                "files": len(commit.get("moves") or []),
                 "bytes": None,
             }
         )
     for folder in find_stagings(fs, dest, beside):
         owner = read_json(fs, join(fs, folder.path, OWNER_FILE))
         record = read_json(fs, join(fs, folder.path, COMMIT_RECORD))
-        if record is not None:
+        if commit_state is not None and folder.name in commit_folders:
+            state = commit_state  # the files of the commit in the marker
+        elif record is not None:
             state = "committing" if owner_alive(record.get("owner"), folder.path) else "interrupted"
         elif folder.kind == "trash":
-            state = "in use" if report and report[0]["state"] == "committing" else "abandoned"
+            state = "abandoned"
         else:
             state = "in use" if owner_alive(owner, folder.path) else "abandoned"
         files, size = _folder_size(fs, folder.path)

@@ -192,4 +192,8 @@ class WriteJournal:
             "bytes": size,
             "inputs": [p.to_json() for p in pieces],
         }
-        write_json(self.fs, join(self.fs, self.staging, f"{_TASK_PREFIX}{run}-{task_index:06d}.json"), entry)
+        write_json(
+            self.fs,
+            join(self.fs, self.staging, f"{_TASK_PREFIX}{run}-{task_index:06d}.json"),
+            entry,
+        )

@@ -32,9 +32,9 @@ pytestmark = pytest.mark.timeout(300)
 
 SCRIPTS = os.path.join(os.path.dirname(__file__), "scripts")
 sys.path.insert(0, SCRIPTS)
-import write_pipeline  # noqa: E402  (the same functions as the killed child runs)
+import write_pipeline
 
-NEW_IDS = range(0, 300)
+NEW_IDS = range(300)
 OLD_IDS = range(1000, 1100)
 
 
@@ -73,7 +73,9 @@ def _reset(store, old_files):
     ids = list(OLD_IDS)
     for i in range(old_files):
         chunk = ids[i::old_files]
-        table = pa.table({"id": pa.array(chunk, pa.int64()), "y": pa.array([-1] * len(chunk), pa.int64())})
+        table = pa.table(
+            {"id": pa.array(chunk, pa.int64()), "y": pa.array([-1] * len(chunk), pa.int64())}
+        )
         _put(store, f"out/old-{i}.parquet", table)
 
 
@@ -129,7 +131,12 @@ def _sweep(store, mode, old_files, new_files):
     new = Counter((i, 3 * i) for i in NEW_IDS)
     old = Counter((i, -1) for i in OLD_IDS) if old_files else None
     expected = new + old if mode == "append" else new
-    spec = {"src": store.path("src"), "dest": store.path("out"), "options": store.storage_options, "mode": mode}
+    spec = {
+        "src": store.path("src"),
+        "dest": store.path("out"),
+        "options": store.storage_options,
+        "mode": mode,
+    }
     outcomes = []
     for step in range(1, 40):
         _reset(store, old_files)

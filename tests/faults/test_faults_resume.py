@@ -23,7 +23,7 @@ pytestmark = pytest.mark.timeout(240)
 
 SCRIPTS = os.path.join(os.path.dirname(__file__), "scripts")
 sys.path.insert(0, SCRIPTS)
-import write_pipeline  # noqa: E402  (the same functions as the killed child runs)
+import write_pipeline
 
 FILES, ROWS_PER_FILE = 12, 500
 
@@ -32,7 +32,9 @@ def _write_source(store, folder="src"):
     """12 Parquet files of 500 rows (ids 0..5999), written by pyarrow."""
     fs = store.fs
     for i in range(FILES):
-        table = pa.table({"id": pa.array(range(i * ROWS_PER_FILE, (i + 1) * ROWS_PER_FILE), pa.int64())})
+        table = pa.table(
+            {"id": pa.array(range(i * ROWS_PER_FILE, (i + 1) * ROWS_PER_FILE), pa.int64())}
+        )
         path = fs._strip_protocol(store.path(folder, f"f{i:02d}.parquet"))
         if store.kind == "local":
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -60,7 +62,11 @@ def _kill_midway(spec, kill_at_id):
         SHARDFLOW_TEST_KILL_DRIVER_AT_ID=str(kill_at_id),
     )
     child = subprocess.run(
-        [sys.executable, os.path.join(SCRIPTS, "write_pipeline.py"), json.dumps({**spec, "num_cpus": 1})],
+        [
+            sys.executable,
+            os.path.join(SCRIPTS, "write_pipeline.py"),
+            json.dumps({**spec, "num_cpus": 1}),
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -149,7 +155,9 @@ def test_a_rerun_refuses_changed_inputs_or_plan_and_starts_over_when_told(reques
 
     # Another plan: another function, other columns.
     refused(r"step MapBatches\(quadruple\) .*changed|steps were", plan="quadruple")
-    refused(r"steps were ReadParquet -> MapBatches\(triple\) and are now .*SelectColumns", plan="select")
+    refused(
+        r"steps were ReadParquet -> MapBatches\(triple\) and are now .*SelectColumns", plan="select"
+    )
     # Another input: a file added, removed, rewritten.
     extra = pa.table({"id": pa.array([10**6], pa.int64())})
     added = fs._strip_protocol(store.path("src", "g.parquet"))
@@ -169,7 +177,9 @@ def test_a_rerun_refuses_changed_inputs_or_plan_and_starts_over_when_told(reques
     assert kept  # the old bytes are gone for good: the staged work of f03 is stale
     # Starting over as the message says: resume=False writes everything and drops the staging.
     write_pipeline.run({**spec, "resume": False})
-    ids = [i for i in range(FILES * ROWS_PER_FILE) if not 1500 <= i < 2000] + list(range(20_000, 20_500))
+    ids = [i for i in range(FILES * ROWS_PER_FILE) if not 1500 <= i < 2000] + list(
+        range(20_000, 20_500)
+    )
     assert _rows(store) == _expected(ids=ids)
     assert not _staging_left(store)
 
@@ -278,7 +288,9 @@ def test_a_failed_resumable_write_continues_where_it_stopped(request, tmp_path, 
     ds = sf.range(60, override_num_blocks=6).map_batches(FailOnce(str(marker), 40))
     with pytest.raises(RuntimeError, match="injected failure"):
         ds.write_parquet(folder, resume=True, **store.options())
-    staged = [p for p in (store.listing() if where == "local" else store.listing("out")) if "_task-" in p]
+    staged = [
+        p for p in (store.listing() if where == "local" else store.listing("out")) if "_task-" in p
+    ]
     assert 0 < len(staged) < 6  # the tasks before the failure are recorded
     marker.touch()
     # The rerun splits the range otherwise: rows, not task numbers, are recognised.

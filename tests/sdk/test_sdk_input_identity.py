@@ -91,7 +91,9 @@ def _ids(task):
     return [i for block in task() for i in block.column("id").to_pylist()]
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     first=st.lists(st.floats(0.01, 0.99), max_size=8),
     done_mask=st.lists(st.booleans(), min_size=9, max_size=9),

@@ -60,8 +60,10 @@ def run(spec):
         context.num_cpus = spec["num_cpus"]
     try:
         dataset(spec).write_parquet(
-            spec["dest"], mode=spec.get("mode", "error"), resume=spec.get("resume", False),
-            **_options(spec)
+            spec["dest"],
+            mode=spec.get("mode", "error"),
+            resume=spec.get("resume", False),
+            **_options(spec),
         )
     finally:
         context.num_cpus = previous
