@@ -36,18 +36,23 @@ _LIBRARY_ROOTS = tuple(
 _RESOURCE_FIELDS = frozenset({"options", "parallelism", "concurrency", "per_task_row_limit"})
 
 
-def digest(value: Any) -> str:
-    """A short hash of ``describe(value)``."""
-    return hashlib.sha256(repr(describe(value)).encode()).hexdigest()[:24]
+class TooLargeToFingerprint(ValueError):
+    """A value in the plan is larger than the fingerprint's budget."""
 
 
-def plan_fingerprint(plan: LogicalPlan) -> list[tuple[str, str]]:
+def digest(value: Any, budget: int | None = None) -> str:
+    """A short hash of ``describe(value)``; ``budget`` bounds the bytes of one value hashed
+    (see :func:`describe`)."""
+    return hashlib.sha256(repr(describe(value, budget)).encode()).hexdigest()[:24]
+
+
+def plan_fingerprint(plan: LogicalPlan, budget: int | None = None) -> list[tuple[str, str]]:
     """``(step name, digest)`` for the source and every operation of ``plan`` except writes."""
-    steps = [(plan.source.name, digest(_source(plan.source)))]
+    steps = [(plan.source.name, digest(_source(plan.source), budget))]
     for op in plan.ops:
         if isinstance(op, Write):
             continue
-        steps.append((op.name, digest(_operation(op))))
+        steps.append((op.name, digest(_operation(op), budget)))
     return steps
 
 
@@ -70,9 +75,13 @@ def _operation(op: Any) -> Any:
     return [type(op).__qualname__, op]
 
 
-def describe(value: Any) -> Any:
-    """A structure of plain values that stands for ``value`` (see the module docstring)."""
-    return _Describer().describe(value, 0)
+def describe(value: Any, budget: int | None = None) -> Any:
+    """A structure of plain values that stands for ``value`` (see the module docstring).
+
+    Data objects (arrays, frames) are hashed whole; with ``budget``, one larger than that
+    many bytes raises :class:`TooLargeToFingerprint` instead of being hashed.
+    """
+    return _Describer(budget).describe(value, 0)
 
 
 def _is_library(module_name: str | None) -> bool:
@@ -90,8 +99,9 @@ def _is_library(module_name: str | None) -> bool:
 
 
 class _Describer:
-    def __init__(self) -> None:
+    def __init__(self, budget: int | None = None) -> None:
         self._path: set[int] = set()
+        self._budget = budget
 
     def describe(self, value: Any, depth: int) -> Any:
         if value is None or isinstance(value, (bool, int, float, str, bytes)):
@@ -138,10 +148,15 @@ class _Describer:
             skips = getattr(kind, "_FINGERPRINT_SKIPS", frozenset())
             fields = {k: v for k, v in state.items() if k not in skips}
             return ["object", self._class(kind, depth), d(fields, depth)]
+        size = getattr(value, "nbytes", None)
+        if self._budget is not None and isinstance(size, int) and size > self._budget:
+            raise TooLargeToFingerprint(f"a {kind.__qualname__} of {size:,} bytes")
         try:
-            payload = pickle.dumps(value, protocol=4)
+            payload = pickle.dumps(value, protocol=5)
         except Exception:
             return ["repr", kind.__qualname__, _ADDRESS.sub("", repr(value))]
+        if self._budget is not None and len(payload) > self._budget:
+            raise TooLargeToFingerprint(f"a {kind.__qualname__} of {len(payload):,} bytes")
         return ["pickle", kind.__qualname__, hashlib.sha256(payload).hexdigest()]
 
     def _function(self, fn: types.FunctionType, depth: int) -> Any:

@@ -21,6 +21,12 @@ from shardflow.sdk.write_journal import WriteIdentity
 
 logger = logging.getLogger(__name__)
 
+# A write that is not resumable fingerprints its plan only so that a rerun recognises its own
+# interrupted commit: data larger than this in a function's closure or arguments is not hashed
+# (the rerun then treats the commit as another write's), so the fingerprint never costs more
+# than a few milliseconds. Resumable writes hash everything.
+_BUDGET_WITHOUT_RESUME = 4 * 1024 * 1024
+
 
 def write_identity(
     plan: LogicalPlan, datasink: Any, resume: bool
@@ -57,9 +63,10 @@ def write_identity(
                     "cannot tell its two readings apart. Name each file once."
                 )
             seen.add(item.name)
+    budget = None if resume else _BUDGET_WITHOUT_RESUME
     try:
-        steps = tuple(plan_fingerprint(plan))
-        sink = digest(datasink)
+        steps = tuple(plan_fingerprint(plan, budget))
+        sink = digest(datasink, budget)
     except Exception as exc:
         if resume:
             raise ValueError(

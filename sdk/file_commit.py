@@ -494,13 +494,27 @@ def remove_abandoned(
             pass
         elif folder.kind != "trash":
             owner = read_json(fs, join(fs, folder.path, OWNER_FILE))
-            if owner_alive(owner, folder.path):
+            if owner_alive(owner, folder.path) or (owner is None and _just_made(fs, folder.path)):
                 continue
         elif fs.exists(marker_path(fs, dest)):
             continue  # the trash of a commit in progress
         _quiet(partial(fs.rm, folder.path, recursive=True))
         removed.append(folder.path)
     return removed
+
+
+_YOUNG_S = 60.0
+
+
+def _just_made(fs: Any, folder: str) -> bool:
+    """Whether a local staging folder without an owner record was made in the last minute
+    (its writer makes the folder, then writes the record: it may be between the two)."""
+    if not is_local(fs):
+        return False  # on object stores the owner record is a staging prefix's first object
+    try:
+        return time.time() - os.path.getmtime(folder) < _YOUNG_S
+    except OSError:
+        return False
 
 
 def _quiet(fn: Callable[[], Any], default: Any = None) -> Any:

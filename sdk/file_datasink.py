@@ -336,11 +336,23 @@ class FileDatasink(Datasink):
             self._staging = self._resumable_staging(home)
         else:
             self._staging = join(fs, home, staging_name(dest, self._write_id))
-        remove_abandoned(fs, dest, keep=self._staging, beside=supports_rename(fs))
+        self._claim_staging()
+        try:
+            if self._journal is not None:
+                self._open_journal()
+            remove_abandoned(fs, dest, keep=self._staging, beside=supports_rename(fs))
+        except BaseException:
+            release(self._staging)
+            raise
+
+    def _claim_staging(self) -> None:
+        """Make the staging folder with this process's owner record as its first entry."""
+        fs = self._fs
         if supports_rename(fs):
             fs.makedirs(join(fs, self._staging, DATA_FOLDER), exist_ok=True)
-        write_json(fs, join(fs, self._staging, OWNER_FILE), owner_record(fs, dest, self._resume))
         claim(self._staging)
+        owner = owner_record(fs, self._path, self._resume)
+        write_json(fs, join(fs, self._staging, OWNER_FILE), owner)
 
     def _exists(self, path: str) -> bool:
         return bool(
@@ -365,10 +377,13 @@ class FileDatasink(Datasink):
                 f"Another resumable write to {self.path} is running ({describe_owner(owner)}); "
                 "wait for it to end."
             )
-        assert self._identity is not None and self._listing is not None
-        if supports_rename(fs):
-            fs.makedirs(staging, exist_ok=True)
         self._journal = WriteJournal(fs, dest, staging)
+        return staging
+
+    def _open_journal(self) -> None:
+        """Check the journal against this write (or start it) and load what is done."""
+        assert self._journal is not None
+        assert self._identity is not None and self._listing is not None
         if self._journal.open(self._identity, self._listing):
             self._resume_state = self._journal.state()
             self._resumed_names = frozenset(self._resume_state.staged)
@@ -378,7 +393,6 @@ class FileDatasink(Datasink):
                 self._resume_state.rows,
                 len(self._resumed_names),
             )
-        return staging
 
     def _visible_entries(self) -> list[str]:
         """Top-level entries of the destination, without hidden ones (staging, ``_SUCCESS``)."""

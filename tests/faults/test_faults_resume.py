@@ -322,3 +322,27 @@ def test_file_names_of_two_runs_never_collide(tmp_path):
         sf.range(60, override_num_blocks=3).map_batches(FailOnce(str(marker), 40)).write_parquet(
             str(tmp_path / "out"), resume=True, filename_provider=ByTask()
         )
+
+
+def test_a_resumed_write_recognises_rows_on_both_backends(backend, tmp_path):
+    """On Ray the tasks tell the sink what they read inside Ray workers."""
+    out, marker = str(tmp_path / "out"), tmp_path / "fixed"
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(4):
+        table = pa.table({"id": pa.array(range(i * 25, (i + 1) * 25), pa.int64())})
+        pq.write_table(table, str(src / f"f{i}.parquet"))
+    udf = FailWhileMissing(str(marker), 60)
+    sf.DataContext.get_current().num_cpus = 1
+    with pytest.raises(Exception, match="injected failure"):
+        sf.read_parquet(str(src), override_num_blocks=4).map_batches(udf).write_parquet(
+            out, resume=True
+        )
+    marker.touch()
+    sf.read_parquet(str(src), override_num_blocks=2).map_batches(udf).write_parquet(
+        out, resume=True
+    )
+    table = pq.read_table(out)
+    assert Counter(zip(table.column("id").to_pylist(), table.column("y").to_pylist())) == Counter(
+        (i, 3 * i) for i in range(100)
+    )
