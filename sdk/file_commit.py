@@ -157,11 +157,12 @@ class Commit:
         record = self._record("move", moves=staged, old=old, trash=trash)
         claim(marker)
         try:
-            self.step(lambda: write_json(fs, marker, record))
             trashed: list[str] = []
             moved: list[str] = []
-            step = "move the files it replaces aside"
+            step = "write the commit marker"
             try:
+                self.step(lambda: write_json(fs, marker, record))
+                step = "move the files it replaces aside"
                 if old:
                     fs.makedirs(trash, exist_ok=True)
                 for entry in old:
@@ -226,11 +227,14 @@ class Commit:
         )
         claim(marker)
         try:
-            self.step(lambda: self._retried(lambda: write_json(fs, marker, record), "write marker"))
             backups: list[tuple[str, str]] = []
             copied: list[str] = []
-            step = "remove _SUCCESS"
+            step = "write the commit marker"
             try:
+                self.step(
+                    lambda: self._retried(lambda: write_json(fs, marker, record), "write marker")
+                )
+                step = "remove _SUCCESS"
                 if had_success:
                     self.step(lambda: self._retried(lambda: fs.rm(success), f"delete {success}"))
                 step = "back up the files it replaces"
