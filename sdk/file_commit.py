@@ -535,10 +535,12 @@ def clean_destination(
     """Finish the interrupted commits of ``dest`` and remove its abandoned staging and trash
     folders (with ``force``, those of writers that seem alive too). Returns the number of
     commits finished and the folders removed (``shardflow staging clean``)."""
-    if force:
-        for path in (marker_path(fs, dest),):
-            record = read_json(fs, path) if _quiet(partial(fs.exists, path)) else None
-            if record is not None:
-                _roll_forward(fs, dest, record, retry)
+    forced = 0
+    if force:  # a marker whose owner seems alive is finished too
+        marker = marker_path(fs, dest)
+        record = read_json(fs, marker) if _quiet(partial(fs.exists, marker)) else None
+        if record is not None:
+            _roll_forward(fs, dest, record, retry)
+            forced = 1
     finished = finish_interrupted_commits(fs, dest, retry, beside)
-    return len(finished), remove_abandoned(fs, dest, None, beside, force)
+    return forced + len(finished), remove_abandoned(fs, dest, None, beside, force)

@@ -109,8 +109,15 @@ def _staging_left(store):
     return [p for p in where if ".shardflow-" in p or "_shardflow_commit" in p]
 
 
-@pytest.mark.parametrize("change", ["override_num_blocks", "num_cpus"])
-@pytest.mark.parametrize("where", ["local", "s3"])
+@pytest.mark.parametrize(
+    "where, change",
+    [
+        ("local", "override_num_blocks"),
+        ("local", "num_cpus"),
+        ("s3", "override_num_blocks"),
+        pytest.param("s3", "num_cpus", marks=pytest.mark.slow),
+    ],
+)
 def test_a_rerun_split_into_other_tasks_writes_every_row_once(
     request, tmp_path, monkeypatch, where, change
 ):
