@@ -5,7 +5,7 @@ Three ways, chosen when the commit starts (:func:`commit_staged`):
 * **A new local folder** (staging beside the destination): the record ``_commit.json`` is
   written into the staging folder, then its ``data/`` folder is renamed to the destination:
   the destination appears in one atomic step, whole.
-* **An existing local folder, or ``memory://``**: the marker ``_shardflow_commit.json`` (see
+* **An existing local folder, or ``memory://``**: the marker ``_shardflow_commit-<write>.json`` (see
   :mod:`shardflow.sdk.staging`), listing every move, is written into the destination; then
   the files an overwrite replaces are moved into a trash folder, the staged files are moved
   into place, and the trash, the staging folder and last the marker are removed.
@@ -45,6 +45,7 @@ from shardflow.sdk.staging import (
     InterruptedCommitError,
     claim,
     describe_owner,
+    find_markers,
     find_stagings,
     marker_path,
     owner_alive,
@@ -153,7 +154,7 @@ class Commit:
 
     def move_files(self, staged: list[str], old: list[str]) -> None:
         fs, trash = self.fs, join(self.fs, self.dest, TRASH_PREFIX + self.write_id)
-        marker = marker_path(fs, self.dest)
+        marker = marker_path(fs, self.dest, self.write_id)
         record = self._record("move", moves=staged, old=old, trash=trash)
         claim(marker)
         try:
@@ -219,7 +220,7 @@ class Commit:
         fs = self.fs
         _quiet(lambda: fs.invalidate_cache())  # tasks uploaded what listing caches miss
         backup_root = join(fs, self.dest, TRASH_PREFIX + self.write_id)
-        marker = marker_path(fs, self.dest)
+        marker = marker_path(fs, self.dest, self.write_id)
         success = join(fs, self.dest, SUCCESS_FILE)
         had_success = bool(_quiet(lambda: fs.exists(success), default=False))
         record = self._record(
@@ -339,31 +340,26 @@ class Commit:
 
 
 def finish_interrupted_commits(
-    fs: Any, dest: str, retry: RetryConfig, beside: bool = True
+    fs: Any, dest: str, retry: RetryConfig, beside: bool = True, wait_s: float = 600.0
 ) -> list[dict[str, Any] | None]:
     """Roll forward every interrupted commit of ``dest`` (with ``beside``, also those of new
     folders staged beside it); returns their recorded commands (None where none was
-    recorded).
+    recorded). A commit whose process still runs is waited for, up to ``wait_s`` seconds.
 
     Raises:
-        InterruptedCommitError: when a live process is committing to ``dest`` right now.
+        InterruptedCommitError: when a live process is still committing after ``wait_s``.
     """
     finished: list[dict[str, Any] | None] = []
-    marker = marker_path(fs, dest)
-    record = read_json(fs, marker) if _quiet(lambda: fs.exists(marker), default=False) else None
-    if record is not None:
-        if owner_alive(record.get("owner"), marker):
-            raise InterruptedCommitError(
-                f"{display_path(fs, dest)} is being committed right now by "
-                f"{describe_owner(record.get('owner'))}; write to it once that write has "
-                "finished."
-            )
+    for marker in find_markers(fs, dest):
+        record = _wait_for_owner(fs, dest, marker, wait_s)
+        if record is None:
+            continue  # its own process finished it
         logger.warning(
             "Finishing the interrupted commit of write %s to %s.",
             record.get("write_id"),
             display_path(fs, dest),
         )
-        _roll_forward(fs, dest, record, retry)
+        _roll_forward(fs, dest, marker, record, retry)
         finished.append(record.get("command"))
     for folder in find_stagings(fs, dest, beside):
         if folder.kind == "trash":
@@ -389,7 +385,28 @@ def finish_interrupted_commits(
     return finished
 
 
-def _roll_forward(fs: Any, dest: str, record: dict[str, Any], retry: RetryConfig) -> None:
+def _wait_for_owner(fs: Any, dest: str, marker: str, wait_s: float) -> dict[str, Any] | None:
+    """The record of ``marker`` once no live process works on it; None when its process
+    finished the commit meanwhile."""
+    deadline = time.monotonic() + wait_s
+    record = read_json(fs, marker)
+    while record is not None and owner_alive(record.get("owner"), marker):
+        if time.monotonic() > deadline:
+            waited = f", still after {wait_s:.0f} s" if wait_s else ""
+            raise InterruptedCommitError(
+                f"{display_path(fs, dest)} is being committed by "
+                f"{describe_owner(record.get('owner'))}{waited}; write to it or clean it once "
+                "that write has finished."
+            )
+        time.sleep(0.2)
+        _quiet(partial(fs.invalidate_cache, dest))
+        record = read_json(fs, marker) if _quiet(partial(fs.exists, marker)) else None
+    return record
+
+
+def _roll_forward(
+    fs: Any, dest: str, marker: str, record: dict[str, Any], retry: RetryConfig
+) -> None:
     staging = record["staging"]
     trash = record["trash"]
     _quiet(lambda: fs.invalidate_cache())
@@ -403,7 +420,7 @@ def _roll_forward(fs: Any, dest: str, record: dict[str, Any], retry: RetryConfig
         return InterruptedCommitError(
             f"Cannot finish the interrupted commit to {display_path(fs, dest)}: the staged file "
             f"{rel} is neither in the staging folder nor in place. Remove the marker "
-            f"{display_path(fs, marker_path(fs, dest))} and rewrite the data."
+            f"{display_path(fs, marker)} and rewrite the data."
         )
 
     if record.get("kind") == "move":
@@ -438,7 +455,7 @@ def _roll_forward(fs: Any, dest: str, record: dict[str, Any], retry: RetryConfig
     _quiet(lambda: fs.rm(trash, recursive=True))
     _remove_folder(fs, staging, retry)
     call_with_retry(
-        lambda: _rm_missing_ok(fs, marker_path(fs, dest)),
+        lambda: _rm_missing_ok(fs, marker),
         description="delete commit marker",
         config=retry,
     )
@@ -500,7 +517,7 @@ def remove_abandoned(
             owner = read_json(fs, join(fs, folder.path, OWNER_FILE))
             if owner_alive(owner, folder.path) or (owner is None and _just_made(fs, folder.path)):
                 continue
-        elif fs.exists(marker_path(fs, dest)):
+        elif fs.exists(marker_path(fs, dest, folder.name[len(TRASH_PREFIX) :])):
             continue  # the trash of a commit in progress
         _quiet(partial(fs.rm, folder.path, recursive=True))
         removed.append(folder.path)
@@ -536,11 +553,11 @@ def clean_destination(
     folders (with ``force``, those of writers that seem alive too). Returns the number of
     commits finished and the folders removed (``shardflow staging clean``)."""
     forced = 0
-    if force:  # a marker whose owner seems alive is finished too
-        marker = marker_path(fs, dest)
-        record = read_json(fs, marker) if _quiet(partial(fs.exists, marker)) else None
-        if record is not None:
-            _roll_forward(fs, dest, record, retry)
-            forced = 1
-    finished = finish_interrupted_commits(fs, dest, retry, beside)
+    if force:  # markers whose owner seems alive are finished too
+        for marker in find_markers(fs, dest):
+            record = read_json(fs, marker)
+            if record is not None:
+                _roll_forward(fs, dest, marker, record, retry)
+                forced += 1
+    finished = finish_interrupted_commits(fs, dest, retry, beside, wait_s=0.0)
     return forced + len(finished), remove_abandoned(fs, dest, None, beside, force)

@@ -559,7 +559,9 @@ class FileDatasink(Datasink):
             release(self._staging)
             if not committed and self._resume:
                 logger.info("The staged files of %s are kept for a rerun.", self.path)
-            elif not _quiet(lambda: self._fs.exists(marker_path(self._fs, self._path))):
+            elif not _quiet(
+                lambda: self._fs.exists(marker_path(self._fs, self._path, self._write_id))
+            ):
                 self._remove_staging()  # a commit that could not be undone keeps its files
                 if not staged or not committed:
                     self._remove_created_dest()

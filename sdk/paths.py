@@ -19,7 +19,7 @@ from typing import Any
 
 from shardflow.sdk.filesystems import basename, display_path, is_local, join, parent
 from shardflow.sdk.retry import RetryConfig, call_with_retry
-from shardflow.sdk.staging import COMMIT_MARKER, refuse_interrupted_commit
+from shardflow.sdk.staging import COMMIT_MARKER_PREFIX, is_marker, refuse_interrupted_commit
 
 logger = logging.getLogger(__name__)
 
@@ -114,8 +114,8 @@ def _walk_local(fs: Any, folder: str) -> list[FileInfo]:
         with os.scandir(current) as entries:
             for entry in entries:
                 if entry.name.startswith((".", "_")):
-                    if entry.name == COMMIT_MARKER:
-                        refuse_interrupted_commit(fs, current)
+                    if is_marker(entry.name):
+                        refuse_interrupted_commit(fs, entry.path)
                     continue
                 if entry.is_dir():
                     pending.append(entry.path)
@@ -142,8 +142,8 @@ def _list_folder(fs: Any, folder: str, retry: RetryConfig) -> list[FileInfo]:
         info_file = FileInfo(path, _size(info), folder, file_version(info))
         if is_hidden(info_file.relative_path):
             folder_part = info_file.relative_path.rpartition("/")[0]
-            if basename(path) == COMMIT_MARKER and not is_hidden(folder_part):
-                refuse_interrupted_commit(fs, parent(path))
+            if is_marker(basename(path)) and not is_hidden(folder_part):
+                refuse_interrupted_commit(fs, path)
             continue
         files.append(info_file)
     return files
@@ -177,8 +177,9 @@ def _refuse_interrupted_commits(fs: Any, folders: Sequence[str]) -> None:
     if not is_local(fs):
         distinct = distinct[:_MARKER_CHECKS]
     for folder in distinct:
-        if fs.exists(join(fs, folder, COMMIT_MARKER)):
-            refuse_interrupted_commit(fs, folder)
+        found = fs.glob(join(fs, folder, COMMIT_MARKER_PREFIX + "*.json"))
+        if found:
+            refuse_interrupted_commit(fs, _normalize_name(fs, sorted(found)[0]))
 
 
 def _info_or_none(fs: Any, path: str, retry: RetryConfig) -> dict[str, Any] | None:

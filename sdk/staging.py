@@ -15,9 +15,10 @@ destination). A staging folder holds:
   :mod:`shardflow.sdk.file_commit`).
 
 A commit that changes an existing folder or an object store one file at a time first writes
-the marker ``_shardflow_commit.json`` into the destination and removes it last: while it is
-there, shardflow's readers refuse the folder (:class:`InterruptedCommitError`), and the next
-write to the destination, or ``shardflow staging clean``, finishes the commit.
+the marker ``_shardflow_commit-<write>.json`` into the destination and removes it last: while
+it is there, shardflow's readers refuse the folder (:class:`InterruptedCommitError`), and the
+next write to the destination, or ``shardflow staging clean``, finishes the commit (each write
+has its own marker, so writes that append to one folder at once do not disturb each other).
 
 A staging folder is *abandoned* when its owner process is gone (same host, pid dead or
 reused), when it has no owner record, or when it was last claimed by another host more than
@@ -38,7 +39,7 @@ from shardflow.sdk.filesystems import basename, display_path, join, parent, supp
 
 STAGING_PREFIX = ".shardflow-staging-"
 TRASH_PREFIX = ".shardflow-trash-"
-COMMIT_MARKER = "_shardflow_commit.json"
+COMMIT_MARKER_PREFIX = "_shardflow_commit-"
 OWNER_FILE = "_owner.json"
 COMMIT_RECORD = "_commit.json"
 DATA_FOLDER = "data"
@@ -222,13 +223,25 @@ def find_stagings(fs: Any, dest: str, beside: bool = True) -> list[StagingFolder
 # -- the commit marker --------------------------------------------------------------------
 
 
-def marker_path(fs: Any, dest: str) -> str:
-    return join(fs, dest, COMMIT_MARKER)
+def marker_path(fs: Any, dest: str, write_id: str) -> str:
+    return join(fs, dest, f"{COMMIT_MARKER_PREFIX}{write_id}.json")
 
 
-def interrupted_commit_message(fs: Any, folder: str, marker: dict[str, Any] | None) -> str:
+def is_marker(name: str) -> bool:
+    """Whether a file name is a commit marker's."""
+    return name.startswith(COMMIT_MARKER_PREFIX) and name.endswith(".json")
+
+
+def find_markers(fs: Any, dest: str) -> list[str]:
+    """The commit markers in the destination ``dest``."""
+    return sorted(p for p in _names(fs, dest) if is_marker(basename(p)))
+
+
+def interrupted_commit_message(
+    fs: Any, folder: str, path: str, marker: dict[str, Any] | None
+) -> str:
     marker = marker or {}
-    alive = owner_alive(marker.get("owner"), marker_path(fs, folder))
+    alive = owner_alive(marker.get("owner"), path)
     who = describe_owner(marker.get("owner"))
     state = (
         f"is being committed right now by {who}"
@@ -249,11 +262,11 @@ def interrupted_commit_message(fs: Any, folder: str, marker: dict[str, Any] | No
     )
 
 
-def refuse_interrupted_commit(fs: Any, folder: str) -> None:
-    """Raise :class:`InterruptedCommitError` naming the write whose commit marker is in
-    ``folder`` (the caller found the marker in a listing)."""
-    marker = read_json(fs, marker_path(fs, folder))
-    raise InterruptedCommitError(interrupted_commit_message(fs, folder, marker))
+def refuse_interrupted_commit(fs: Any, path: str) -> None:
+    """Raise :class:`InterruptedCommitError` naming the write whose commit marker is ``path``
+    (the caller found it in a listing)."""
+    marker = read_json(fs, path)
+    raise InterruptedCommitError(interrupted_commit_message(fs, parent(path), path, marker))
 
 
 def _folder_size(fs: Any, folder: str) -> tuple[int, int]:
@@ -272,17 +285,17 @@ def staging_report(fs: Any, dest: str, beside: bool = True) -> list[dict[str, An
     """What is left of earlier writes at ``dest``: an interrupted commit's marker, and each
     staging or trash folder with its owner, whether that owner is gone, files and bytes."""
     report = []
-    marker = marker_path(fs, dest)
-    commit_state, commit_folders = None, set()
-    if fs.exists(marker):
+    commit_states: dict[str, str] = {}  # staging and trash folder names -> state
+    for marker in find_markers(fs, dest):
         commit = read_json(fs, marker) or {}
-        commit_state = "committing" if owner_alive(commit.get("owner"), marker) else "interrupted"
-        commit_folders = {basename(str(commit.get(k, ""))) for k in ("staging", "trash")}
+        state = "committing" if owner_alive(commit.get("owner"), marker) else "interrupted"
+        for key in ("staging", "trash"):
+            commit_states[basename(str(commit.get(key, "")))] = state
         report.append(
             {
                 "kind": "commit",
                 "path": display_path(fs, marker),
-                "state": commit_state,
+                "state": state,
                 "owner": describe_owner(commit.get("owner")),
                 "write_id": commit.get("write_id"),
                 "files": len(commit.get("moves") or []),
@@ -292,8 +305,8 @@ def staging_report(fs: Any, dest: str, beside: bool = True) -> list[dict[str, An
     for folder in find_stagings(fs, dest, beside):
         owner = read_json(fs, join(fs, folder.path, OWNER_FILE))
         record = read_json(fs, join(fs, folder.path, COMMIT_RECORD))
-        if commit_state is not None and folder.name in commit_folders:
-            state = commit_state  # the files of the commit in the marker
+        if folder.name in commit_states:
+            state = commit_states[folder.name]  # the files of a commit with a marker
         elif record is not None:
             state = "committing" if owner_alive(record.get("owner"), folder.path) else "interrupted"
         elif folder.kind == "trash":
