@@ -316,3 +316,16 @@ SUITES = {
 }
 if importlib.util.find_spec("pyiceberg") is not None:  # an optional dependency
     SUITES[IcebergSuite.name] = IcebergSuite
+# Audio, video and Lance: optional dependencies; each suite lives in its connector's package.
+if importlib.util.find_spec("soundfile") is not None:
+    from shardflow.connectors.audio.conformance_suite import AudioSuite
+
+    SUITES[AudioSuite.name] = AudioSuite
+if importlib.util.find_spec("av") is not None:
+    from shardflow.connectors.video.conformance_suite import VideoSuite
+
+    SUITES[VideoSuite.name] = VideoSuite
+if importlib.util.find_spec("lance") is not None:
+    from shardflow.connectors.lance.conformance_suite import LanceSuite
+
+    SUITES[LanceSuite.name] = LanceSuite

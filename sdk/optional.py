@@ -26,10 +26,13 @@ EXTRAS: dict[str, str] = {
     "pyiceberg": "iceberg",
     "daft": "daft",
     "datasets": "huggingface",
+    "soundfile": "audio",
+    "av": "video",
+    "lance": "lance",
 }
 """Top-level module of each optional dependency to the shardflow extra that installs it."""
 
-_DISTRIBUTIONS = {"PIL": "Pillow"}
+_DISTRIBUTIONS = {"PIL": "Pillow", "lance": "pylance"}
 """Package names that differ from their module's name, for messages."""
 
 

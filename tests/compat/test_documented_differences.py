@@ -220,3 +220,126 @@ def test_parquet_encodings_and_codecs_per_column(rd, sfm, tmp_path):
         "name": (True, "SNAPPY"),
     }
     assert writers == {"ray": "parquet-cpp-arrow", "sf": "shardflow"}
+
+
+@differs(
+    "from_pandas",
+    reason="a DataFrame with duplicate column names raises ValueError naming them when from_pandas "
+    "is called (Ray Data raises an AttributeError from inside a task when the data is used).",
+)
+def test_from_pandas_refuses_duplicate_column_names(rd, sfm):
+    import pandas as pd
+
+    frame = pd.DataFrame([[1, 2, 3]], columns=["a", "a", "b"])
+    with pytest.raises(ValueError, match=r"duplicate column names \['a'\]"):
+        sfm.from_pandas(frame)
+    with pytest.raises(Exception) as raised:
+        rd.from_pandas(frame).take_all()
+    assert "AttributeError" in repr(raised.value) or isinstance(raised.value, AttributeError)
+
+
+@differs(
+    "read_parquet",
+    "read_csv",
+    "read_json",
+    reason="a path that does not exist but holds glob characters (*, ?, [) is expanded as a glob "
+    "(Ray Data: FileNotFoundError); a path that exists is always read as written, as Ray Data does "
+    "(also one with '?' in a name, which Ray Data 2.60 cuts at the '?': FileNotFoundError).",
+)
+def test_glob_patterns_are_expanded_when_no_such_path_exists(rd, sfm, tmp_path):
+    for name in ("a.parquet", "b.parquet"):
+        pq.write_table(pa.table({"x": [1]}), tmp_path / name)
+    pattern = str(tmp_path / "*.parquet")
+    assert sfm.read_parquet(pattern).count() == 2
+    with pytest.raises(FileNotFoundError):
+        rd.read_parquet(pattern).count()
+    (tmp_path / "q?").mkdir()
+    pq.write_table(pa.table({"x": [1]}), tmp_path / "q?" / "f.parquet")
+    assert sfm.read_parquet(str(tmp_path / "q?")).count() == 1
+    with pytest.raises(FileNotFoundError):  # Ray Data cuts the path at the '?'
+        rd.read_parquet(str(tmp_path / "q?")).count()
+
+
+@differs(
+    "Dataset.write_lance",
+    reason="writes with pylance 14, committing once; Ray Data 2.60's write_lance fails with pylance "
+    "14 (TypeError: it passes storage_options_provider, which write_fragments no longer takes). A "
+    "write of no rows with a known schema commits an empty dataset (Ray Data commits nothing). "
+    "Lance namespaces (table_id, namespace_impl) are not taken.",
+)
+def test_write_lance_works_with_pylance_14_and_ray_reads_it(rd, sfm, tmp_path):
+    lance = pytest.importorskip("lance")
+    table = pa.table({"id": list(range(20)), "name": [f"n{i}" for i in range(20)]})
+    with pytest.raises(Exception, match="storage_options_provider"):
+        rd.from_arrow(table).write_lance(str(tmp_path / "ray.lance"))
+    uri = str(tmp_path / "sf.lance")
+    sfm.from_arrow(table).write_lance(uri)
+    assert lance.dataset(uri).version == 1
+    assert sorted(rd.read_lance(uri).take_all(), key=lambda r: r["id"]) == table.to_pylist()
+    sfm.from_arrow(table.slice(0, 0)).write_lance(str(tmp_path / "empty.lance"))
+    assert lance.dataset(str(tmp_path / "empty.lance")).count_rows() == 0
+
+
+@differs(
+    "read_lance",
+    reason="filter= (a SQL WHERE clause) is not deprecated and combines with Dataset.filter(expr=...) "
+    "(Ray Data warns it is deprecated); scanner_options may not set columns, filter, limit, offset, "
+    "fragments or with_row_id; unknown columns= raise ValueError at the call (Ray Data: when read).",
+)
+def test_read_lance_filter_argument_and_checks(rd, sfm, tmp_path):
+    lance = pytest.importorskip("lance")
+    uri = str(tmp_path / "t.lance")
+    lance.write_dataset(pa.table({"id": list(range(10))}), uri)
+    with pytest.warns(DeprecationWarning):
+        rd.read_lance(uri, filter="id < 3")
+    assert sfm.read_lance(uri, filter="id < 3").filter(expr=sfm.col("id") > 0).count() == 2
+    with pytest.raises(ValueError, match="scanner_options"):
+        sfm.read_lance(uri, scanner_options={"fragments": []})
+    with pytest.raises(ValueError, match="not found"):
+        sfm.read_lance(uri, columns=["missing"])
+
+
+@differs(
+    "read_audio",
+    reason="a file soundfile cannot decode raises ValueError naming the file and libsndfile's reason "
+    "(Ray Data raises soundfile's LibsndfileError); on_bad_file='skip' skips and counts it.",
+)
+def test_read_audio_bad_file_error(rd, sfm, tmp_path):
+    pytest.importorskip("soundfile")
+    (tmp_path / "broken.wav").write_bytes(b"RIFF garbage")
+    with pytest.raises(ValueError, match=r"broken\.wav.*cannot decode it as audio"):
+        sfm.read_audio(str(tmp_path)).take_all()
+    with pytest.raises(Exception, match="Format not recognised"):
+        rd.read_audio(str(tmp_path)).take_all()
+    assert sfm.read_audio(str(tmp_path), on_bad_file="skip").count() == 0
+
+
+@differs(
+    "read_videos",
+    reason="frames are decoded with PyAV (FFmpeg) rather than decord: the same frames, indices and "
+    "timestamps, but with resize= the pixel values may differ by a few levels (decord scales before "
+    "converting to RGB; both use FFmpeg's bicubic scaler). An MP4/MOV file is cut into time ranges "
+    "read by several tasks. A file FFmpeg cannot open raises ValueError naming it (Ray Data: "
+    "decord's DECORDError).",
+)
+def test_read_videos_resize_values_and_bad_files(rd, sfm, tmp_path):
+    av = pytest.importorskip("av")
+    pytest.importorskip("decord")
+    import numpy as np
+
+    path = tmp_path / "clip.mp4"
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("mpeg4", rate=24)
+        stream.width, stream.height, stream.pix_fmt = 128, 96, "yuv420p"
+        for i in range(4):
+            image = np.zeros((96, 128, 3), np.uint8)
+            image[:, 8 * i :, 0] = 200
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+        container.mux(stream.encode())
+    ours = sfm.read_videos(str(path), resize=(48, 64)).take(1)[0]["frame"].astype(int)
+    theirs = rd.read_videos(str(path), resize=(48, 64)).take(1)[0]["frame"].astype(int)
+    assert ours.shape == theirs.shape == (48, 64, 3)
+    assert np.abs(ours - theirs).max() <= 40 and np.abs(ours - theirs).mean() < 4
+    (tmp_path / "broken.mp4").write_bytes(b"not a video")
+    with pytest.raises(ValueError, match=r"broken\.mp4"):
+        sfm.read_videos(str(tmp_path / "broken.mp4")).take_all()

@@ -193,8 +193,6 @@ def test_two_appends_to_one_folder_at_once_both_land(request, where):
     for thread in threads:
         thread.join(timeout=100)
     assert not errors
-    got = sorted(
-        sf.read_parquet(store.path("out"), **store.options()).to_pandas()["id"].tolist()
-    )
+    got = sorted(sf.read_parquet(store.path("out"), **store.options()).to_pandas()["id"].tolist())
     assert got == sorted(list(range(10)) + list(range(1000, 1050)) + list(range(2000, 2050)))
     assert not [p for p in store.listing("out") if "shardflow" in p]
