@@ -161,9 +161,9 @@ class Planner:
         """Plan one source and its operations; returns the last operator."""
         source = plan.source
         bundles = source_bundles(source, self.backend, self.read_tasks)
-        skip = _resumed_tasks(plan)
-        if skip:
-            bundles = [b for b in bundles if b.source_index not in skip]
+        resumed = _resumable_write(plan)
+        if resumed is not None and resumed.done:
+            bundles = _without_done(bundles, resumed.done)
         last = self.add(InputOperator(source.name, bundles))
         fusion = _Fusion(source, self.context)
         for op in plan.ops:
@@ -181,7 +181,8 @@ class Planner:
                 fusion.add(stage_for(op), op.name, options)
                 continue
             if isinstance(op, Write) and not _needs_own_operator(op.datasink):
-                fusion.add(WriteStage(op.datasink, op.name, op.write_uuid), op.name)
+                stage = WriteStage(op.datasink, op.name, op.write_uuid, op.resumable)
+                fusion.add(stage, op.name)
                 continue
             last = fusion.close(self, last)
             if isinstance(op, Limit):
@@ -272,26 +273,46 @@ class _Fusion:
         return op
 
 
-def _resumed_tasks(plan: LogicalPlan) -> frozenset:
-    """Source items whose write tasks a resumed write already did; they are not read again.
-
-    Only a write that runs in the same tasks as the read (one task per source item) can skip
-    them."""
+def _resumable_write(plan: LogicalPlan) -> Write | None:
+    """The resumable write of ``plan``, checked to run in the same tasks as the read: each
+    write task records what its read task read, so that a rerun skips exactly that."""
     for position, op in enumerate(plan.ops):
         if isinstance(op, Write) and op.resumable:
-            fused = all(
-                isinstance(o, MapLike)
-                and not getattr(o, "options", DEFAULT_MAP_OPTIONS).uses_actors
-                for o in plan.ops[:position]
-            )
-            if not fused or _needs_own_operator(op.datasink):
-                raise ValueError(
-                    "resume=True needs the write to run in the same tasks as the read: no limit, "
-                    "shuffle, sort, groupby, union, zip, join or actor pool before it, and no "
-                    "min_rows_per_file."
-                )
-            return op.skip_tasks
-    return frozenset()
+            check_resumable(plan.ops[:position], op.datasink)
+            if not isinstance(plan.source, ReadSource):
+                raise ValueError("resume=True needs a read (files or sf.range) as the source.")
+            return op
+    return None
+
+
+def check_resumable(ops: Any, datasink: Any) -> None:
+    """Raise ValueError unless a write after ``ops`` runs in the same tasks as the read."""
+    fused = all(
+        isinstance(o, MapLike) and not getattr(o, "options", DEFAULT_MAP_OPTIONS).uses_actors
+        for o in ops
+    )
+    if not fused or _needs_own_operator(datasink):
+        raise ValueError(
+            "resume=True needs the write to run in the same tasks as the read: no limit, "
+            "shuffle, sort, groupby, union, zip, join or actor pool before it, and no "
+            "min_rows_per_file."
+        )
+
+
+def _without_done(bundles: list[RefBundle], done: Any) -> list[RefBundle]:
+    """The read tasks of ``bundles`` less the input pieces ``done`` records: tasks wholly
+    done are dropped, the others read only what is left (keeping their index, which names
+    their files)."""
+    kept = []
+    for bundle in bundles:
+        task = bundle.ref
+        left = task.without_done(done)
+        if left is None:
+            continue
+        kept.append(
+            bundle if left is task else RefBundle(left, left.metadata, 0, bundle.source_index)
+        )
+    return kept
 
 
 def _task_limit(options: MapOptions, backend_name: str, context: DataContext) -> int | None:
@@ -344,7 +365,8 @@ def _write_operator(op: Write, upstream: PhysicalOperator, min_bytes: int) -> Ma
         raise ValueError(
             f"{type(sink).__name__}.min_rows_per_write must be a positive int or None, got {minimum!r}."
         )
-    transform = FusedTransform([WriteStage(sink, op.name, op.write_uuid)], op.name, min_bytes)
+    stage = WriteStage(sink, op.name, op.write_uuid, op.resumable)
+    transform = FusedTransform([stage], op.name, min_bytes)
     kind = THREAD if sink.supports_distributed_writes else DRIVER
     operator = MapOperator(op.name, upstream, transform, kind, min_rows_per_task=minimum)
     operator.abandon_tasks = False  # a write's tasks end before it is cleaned up
