@@ -10,7 +10,7 @@ import pytest
 import shardflow as sf
 
 dd = pytest.importorskip("dask.dataframe")
-import dask  # noqa: E402
+import dask
 
 
 def _frame(n: int = 12) -> pd.DataFrame:
