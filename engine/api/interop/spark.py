@@ -53,7 +53,8 @@ def _batches_as_ipc(batches: Any) -> Any:
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, batch.schema) as writer:
             writer.write_batch(batch)
-        yield pa.record_batch([pa.array([sink.getvalue()], pa.binary())], names=[_IPC_COLUMN])
+        cell = pa.array([sink.getvalue().to_pybytes()], pa.binary())
+        yield pa.record_batch([cell], names=[_IPC_COLUMN])
 
 
 class SparkDatasource(Datasource):
