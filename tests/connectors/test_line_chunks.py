@@ -80,6 +80,55 @@ def test_csv_across_chunks_equals_one_read(tmp_path, tiny_chunks, sep):
     assert got.equals(pacsv.read_csv(str(path)))
 
 
+@pytest.mark.parametrize("sep", ["\r", "\r\n", "\n"], ids=["cr", "crlf", "lf"])
+@pytest.mark.parametrize("columns", [1, 2])
+@pytest.mark.parametrize("size", [1, 5, 16, 64])
+def test_csv_line_breaks_inside_quoted_values_across_chunks(
+    tmp_path, monkeypatch, sep, columns, size
+):
+    """A chunk ends at a row's end, never at a line break inside a quoted value (with "\r"
+    line ends, every quoted "\n" was taken for one and split its value in two)."""
+    monkeypatch.setattr(line_chunks_module, "CHUNK_BYTES", size)
+    rows = [f'"v{i}\n{i}\r\nz"' + (f",{i}" if columns == 2 else "") for i in range(40)]
+    header = "a,b" if columns == 2 else "a"
+    path = tmp_path / "quoted.csv"
+    path.write_bytes((sep.join([header, *rows]) + sep).encode())
+    got = sf.read_csv(str(path)).to_arrow()
+    want = pacsv.read_csv(str(path))
+    assert want.num_rows == 40
+    assert got.equals(want)
+
+
+@pytest.mark.parametrize("size", [1, 8, 20])
+def test_csv_value_starting_with_a_byte_order_mark_at_a_chunk_start(tmp_path, monkeypatch, size):
+    """Only the file's first bytes may be a byte order mark: a value that starts with U+FEFF
+    at the start of a later chunk keeps it, as in Arrow's read of the whole file."""
+    monkeypatch.setattr(line_chunks_module, "CHUNK_BYTES", size)
+    path = tmp_path / "bom.csv"
+    path.write_bytes(
+        b"\xef\xbb\xbfa,b\n" + b"".join(b"\xef\xbb\xbfv%d,%d\n" % (i, i) for i in range(30))
+    )
+    got = sf.read_csv(str(path)).to_arrow()
+    want = pacsv.read_csv(str(path))
+    assert want.column_names == ["a", "b"]
+    assert got.equals(want)
+    assert got["a"].to_pylist() == [f"\ufeffv{i}" for i in range(30)]
+
+
+def test_json_line_starting_with_a_byte_order_mark_at_a_chunk_start_is_an_error(
+    tmp_path, monkeypatch
+):
+    """Arrow's read of the whole file fails at a line (not the first) that starts with a byte
+    order mark; read in chunks, the mark at a chunk's start was dropped instead."""
+    monkeypatch.setattr(line_chunks_module, "CHUNK_BYTES", 1)  # a chunk per line
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"".join(b'\xef\xbb\xbf{"a":%d}\n' % i for i in range(10)))
+    with pytest.raises(pa.ArrowInvalid):
+        pajson.read_json(str(path))
+    with pytest.raises(ValueError, match="bom.jsonl"):
+        sf.read_json(str(path)).to_arrow()
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
