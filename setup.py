@@ -28,6 +28,7 @@ PARSER_HEADERS = [
     "connectors/_parse_python.h",
     "connectors/_parse_text.h",
     "connectors/_jsonl_strings.h",
+    "connectors/_csv_rows.h",
 ]
 EXTENSIONS = [
     Extension(

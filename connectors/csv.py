@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from shardflow.connectors import csv_native
-from shardflow.connectors.line_chunks import line_chunks, read_bytes_for
+from shardflow.connectors.csv_rows import CsvRowEnds
+from shardflow.connectors.line_chunks import line_chunks, read_bytes_for, without_bom_strip
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
 from shardflow.sdk.file_datasource import FileBasedDatasource
@@ -78,7 +79,7 @@ class CSVDatasource(FileBasedDatasource):
         import pyarrow as pa
         import pyarrow.csv as pacsv
 
-        end = max(head.rfind(b"\n"), head.rfind(b"\r"))
+        end = CsvRowEnds(self._parse_options).last(memoryview(head), len(head))
         if end < 0:
             return None
         if self._uses_default_options():
@@ -122,7 +123,9 @@ class CSVDatasource(FileBasedDatasource):
         # with the default options, ~3x faster; the first chunk it declines (a date column,
         # say) sends the rest of the file to Arrow.
         native = csv_native.available() and self._uses_default_options()
-        for chunk in line_chunks(f, read_bytes=read_bytes_for(self._reads_local_disk())):
+        ends = CsvRowEnds(self._parse_options)
+        read_bytes = read_bytes_for(self._reads_local_disk())
+        for chunk in line_chunks(f, read_bytes=read_bytes, row_ends=ends):
             try:
                 if later_read is None:
                     table = csv_native.read_chunk(chunk) if native else None
@@ -146,7 +149,7 @@ class CSVDatasource(FileBasedDatasource):
                         native = table is not None
                     if table is None:
                         table = pacsv.read_csv(
-                            pa.BufferReader(chunk),
+                            pa.BufferReader(without_bom_strip(chunk)),
                             read_options=later_read,
                             parse_options=self._parse_options,
                             convert_options=later_convert,

@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from shardflow.connectors import json_lines_native
-from shardflow.connectors.line_chunks import line_chunks, read_bytes_for
+from shardflow.connectors.line_chunks import line_chunks, read_bytes_for, without_bom_strip
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
 from shardflow.sdk.file_datasource import FileBasedDatasource
@@ -245,15 +245,19 @@ class JSONDatasource(FileBasedDatasource):
         # chunk it declines (nested values, say) sends the rest of the file to Arrow.
         native = self._native_lines()
         current = parse
+        first = True
         for chunk in line_chunks(f, read_bytes=read_bytes_for(self._reads_local_disk())):
             table = None
             if native and chunk.size <= _BLOCK_BYTES:
                 table = json_lines_native.read_lines(chunk, current.explicit_schema, _BLOCK_BYTES)
                 native = table is not None
             if table is None:
+                data = chunk if first else without_bom_strip(chunk)
                 table = pajson.read_json(
-                    pa.BufferReader(chunk), read_options=read, parse_options=current
+                    pa.BufferReader(data), read_options=read, parse_options=current
                 )
+                del data
+            first = False
             del chunk
             if pin:
                 known = current.explicit_schema
