@@ -122,7 +122,9 @@ def _line_reads(f: Any, size: int, ends: LineEnds) -> Iterator[pa.Buffer]:
     carry: pa.Buffer | None = None  # the bytes after the previous read's last row end
     while True:
         kept = 0 if carry is None else carry.size
-        buffer = pa.allocate_buffer(kept + size)
+        # a read tops the carried bytes up to `size` (so a chunk of a local file, read a
+        # chunk at a time, needs no second cut), unless they take half of it already
+        buffer = pa.allocate_buffer(size if kept < size // 2 else kept + size)
         view = memoryview(buffer).cast("B")
         if carry is not None:
             view[:kept] = memoryview(carry).cast("B")
