@@ -119,6 +119,8 @@ class CSVDatasource(FileBasedDatasource):
             first_options.use_threads = False  # the handler is called in file order
         later_read: Any | None = None
         later_convert: Any | None = None
+        names: list[str] = []
+        keys: list[str] | None = None  # unique stand-ins for repeated column names
         # shardflow's C parser gives Arrow's table for files of numbers and strings read
         # with the default options, ~3x faster; the first chunk it declines (a date column,
         # say) sends the rest of the file to Arrow.
@@ -140,6 +142,12 @@ class CSVDatasource(FileBasedDatasource):
                     later_read = self._later_read_options(chunk, first_options, table)
                     later_convert = _copy(self._convert_options or pacsv.ConvertOptions())
                     later_convert.column_types = {}
+                    names = table.column_names
+                    if len(set(names)) < len(names) and later_read.column_names == names:
+                        # Types are pinned by name: columns of one name get unique stand-ins
+                        # in the later chunks, so each keeps its own type.
+                        keys = _unique_names(names)
+                        later_read.column_names = keys
                 else:
                     table = None
                     if native:
@@ -161,16 +169,16 @@ class CSVDatasource(FileBasedDatasource):
             del chunk
             known = later_convert.column_types
             found = {
-                field.name: field.type
-                for field in table.schema
-                if field.name not in known and not pa.types.is_null(field.type)
+                name: field.type
+                for name, field in zip(keys or table.column_names, table.schema)
+                if name not in known and not pa.types.is_null(field.type)
             }
             if found:
                 later_convert.column_types = {
                     **{name: known[name] for name in known},
                     **found,
                 }
-            yield table
+            yield table if keys is None else table.rename_columns(names)
 
     def _uses_default_options(self) -> bool:
         """Whether the file is read with Arrow's default options (what the C parser does)."""
@@ -227,6 +235,20 @@ def _copy(options: Any) -> Any:
     import pickle
 
     return pickle.loads(pickle.dumps(options))
+
+
+def _unique_names(names: list[str]) -> list[str]:
+    """``names`` with each repeat of a name made unique (a suffix no header holds)."""
+    seen: set[str] = set()
+    unique = []
+    for name in names:
+        key, count = name, 0
+        while key in seen:
+            count += 1
+            key = f"{name}\x00{count}"
+        seen.add(key)
+        unique.append(key)
+    return unique
 
 
 def _file_column_names(chunk: Any, read_options: Any, parse_options: Any) -> list[str]:

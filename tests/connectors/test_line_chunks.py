@@ -115,6 +115,17 @@ def test_csv_value_starting_with_a_byte_order_mark_at_a_chunk_start(tmp_path, mo
     assert got["a"].to_pylist() == [f"\ufeffv{i}" for i in range(30)]
 
 
+def test_csv_columns_of_one_name_keep_their_own_types_across_chunks(tmp_path, tiny_chunks):
+    """Types found in the first chunk are given to the later ones by column, not by name:
+    two columns named "a" (int64 and double) were both read as double after the first."""
+    path = tmp_path / "repeated.csv"
+    path.write_text("a,a,b\n" + "".join(f"{i},{i}.5,x{i}\n" for i in range(300)))
+    got = sf.read_csv(str(path)).to_arrow()
+    want = pacsv.read_csv(str(path))
+    assert want.schema.types == [pa.int64(), pa.float64(), pa.string()]
+    assert got.equals(want)
+
+
 def test_json_line_starting_with_a_byte_order_mark_at_a_chunk_start_is_an_error(
     tmp_path, monkeypatch
 ):
