@@ -103,11 +103,14 @@ _BOM = b"\xef\xbb\xbf"
 
 
 def without_bom_strip(chunk: pa.Buffer) -> pa.Buffer:
-    """``chunk`` (not a file's first) as Arrow's readers must get it to keep its first bytes:
-    they drop a UTF-8 byte order mark at the start of what they parse, which only a file's
-    first bytes may be; another one is put before a chunk that starts with one (a copy, in
-    that rare case only)."""
-    if chunk.size < 3 or chunk.slice(0, 3).to_pybytes() != _BOM:
+    """``chunk`` (not a file's first) as Arrow's readers must get it to keep its first bytes.
+
+    They drop a UTF-8 byte order mark at the start of what they parse, which only a file's
+    first bytes may be (Arrow's JSON reader drops some of its bytes alone too, such as a
+    lone ``\xbf``). A chunk that starts with one of those bytes gets a byte order mark put
+    before it (a copy, in that rare case only): Arrow drops that one and keeps the chunk.
+    """
+    if chunk.size == 0 or chunk.slice(0, 1).to_pybytes() not in (b"\xef", b"\xbb", b"\xbf"):
         return chunk
     return pa.py_buffer(_BOM + chunk.to_pybytes())
 

@@ -140,6 +140,21 @@ def test_json_line_starting_with_a_byte_order_mark_at_a_chunk_start_is_an_error(
         sf.read_json(str(path)).to_arrow()
 
 
+@pytest.mark.parametrize("start", [b"\xbf", b"\xef", b"\xbb\xbf", b"\xef\xbb"])
+def test_json_line_starting_with_part_of_a_byte_order_mark_at_a_chunk_start_is_an_error(
+    tmp_path, monkeypatch, start
+):
+    """Arrow's JSON reader drops some bytes of a byte order mark alone at the start of what
+    it parses: a later chunk starting with one must keep it (and fail, as the whole file)."""
+    monkeypatch.setattr(line_chunks_module, "CHUNK_BYTES", 1)  # a chunk per line
+    path = tmp_path / "part.jsonl"
+    path.write_bytes(b'{"a":0}\n' + start + b'{"a":1}\n')
+    with pytest.raises(pa.ArrowInvalid):
+        pajson.read_json(str(path))
+    with pytest.raises(ValueError, match="part.jsonl"):
+        sf.read_json(str(path), lines=True).to_arrow()
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
