@@ -333,6 +333,7 @@ static int set_null(Csv *cv, OutColumn *o, int64_t row) {
 /* Appends the value [s, e) (quotes undoubled when `doubled`) to o's text; 0 on invalid
    UTF-8. */
 static int append_text(Csv *cv, OutColumn *o, const uint8_t *s, const uint8_t *e, int doubled) {
+    if (s == e) return 1; /* (an empty sink has no memory to copy to) */
     if (!sink_reserve(&o->text, (size_t)(e - s), &cv->nomem)) return 0;
     uint8_t *out = o->text.data + o->text.len;
     if (!doubled) { /* ASCII a word at a time, then one copy */
