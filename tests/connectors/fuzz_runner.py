@@ -32,6 +32,12 @@ def case_count(default: int) -> int:
     return count
 
 
+def time_limit(default_cases: int, seconds_per_case: float) -> int:
+    """A hard timeout (pytest-timeout) for a suite of ``case_count(default_cases)`` cases:
+    it stops a hang, never a long run."""
+    return max(300, int(case_count(default_cases) * seconds_per_case))
+
+
 def run_cases(
     suite: str,
     default_cases: int,

@@ -28,7 +28,7 @@ import struct
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
-from fuzz_runner import run_cases
+from fuzz_runner import run_cases, time_limit
 from table_oracle import check_same_as_arrow
 
 import shardflow as sf
@@ -41,6 +41,8 @@ pytestmark = pytest.mark.skipif(
     not csv_native.available(), reason="the C parser (connectors/_csv.c) is not built"
 )
 
+# cases of the default run: files through the reader; files through sf.read_csv
+CASES, READ_CASES = 1500, 300
 BOM = b"\xef\xbb\xbf"
 # pyarrow raises UnicodeDecodeError for a column name that is not UTF-8
 ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, UnicodeError)
@@ -492,8 +494,9 @@ def arrow_csv(data: bytes, names=None, types=None) -> pa.Table | Exception:
         return exc
 
 
+@pytest.mark.timeout(time_limit(CASES, 0.2))
 def test_fuzz_csv_reader_against_arrow():
-    run_cases("csv", 1500, generate, check_file)
+    run_cases("csv", CASES, generate, check_file)
 
 
 def check_read_csv(case: tuple[bytes, int], rng: random.Random, folder) -> None:
@@ -527,5 +530,8 @@ def check_read_csv(case: tuple[bytes, int], rng: random.Random, folder) -> None:
         path.unlink()
 
 
+@pytest.mark.timeout(time_limit(READ_CASES, 0.2))
 def test_fuzz_read_csv_against_arrow(tmp_path):
-    run_cases("read_csv", 300, generate, lambda case, rng: check_read_csv(case, rng, tmp_path))
+    run_cases(
+        "read_csv", READ_CASES, generate, lambda case, rng: check_read_csv(case, rng, tmp_path)
+    )

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from fuzz_runner import run_cases
+from fuzz_runner import run_cases, time_limit
 
 from shardflow.connectors import parquet_flat_writer
 from shardflow.connectors.parquet_flat_writer import FlatParquetWriter, handles
@@ -431,12 +431,16 @@ def same_outcome(results: list, what: str) -> None:
     same_values(ours, arrows, what)
 
 
+CASES = 500  # of the default run
+
+
+@pytest.mark.timeout(time_limit(CASES, 1.0))
 def test_fuzz_parquet_writer_against_arrow(tmp_path):
     pytest.importorskip("duckdb")
     pytest.importorskip("polars")
     run_cases(
         "parquet_writer",
-        500,
+        CASES,
         generate,
         lambda case, rng: check_case(case, rng, tmp_path),
         describe=describe,
