@@ -32,7 +32,8 @@ _ROWS_PER_BLOCK = 16384
 # with Python's json.
 _BLOCK_BYTES = 4 * 1024 * 1024
 _PEEK_BYTES = 4096
-_WHITESPACE = b" \t\r\n\xef\xbb\xbf"  # with a UTF-8 byte order mark
+_WHITESPACE = b" \t\r\n"
+_BOM = b"\xef\xbb\xbf"
 
 
 class JSONLineDecodeError(json.JSONDecodeError):
@@ -114,7 +115,7 @@ class JSONDatasource(FileBasedDatasource):
     def _schema_of_start(self, head: bytes) -> pa.Schema | None:
         import pyarrow.json as pajson
 
-        start = head.lstrip(_WHITESPACE)[:1]
+        start = _first_byte(head, at_file_start=True)
         end = head.rfind(b"\n")
         if start != b"{" or self._lines is False or end < 0:
             return None  # a JSON document (an array) is typed row by row, in Python
@@ -165,10 +166,10 @@ class JSONDatasource(FileBasedDatasource):
 
     def _read_detected(self, f: Any, rewind: Callable[[Any], Any]) -> Iterator[Block]:
         head = f.read(_PEEK_BYTES)
-        first = head.lstrip(_WHITESPACE)[:1]
+        first = _first_byte(head, at_file_start=True)
         while not first and head:
             head = f.read(_PEEK_BYTES)
-            first = head.lstrip(_WHITESPACE)[:1]
+            first = _first_byte(head, at_file_start=False)
         if not first:
             return
         f = rewind(f)
@@ -362,6 +363,16 @@ class JSONDatasink(BlockBasedFileDatasink):
         f.write(text.encode("utf-8"))
         if text and not text.endswith("\n"):
             f.write(b"\n")
+
+
+def _first_byte(head: bytes, at_file_start: bool) -> bytes:
+    """The first byte of ``head`` that is not JSON whitespace (after a byte order mark that
+    starts the file), or b"" when there is none. Only whitespace makes a file empty: other
+    bytes go to the parsers, which decide (a stray byte of a byte order mark after a line
+    break is an error, as in Arrow)."""
+    if at_file_start and head.startswith(_BOM):
+        head = head[len(_BOM) :]
+    return head.lstrip(_WHITESPACE)[:1]
 
 
 def _copy(options: Any) -> Any:
