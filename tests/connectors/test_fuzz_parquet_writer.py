@@ -335,7 +335,9 @@ def same_footers(ours: dict, arrows: dict) -> None:
             assert mine == without(their_chunk[3], LAYOUT["column"]), (chunk, their_chunk)
 
 
-def check_case(case: dict, rng: random.Random, folder) -> None:
+def check_case(case: dict, rng: random.Random, folder=None) -> None:
+    """Our file against the table and Arrow's file; with ``folder``, also in DuckDB and
+    Polars, and a filter in each reader."""
     table = case["table"]
     options = {"compression": case["compression"], "use_dictionary": case["use_dictionary"]}
     assert handles(table.schema, options)
@@ -348,6 +350,8 @@ def check_case(case: dict, rng: random.Random, folder) -> None:
     assert ours_file.metadata.metadata == arrows_file.metadata.metadata
     assert statistics(ours) == statistics(arrows)
     same_footers(footer(ours), footer(arrows))
+    if folder is None:
+        return
     paths = folder / "ours.parquet", folder / "arrows.parquet"
     paths[0].write_bytes(ours)
     paths[1].write_bytes(arrows)
@@ -431,16 +435,23 @@ def same_outcome(results: list, what: str) -> None:
     same_values(ours, arrows, what)
 
 
-CASES = 500  # of the default run
+# cases of the default run: files against Arrow's; files also through DuckDB and Polars
+# (slower: the readers' calls take most of the time)
+CASES, READER_CASES = 2000, 300
 
 
-@pytest.mark.timeout(time_limit(CASES, 1.0))
-def test_fuzz_parquet_writer_against_arrow(tmp_path):
+@pytest.mark.timeout(time_limit(CASES, 0.5))
+def test_fuzz_parquet_writer_against_arrow():
+    run_cases("parquet_writer", CASES, generate, check_case, describe=describe)
+
+
+@pytest.mark.timeout(time_limit(READER_CASES, 1.0))
+def test_fuzz_parquet_files_in_pyarrow_duckdb_and_polars(tmp_path):
     pytest.importorskip("duckdb")
     pytest.importorskip("polars")
     run_cases(
-        "parquet_writer",
-        CASES,
+        "parquet_readers",
+        READER_CASES,
         generate,
         lambda case, rng: check_case(case, rng, tmp_path),
         describe=describe,
