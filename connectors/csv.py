@@ -1,6 +1,7 @@
 """CSV: ``read_csv`` and ``Dataset.write_csv``, streamed through ``pyarrow.csv``.
 
-Files are read in chunks of about 2 MiB cut at line ends and each chunk is parsed with
+Files are read in chunks of about 2 MiB cut at row ends (line breaks outside quoted values,
+see :mod:`shardflow.connectors.csv_rows`) and each chunk is parsed with
 shardflow's C parser where it gives Arrow's result (files of numbers and strings read with
 the default options, see :mod:`shardflow.connectors.csv_native`), else with
 ``pyarrow.csv.read_csv`` on Arrow's thread pool (see :mod:`shardflow.connectors.line_chunks`),
@@ -8,8 +9,8 @@ so a file of any size is read in bounded memory; ``.gz``, ``.bz2``, ``.zst`` ...
 decompressed on the fly. Column names come from the header, and column types are inferred
 from a file's first chunk (a later value that does not fit its column's type is an error, as
 with Arrow's streaming reader; a column empty throughout the first chunk is inferred from the
-next ones, its first values null). Files whose values may hold line breaks
-(``newlines_in_values=True``) or that are not UTF-8 go through ``pyarrow.csv.open_csv``.
+next ones, its first values null). Files read with ``newlines_in_values=True`` or that are
+not UTF-8 go through ``pyarrow.csv.open_csv``.
 Writes stream too: each block is appended to the task's open file as it arrives.
 """
 

@@ -437,7 +437,7 @@ def same_outcome(results: list, what: str) -> None:
 
 # cases of the default run: files against Arrow's; files also through DuckDB and Polars
 # (slower: the readers' calls take most of the time)
-CASES, READER_CASES = 2000, 300
+CASES, READER_CASES = 1000, 200
 
 
 @pytest.mark.timeout(time_limit(CASES, 0.5))
