@@ -19,7 +19,7 @@ $(PY):
 # The test extra plus the bench extra: Ray Data is the oracle of tests/compat. torch is
 # pinned to the CPU build the torch tests run with (other versions pull CUDA packages).
 # The compiled extensions' sources are prerequisites: an edited C file is rebuilt.
-$(STAMP): $(PY) pyproject.toml setup.py $(wildcard connectors/*.c connectors/*.h sdk/*.c)
+$(STAMP): $(PY) pyproject.toml setup.py $(wildcard connectors/*/*.c connectors/*/*.h)
 	$(PY) -m pip install --quiet -e ".[test,bench]" "torch==2.13.0"
 	touch $(STAMP)
 

@@ -21,42 +21,45 @@ TEMPLATE_FILES = [
 ]
 NOT_PACKAGES = ["__pycache__", "*.__pycache__"]
 
-# The C parsers of JSON Lines and CSV (connectors/json_lines_native.py, csv_native.py).
+# The C parsers of CSV and JSON Lines (connectors/csv/native.py, connectors/json/native.py),
+# with the headers they share in connectors/_text_parsing/.
 # Optional: where they do not compile, the install goes on and Arrow parses every file.
+TEXT_PARSING = "connectors/_text_parsing"
 PARSER_HEADERS = [
-    "connectors/_parse_numbers.h",
-    "connectors/_parse_python.h",
-    "connectors/_parse_text.h",
-    "connectors/_jsonl_strings.h",
-    "connectors/_csv_rows.h",
+    f"{TEXT_PARSING}/_parse_numbers.h",
+    f"{TEXT_PARSING}/_parse_python.h",
+    f"{TEXT_PARSING}/_parse_text.h",
+    "connectors/json/_jsonl_strings.h",
+    "connectors/csv/_csv_rows.h",
 ]
 EXTENSIONS = [
     Extension(
-        f"shardflow.connectors.{name}",
-        sources=[f"connectors/{name}.c"],
+        f"shardflow.connectors.{package}.{name}",
+        sources=[f"connectors/{package}/{name}.c"],
         depends=PARSER_HEADERS,
+        include_dirs=[TEXT_PARSING],
         extra_compile_args=["-O3", "-std=gnu11"],
         optional=True,
     )
-    for name in ("_jsonl", "_csv")
+    for package, name in (("json", "_jsonl"), ("csv", "_csv"))
 ]
-# Dictionary-encoded strings expanded for Parquet reads (sdk/dictionary_strings.py); optional
-# too: without it Arrow decodes those columns.
+# Dictionary-encoded strings expanded for Parquet reads
+# (connectors/parquet/dictionary_strings.py); optional too: without it Arrow decodes them.
 EXTENSIONS.append(
     Extension(
-        "shardflow.sdk._dictionary_strings",
-        sources=["sdk/_dictionary_strings.c"],
+        "shardflow.connectors.parquet._dictionary_strings",
+        sources=["connectors/parquet/_dictionary_strings.c"],
         extra_compile_args=["-O3", "-std=gnu11"],
         optional=True,
     )
 )
-# Per-value encoders of the Parquet writer of flat columns (connectors/parquet_flat_writer.py);
+# Per-value encoders of the Parquet writer of flat columns (connectors/parquet/flat_writer.py);
 # optional: without them every Parquet file is written by Arrow's writer.
 EXTENSIONS.append(
     Extension(
-        "shardflow.connectors._parquet_encode",
-        sources=["connectors/_parquet_encode.c"],
-        depends=["connectors/_parquet_inputs.h", "connectors/_parquet_rle.h"],
+        "shardflow.connectors.parquet._parquet_encode",
+        sources=["connectors/parquet/_parquet_encode.c"],
+        depends=["connectors/parquet/_parquet_inputs.h", "connectors/parquet/_parquet_rle.h"],
         extra_compile_args=["-O3", "-std=gnu11"],
         optional=True,
     )

@@ -29,6 +29,9 @@ FAMILIES: tuple[str, ...] = (
     "b10_iceberg",
     "b11_text_scans",
     "b12_iter_batches",
+    "b17_media",
+    "b13_sql",
+    "b14_delta",
 )
 
 # Every system a benchmark may run; a benchmark lists the ones it supports.

@@ -1,4 +1,5 @@
-"""shardflow.connectors: built-in datasources and datasinks. Uses shardflow.sdk only."""
+"""shardflow.connectors: the built-in datasources and datasinks, one package per format or system
+(parquet/, csv/, json/, iceberg/, ...). Uses shardflow.sdk only."""
 
 from __future__ import annotations
 

@@ -316,3 +316,31 @@ SUITES = {
 }
 if importlib.util.find_spec("pyiceberg") is not None:  # an optional dependency
     SUITES[IcebergSuite.name] = IcebergSuite
+# Audio, video and Lance: optional dependencies; each suite lives in its connector's package.
+if importlib.util.find_spec("soundfile") is not None:
+    from shardflow.connectors.audio.conformance_suite import AudioSuite
+
+    SUITES[AudioSuite.name] = AudioSuite
+if importlib.util.find_spec("av") is not None:
+    from shardflow.connectors.video.conformance_suite import VideoSuite
+
+    SUITES[VideoSuite.name] = VideoSuite
+if importlib.util.find_spec("lance") is not None:
+    from shardflow.connectors.lance.conformance_suite import LanceSuite
+
+    SUITES[LanceSuite.name] = LanceSuite
+
+
+def _add_connector_suites() -> None:
+    """Suites that live in their connector's package (the SQL suite needs only sqlite3;
+    the Delta suite needs deltalake)."""
+    from shardflow.connectors.sql.suite import SQLSuite
+
+    SUITES[SQLSuite.name] = SQLSuite
+    if importlib.util.find_spec("deltalake") is not None:  # an optional dependency
+        from shardflow.connectors.delta.suite import DeltaSuite
+
+        SUITES[DeltaSuite.name] = DeltaSuite
+
+
+_add_connector_suites()

@@ -1,1 +1,2 @@
-"""shardflow.engine: the Dataset and what runs it (plans, optimizer, executor, backends)."""
+"""shardflow.engine: the Dataset and what runs it, a folder per layer: api/ (what users call),
+plan/ (logical plan, optimizer, planner), execution/, iteration/, splits/ and xshards/."""

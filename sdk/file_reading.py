@@ -76,12 +76,12 @@ def file_error(
     for cls in type(exc).__mro__:
         if not issubclass(cls, Exception):
             break
-        try:
+        try:  # a class may take other arguments, or fail to format itself (str raises)
             new = cls(message)
+            if str(new) == message:
+                return new
         except Exception:
             continue
-        if str(new) == message:
-            return new
     return RuntimeError(message)
 
 

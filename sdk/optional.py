@@ -24,12 +24,17 @@ EXTRAS: dict[str, str] = {
     "s3fs": "s3",
     "gcsfs": "gcs",
     "pyiceberg": "iceberg",
+    "deltalake": "delta",
+    "psycopg": "sql",
     "daft": "daft",
     "datasets": "huggingface",
+    "soundfile": "audio",
+    "av": "video",
+    "lance": "lance",
 }
 """Top-level module of each optional dependency to the shardflow extra that installs it."""
 
-_DISTRIBUTIONS = {"PIL": "Pillow"}
+_DISTRIBUTIONS = {"PIL": "Pillow", "lance": "pylance"}
 """Package names that differ from their module's name, for messages."""
 
 

@@ -1,10 +1,12 @@
 """Expanding the paths given to a read into the files to read, with listing calls only.
 
 A path may be a file, a folder (read recursively) or a glob; a read may take a list of
-them. Expansion runs on the driver and never opens a file: sizes come from the listing, so
-planning 10,000 files under one prefix takes one recursive listing, not 10,000 requests.
-Files and folders whose name starts with ``.`` or ``_`` (``_SUCCESS``, ``.staging``) inside a
-listed folder are hidden and skipped.
+them. A path that exists is read as written, whatever characters its name holds (a folder
+named ``br[1]``); only a path that does not exist and holds ``*``, ``?`` or ``[`` is a glob.
+Expansion runs on the driver and never opens a file: sizes come from the listing, so planning
+10,000 files under one prefix takes one recursive listing, not 10,000 requests. Files and
+folders whose name starts with ``.`` or ``_`` (``_SUCCESS``, ``.staging``) inside a listed
+folder are hidden and skipped.
 """
 
 from __future__ import annotations
@@ -197,7 +199,9 @@ def expand_paths(
         batched = _batch_infos(fs, plain, retry)
     files: list[FileInfo] = []
     for path in paths:
-        if has_glob(path):
+        # A path that exists as written is read as written (Ray Data never globs: a folder
+        # named "br[1]" is a folder); only one that does not exist is taken as a pattern.
+        if has_glob(path) and _info_or_none(fs, path, retry) is None:
             found = _expand_glob(fs, path, retry)
             if not found and not ignore_missing_paths:
                 raise FileNotFoundError(f"No files match {display_path(fs, path)!r}.")

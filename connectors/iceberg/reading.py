@@ -5,7 +5,7 @@ A data file is a Parquet file whose columns are matched to the table's columns b
 added and promoted columns read correctly. For each file:
 
 1. the columns the output, the filter and the equality deletes need are chosen by field id
-   and read through :mod:`shardflow.sdk.parquet_reading`, one row group at a time, with the
+   and read through :mod:`shardflow.connectors.parquet.reading`, one row group at a time, with the
    Iceberg filter translated to the file's own column names (row groups whose statistics
    rule it out are skipped);
 2. rows named by position delete files are dropped before the filter is applied;
@@ -26,8 +26,8 @@ import pyarrow as pa
 
 from shardflow.connectors.iceberg import pyiceberg_api
 from shardflow.connectors.iceberg.planning import PlannedFile
+from shardflow.connectors.parquet.reading import open_parquet_fragment, read_parquet_fragment
 from shardflow.sdk.expressions import Expr
-from shardflow.sdk.parquet_reading import open_parquet_fragment, read_parquet_fragment
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from shardflow.connectors.iceberg import pyiceberg_api
-from shardflow.connectors.parquet_encodings import dictionary_columns
+from shardflow.connectors.parquet.encodings import dictionary_columns
 
 logger = logging.getLogger(__name__)
 
@@ -208,7 +208,7 @@ def _write_one(table_metadata: Any, io: Any, rows: pa.Table, partition_key: Any,
             stream,
             schema=data.schema,
             store_decimal_as_integer=True,
-            # The same choice as write_parquet (see connectors/parquet_encodings.py).
+            # The same choice as write_parquet (see connectors/parquet/encodings.py).
             use_dictionary=dictionary_columns(rows),
             **pyiceberg_api.parquet_writer_options(properties),
         )

@@ -10,9 +10,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from shardflow.engine.logical import BlocksSource, LogicalPlan, ReadSource
-from shardflow.engine.refs import RayRef, resolve
-from shardflow.engine.runtime import current_backend
+from shardflow.engine.execution.refs import RayRef, resolve
+from shardflow.engine.execution.runtime import current_backend
+from shardflow.engine.plan.logical import BlocksSource, LogicalPlan, ReadSource
 from shardflow.engine.xshards.encoding import BlockInfo, info_from_metadata
 from shardflow.sdk.block import BlockMetadata
 from shardflow.sdk.datasource import Datasource, ReadTask
@@ -32,13 +32,13 @@ def materialize(dataset: Any) -> tuple[list[Any], list[BlockMetadata]]:
 
 def blocks_dataset(refs: Sequence[Any], metas: Sequence[BlockMetadata], name: str) -> Any:
     """A Dataset over blocks already computed."""
-    from shardflow.engine.dataset import Dataset
+    from shardflow.engine.api.dataset import Dataset
 
     return Dataset(LogicalPlan(BlocksSource(tuple(refs), name, tuple(metas))))
 
 
 def source_dataset(datasource: Datasource) -> Any:
-    from shardflow.engine.dataset import Dataset
+    from shardflow.engine.api.dataset import Dataset
 
     return Dataset(LogicalPlan(ReadSource(datasource)))
 

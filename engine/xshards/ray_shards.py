@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from shardflow.engine.refs import RayRef
+from shardflow.engine.execution.refs import RayRef
 from shardflow.engine.xshards.encoding import decode, encode
 from shardflow.sdk.optional import require
 
@@ -21,7 +21,7 @@ def _node() -> tuple:
 
 
 def _decode_partition(block: Any) -> tuple:
-    from shardflow.engine.refs import resolve
+    from shardflow.engine.execution.refs import resolve
 
     return decode(resolve(block)), _node()
 
@@ -43,7 +43,7 @@ def _remote_fn(name: str, fn: Callable, **options: Any) -> Any:
 
 
 def _require_ray(what: str) -> None:
-    from shardflow.engine.context import DataContext
+    from shardflow.engine.api.context import DataContext
 
     if DataContext.get_current().backend != "ray":
         raise RuntimeError(

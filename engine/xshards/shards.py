@@ -48,7 +48,7 @@ class XShards:
     """
 
     def __init__(self, dataset: Any, num_partitions: int | None = None, *, _name: str = "XShards"):
-        from shardflow.engine.dataset import Dataset
+        from shardflow.engine.api.dataset import Dataset
 
         if not isinstance(dataset, Dataset):
             raise TypeError(
@@ -124,7 +124,7 @@ class XShards:
 
     @classmethod
     def _from_dataset(cls, dataset: Any) -> XShards:
-        from shardflow.engine.context import DataContext
+        from shardflow.engine.api.context import DataContext
 
         context = DataContext.get_current()
         stage = FromDatasetStage(context.target_min_block_size, context.target_max_block_size)

@@ -102,7 +102,7 @@ class SharedValue:
 
     def _store(self) -> tuple[str, Any]:
         """Where tasks find the value: stored once per version, on first need."""
-        from shardflow.engine.context import DataContext
+        from shardflow.engine.api.context import DataContext
 
         with self._lock:
             if DataContext.get_current().backend == "ray" and _ray_running():

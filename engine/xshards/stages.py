@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardflow.engine.logical import MapLike
-from shardflow.engine.transforms import Stage, coalesce_blocks, split_large_blocks
+from shardflow.engine.execution.stages.transforms import Stage, coalesce_blocks, split_large_blocks
+from shardflow.engine.plan.logical import MapLike
 from shardflow.engine.xshards.encoding import (
     DATAFRAME,
     META_KEY,

@@ -19,23 +19,10 @@ from shardflow._arrow_pool import choose_before_pyarrow_loads
 choose_before_pyarrow_loads()
 
 if TYPE_CHECKING:
-    from shardflow.engine.compute import ActorPoolStrategy, TaskPoolStrategy
-    from shardflow.engine.context import DataContext, RetryPolicy
-    from shardflow.engine.data_iterator import DataIterator
-    from shardflow.engine.dataset import Dataset
-    from shardflow.engine.errors import UserCodeError, WorkerCrashedError
-    from shardflow.engine.execution_options import ExecutionOptions, ExecutionResources
-    from shardflow.engine.file_api import (
-        read_binary_files,
-        read_csv,
-        read_images,
-        read_json,
-        read_numpy,
-        read_parquet,
-        read_text,
-    )
-    from shardflow.engine.iceberg_api import read_iceberg
-    from shardflow.engine.read_api import (
+    from shardflow.engine.api.audio import read_audio
+    from shardflow.engine.api.compute import ActorPoolStrategy, TaskPoolStrategy
+    from shardflow.engine.api.context import DataContext, RetryPolicy
+    from shardflow.engine.api.create import (
         from_arrow,
         from_blocks,
         from_daft,
@@ -48,8 +35,26 @@ if TYPE_CHECKING:
         range_tensor,
         read_datasource,
     )
-    from shardflow.engine.runtime import init
-    from shardflow.engine.schema import Schema
+    from shardflow.engine.api.dataset import Dataset
+    from shardflow.engine.api.delta import read_delta
+    from shardflow.engine.api.execution_options import ExecutionOptions, ExecutionResources
+    from shardflow.engine.api.file_writes import (
+        read_binary_files,
+        read_csv,
+        read_images,
+        read_json,
+        read_numpy,
+        read_parquet,
+        read_text,
+    )
+    from shardflow.engine.api.iceberg import read_iceberg
+    from shardflow.engine.api.lance import read_lance
+    from shardflow.engine.api.schema import Schema
+    from shardflow.engine.api.sql import read_sql
+    from shardflow.engine.api.video import read_videos
+    from shardflow.engine.execution.errors import UserCodeError, WorkerCrashedError
+    from shardflow.engine.execution.runtime import init
+    from shardflow.engine.iteration.data_iterator import DataIterator
     from shardflow.engine.xshards.shards import XShards
     from shardflow.sdk import (
         Block,
@@ -114,15 +119,20 @@ __all__ = [
     "lit",
     "range",
     "range_tensor",
+    "read_audio",
     "read_binary_files",
     "read_csv",
     "read_datasource",
+    "read_delta",
     "read_iceberg",
     "read_images",
     "read_json",
+    "read_lance",
     "read_numpy",
     "read_parquet",
+    "read_sql",
     "read_text",
+    "read_videos",
     "register_connector",
     "udf",
 ]
@@ -131,37 +141,42 @@ __all__ = [
 # ``import shardflow`` (and every worker process, which imports shardflow.engine modules)
 # loads only what a program touches.
 _EXPORTS = {
-    "ActorPoolStrategy": "shardflow.engine.compute",
-    "TaskPoolStrategy": "shardflow.engine.compute",
-    "DataContext": "shardflow.engine.context",
-    "RetryPolicy": "shardflow.engine.context",
-    "DataIterator": "shardflow.engine.data_iterator",
-    "Dataset": "shardflow.engine.dataset",
-    "UserCodeError": "shardflow.engine.errors",
-    "WorkerCrashedError": "shardflow.engine.errors",
-    "ExecutionOptions": "shardflow.engine.execution_options",
-    "ExecutionResources": "shardflow.engine.execution_options",
-    "read_binary_files": "shardflow.engine.file_api",
-    "read_csv": "shardflow.engine.file_api",
-    "read_images": "shardflow.engine.file_api",
-    "read_json": "shardflow.engine.file_api",
-    "read_numpy": "shardflow.engine.file_api",
-    "read_parquet": "shardflow.engine.file_api",
-    "read_text": "shardflow.engine.file_api",
-    "read_iceberg": "shardflow.engine.iceberg_api",
-    "from_arrow": "shardflow.engine.read_api",
-    "from_blocks": "shardflow.engine.read_api",
-    "from_daft": "shardflow.engine.read_api",
-    "from_huggingface": "shardflow.engine.read_api",
-    "from_items": "shardflow.engine.read_api",
-    "from_numpy": "shardflow.engine.read_api",
-    "from_pandas": "shardflow.engine.read_api",
-    "from_torch": "shardflow.engine.read_api",
-    "range": "shardflow.engine.read_api",
-    "range_tensor": "shardflow.engine.read_api",
-    "read_datasource": "shardflow.engine.read_api",
-    "init": "shardflow.engine.runtime",
-    "Schema": "shardflow.engine.schema",
+    "ActorPoolStrategy": "shardflow.engine.api.compute",
+    "TaskPoolStrategy": "shardflow.engine.api.compute",
+    "DataContext": "shardflow.engine.api.context",
+    "RetryPolicy": "shardflow.engine.api.context",
+    "DataIterator": "shardflow.engine.iteration.data_iterator",
+    "Dataset": "shardflow.engine.api.dataset",
+    "UserCodeError": "shardflow.engine.execution.errors",
+    "WorkerCrashedError": "shardflow.engine.execution.errors",
+    "ExecutionOptions": "shardflow.engine.api.execution_options",
+    "ExecutionResources": "shardflow.engine.api.execution_options",
+    "read_binary_files": "shardflow.engine.api.file_writes",
+    "read_csv": "shardflow.engine.api.file_writes",
+    "read_images": "shardflow.engine.api.file_writes",
+    "read_json": "shardflow.engine.api.file_writes",
+    "read_numpy": "shardflow.engine.api.file_writes",
+    "read_parquet": "shardflow.engine.api.file_writes",
+    "read_text": "shardflow.engine.api.file_writes",
+    "read_iceberg": "shardflow.engine.api.iceberg",
+    "read_audio": "shardflow.engine.api.audio",
+    "read_videos": "shardflow.engine.api.video",
+    "read_lance": "shardflow.engine.api.lance",
+    "read_delta": "shardflow.engine.api.delta",
+    "read_sql": "shardflow.engine.api.sql",
+    "from_arrow": "shardflow.engine.api.create",
+    "from_blocks": "shardflow.engine.api.create",
+    "from_daft": "shardflow.engine.api.create",
+    "from_huggingface": "shardflow.engine.api.create",
+    "from_items": "shardflow.engine.api.create",
+    "from_numpy": "shardflow.engine.api.create",
+    "from_pandas": "shardflow.engine.api.create",
+    "from_torch": "shardflow.engine.api.create",
+    "range": "shardflow.engine.api.create",
+    "range_tensor": "shardflow.engine.api.create",
+    "read_datasource": "shardflow.engine.api.create",
+    "init": "shardflow.engine.execution.runtime",
+    "Schema": "shardflow.engine.api.schema",
     "XShards": "shardflow.engine.xshards.shards",
     "Block": "shardflow.sdk",
     "BlockBasedFileDatasink": "shardflow.sdk",

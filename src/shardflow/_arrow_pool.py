@@ -4,7 +4,7 @@ pyarrow reads ``ARROW_DEFAULT_MEMORY_POOL`` once, while it is imported, and the 
 then is the one Arrow's C++ code allocates from whenever Python cannot pass a pool: the
 Parquet writer's encoders and page buffers, the Parquet reader's pre-buffered column chunks.
 ``pyarrow.set_memory_pool`` (what an execution applies, see
-``shardflow.engine.arrow_memory``) changes only the pool of allocations made through
+``shardflow.engine.execution.arrow_memory``) changes only the pool of allocations made through
 pyarrow's Python API. Measured on the Parquet ETL benchmark, Arrow's wheels' default,
 mimalloc, zeroes freed huge pages again and again (12% of the CPU in ``clear_page``) and
 copies on every buffer growth; jemalloc everywhere took 0.84x the CPU time of jemalloc for

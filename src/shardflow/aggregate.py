@@ -1,6 +1,6 @@
 """Aggregations for ``Dataset.aggregate`` and ``GroupedData.aggregate``, as in ``ray.data.aggregate``."""
 
-from shardflow.engine.aggregate import (
+from shardflow.engine.api.aggregate import (
     AbsMax,
     AggregateFn,
     AggregateFnV2,

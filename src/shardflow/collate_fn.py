@@ -1,6 +1,6 @@
 """Collate function base classes for ``iter_torch_batches`` (as ``ray.data.collate_fn``)."""
 
-from shardflow.engine.collate import (
+from shardflow.engine.iteration.collate import (
     ArrowBatchCollateFn,
     CollateFn,
     NumpyBatchCollateFn,

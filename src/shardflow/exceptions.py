@@ -12,7 +12,7 @@ Examples:
 
 from __future__ import annotations
 
-from shardflow.engine.errors import (
+from shardflow.engine.execution.errors import (
     ColumnNotFoundError,
     UserCodeError,
     UserCodeException,

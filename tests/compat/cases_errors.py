@@ -127,3 +127,19 @@ def read_tasks_yield_pandas(m, tmp):
         ds.take_batch(batch_format="numpy")["a"],
         ds.map_batches(lambda df: df.assign(g=df["a"] * 2), batch_format="pandas").take_all(),
     ]
+
+
+@case("Dataset.map_batches", "Dataset.map", note="concurrency below 1 is a ValueError at the call")
+def concurrency_below_one(m, tmp):
+    """concurrency=0 and -1 for a function and for a callable class"""
+
+    class Identity:
+        def __call__(self, batch):
+            return batch
+
+    ds = m.range(4)
+    return [
+        _raises(lambda: ds.map_batches(lambda b: b, concurrency=0).take_all()),
+        _raises(lambda: ds.map_batches(Identity, concurrency=0).take_all()),
+        _raises(lambda: ds.map(lambda r: r, concurrency=-1).take_all()),
+    ]

@@ -135,3 +135,17 @@ def write_parquet_row_group_size_zero_raises(m, tmp):
 
         return Raised(exception_kind(exc))
     return "no error"
+
+
+@case("read_parquet", "read_csv")
+def read_folders_whose_names_hold_glob_characters(m, tmp):
+    """a folder named like a glob (br[1], a*b) is read as the folder it is"""
+    out = []
+    for name in ("br[1]", "a*b"):
+        folder = tmp / name
+        folder.mkdir()
+        pq.write_table(pa.table({"a": [1, 2]}), folder / "f.parquet")
+        (folder / "f.csv").write_text("x\n3\n")
+        out.append(m.read_parquet(str(folder / "f.parquet")).take_all())
+        out.append(m.read_csv(str(folder / "f.csv")).take_all())
+    return out

@@ -29,9 +29,9 @@ CASE_MODULES = tuple(
 BEHAVIOUR_NOTES = (
     "Order: `DataContext.execution_options.preserve_order` is True by default, so rows come in "
     "the order of the source and of `union`'s inputs (Ray Data: False, blocks as they finish). "
-    "Set it to False for Ray Data's behaviour (tests/engine/test_executor_protocol.py).",
+    "Set it to False for Ray Data's behaviour (tests/engine/execution/test_executor_protocol.py).",
     "`groupby(...).map_groups` and the grouped aggregations give groups sorted by key (Ray Data "
-    "gives them in no set order) (tests/engine/test_a2a_groupby.py).",
+    "gives them in no set order) (tests/engine/execution/exchange/test_a2a_groupby.py).",
     "`split(n)` gives splits whose row counts differ by at most one (Ray Data splits by blocks "
     "unless `equal=True`) (tests/compat/test_a2a_vs_ray.py compares sizes and rows).",
     "A failing read or map task is retried when its worker process died (up to "
@@ -41,7 +41,7 @@ BEHAVIOUR_NOTES = (
     "the same count bounds the reruns that rebuild blocks lost with a node "
     "(tests/faults/test_faults_lineage.py).",
     "`iter_torch_batches(dtypes={...})` gives the columns the dict does not name their default "
-    "dtype (Ray Data raises KeyError) (tests/engine/test_iteration_torch.py).",
+    "dtype (Ray Data raises KeyError) (tests/engine/iteration/test_iteration_torch.py).",
     "`read_csv` / `read_json` over several files: a column whose inferred types conflict "
     "between files raises `ArrowConversionError` naming both files, however the data is "
     "consumed (Ray Data raises only when blocks are combined, and turns conflicting JSON "
@@ -58,7 +58,7 @@ BEHAVIOUR_NOTES = (
     "NaNs and count them), no statistics in data page headers, and a column chunk whose "
     "dictionary would pass 1 MiB is written plainly as a whole (pyarrow switches to plain "
     "pages midway); Arrow, Polars and DuckDB read the files back "
-    "(tests/connectors/test_parquet_flat_writer.py).",
+    "(tests/connectors/parquet/test_parquet_flat_writer.py).",
     "Writes are all-or-nothing and `mode` defaults to `'error'`; `write_*(resume=True)` "
     "resumes a failed write (a shardflow extension) (tests/faults/).",
     "An execution makes Arrow's jemalloc pool the process's default memory pool (in the "
@@ -69,7 +69,7 @@ BEHAVIOUR_NOTES = (
     "`import shardflow` before pyarrow is imported (on Linux) also makes jemalloc the pool "
     "of Arrow's C++ code that Python cannot give a pool to (the Parquet writer's and "
     "reader's buffers), by setting `ARROW_DEFAULT_MEMORY_POOL` while pyarrow is imported "
-    "(tests/engine/test_arrow_memory.py).",
+    "(tests/engine/execution/test_arrow_memory.py).",
     "`read_json(lines=True)` reads JSON Lines with Arrow's types, as `read_json` without "
     "`lines` does in both (Ray Data 2.60 reads `lines=True` through pandas: integer columns "
     "with nulls become doubles, strings `large_string`) "
@@ -131,7 +131,7 @@ def _shardflow_has(name: str) -> bool:
 def _shardflow_object(owner: str) -> object:
     """shardflow's counterpart of ``ray.data``'s ``owner`` (a class or a module), or None."""
     import shardflow
-    from shardflow.engine.dataset_aggregate import GroupedData
+    from shardflow.engine.api.grouped_data import GroupedData
 
     # DataContext's settings are instance attributes.
     known = {"GroupedData": GroupedData, "DataContext": shardflow.DataContext.get_current()}

@@ -109,8 +109,9 @@ def differs(*names: str, reason: str) -> Callable[[Callable], Callable]:
     """Mark a test as showing a deliberate difference of ``names`` (for the generated table)."""
 
     def register(fn: Callable) -> Callable:
-        for name in names:
-            DIFFERENCES[name] = reason
+        for name in names:  # a name may differ in several ways: each reason is kept
+            earlier = DIFFERENCES.get(name)
+            DIFFERENCES[name] = reason if earlier in (None, reason) else f"{earlier} {reason}"
         return fn
 
     return register

@@ -164,7 +164,7 @@ def test_groupby_aggregations_like_ray(both):
         ]
 
     # NaN values of "f" are replaced: Ray's NaN handling differs between its grouped and
-    # global paths (see tests/engine/test_a2a_groupby.py), so there is nothing to compare.
+    # global paths (see tests/engine/execution/exchange/test_a2a_groupby.py), so there is nothing to compare.
     clean = [
         b.set_column(
             2,

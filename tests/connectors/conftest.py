@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
+
+# Helpers shared by the connector folders' tests (table_oracle) import from here.
+sys.path.insert(0, os.path.dirname(__file__))
 
 import pytest
 from storage_fixtures import FAKE_KEY, FAKE_SECRET, Store  # noqa: F401 (used by tests)
@@ -93,7 +98,7 @@ class InstrumentedLocalFileSystem:
 @pytest.fixture
 def fast_retries(fresh_context):
     """Retries without waiting, so fault-injection tests stay fast."""
-    from shardflow.engine.context import RetryPolicy
+    from shardflow.engine.api.context import RetryPolicy
 
     fresh_context.retry = RetryPolicy(max_attempts=4, initial_backoff_s=0.001, max_backoff_s=0.002)
     return fresh_context

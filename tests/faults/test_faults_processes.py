@@ -121,7 +121,7 @@ def test_keyboard_interrupt_in_a_udf_is_raised_as_such():
 
 
 def test_a_dead_idle_worker_is_replaced():
-    from shardflow.engine.backends.worker_pool import WorkerProcessPool
+    from shardflow.engine.execution.backends.worker_pool import WorkerProcessPool
 
     assert sf.range(100, override_num_blocks=4).map(double).sum("x") == 9900
     pool = WorkerProcessPool.instance()
@@ -140,7 +140,7 @@ def worker_pid(row):
 def test_a_finished_task_returns_its_worker_before_the_next_task_starts():
     """The executor starts the next task when it hears that one is done: that task must find
     the finished task's worker idle, not fork one more (which would compete for the cores)."""
-    from shardflow.engine.backends.worker_pool import WorkerProcessPool
+    from shardflow.engine.execution.backends.worker_pool import WorkerProcessPool
 
     slots = os.cpu_count() or 1
     sf.range(8, override_num_blocks=8).map(worker_pid).take_all()  # workers up and idle

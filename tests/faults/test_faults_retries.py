@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import shardflow as sf
-from shardflow.engine.errors import WorkerCrashedError
+from shardflow.engine.execution.errors import WorkerCrashedError
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -22,14 +22,24 @@ SOURCE_FOLDERS = {
     "engine": "shardflow/engine",
 }
 TEMPLATES = ("templates", "shardflow/templates")
-OPTIONAL_PACKAGES = ("ray", "torch", "pillow", "s3fs", "gcsfs", "pyiceberg", "daft", "datasets")
+OPTIONAL_PACKAGES = (
+    "ray",
+    "torch",
+    "pillow",
+    "s3fs",
+    "gcsfs",
+    "pyiceberg",
+    "daft",
+    "datasets",
+    "pyspark",
+)
 SKIPPED_PARTS = {"__pycache__"}
 # Optional compiled extensions, which a build on this project's machines must produce.
 COMPILED_MODULES = (
-    "shardflow/connectors/_jsonl.",
-    "shardflow/connectors/_csv.",
-    "shardflow/sdk/_dictionary_strings.",
-    "shardflow/connectors/_parquet_encode.",
+    "shardflow/connectors/json/_jsonl.",
+    "shardflow/connectors/csv/_csv.",
+    "shardflow/connectors/parquet/_dictionary_strings.",
+    "shardflow/connectors/parquet/_parquet_encode.",
 )
 
 

@@ -16,7 +16,10 @@ import pytest
 
 from shardflow.sdk.optional import EXTRAS, install_command, missing_message, require
 
-OPTIONAL_MODULES = ["ray", "torch", "PIL", "s3fs", "gcsfs", "pyiceberg", "daft", "datasets"]
+OPTIONAL_MODULES = [
+    *("ray", "torch", "PIL", "s3fs", "gcsfs", "pyiceberg", "daft", "datasets"),
+    *("soundfile", "av", "lance", "deltalake", "psycopg"),
+]
 
 # One call per extra, each the first use of the feature. Shared with test_wheel.py.
 FEATURE_CALLS = """
@@ -32,6 +35,12 @@ CALLS = {
     "gcs": [lambda: sf.read_parquet("gs://bucket/data/")],
     "iceberg": [lambda: sf.read_iceberg("db.table", catalog_kwargs={"name": "default"}),
                 lambda: sf.range(1).write_iceberg("db.table", catalog_kwargs={"name": "x"})],
+    "audio": [lambda: sf.read_audio(sys.argv[1])],
+    "video": [lambda: sf.read_videos(sys.argv[1])],
+    "lance": [lambda: sf.read_lance(sys.argv[1] + "/x.lance"),
+              lambda: sf.range(1).write_lance(sys.argv[1] + "/x.lance")],
+    "delta": [lambda: sf.read_delta(sys.argv[1]), lambda: sf.range(1).write_delta(sys.argv[1])],
+    "sql": [lambda: sf.read_sql("SELECT 1", lambda: __import__("psycopg").connect("")).take_all()],
 }
 messages = {}
 for extra, calls in CALLS.items():
@@ -68,7 +77,19 @@ def _run(code: str, *args: str) -> subprocess.CompletedProcess:
 
 def check_messages(messages: dict) -> None:
     """Every feature call raised an ImportError naming its extra's pip command."""
-    assert set(messages) == {"ray", "torch", "images", "s3", "gcs", "iceberg"}
+    assert set(messages) == {
+        "ray",
+        "torch",
+        "images",
+        "s3",
+        "gcs",
+        "iceberg",
+        "audio",
+        "video",
+        "lance",
+        "delta",
+        "sql",
+    }
     for extra, texts in messages.items():
         for text in texts:
             assert install_command(extra) in text, (extra, text)

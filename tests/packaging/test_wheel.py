@@ -37,9 +37,10 @@ back = sf.read_parquet(out).sort("id").to_pandas()
 oracle = pq.read_table(out).to_pandas().sort_values("id")
 assert back["sq"].tolist() == [i * i for i in range(1000)]
 assert oracle["sq"].tolist() == back["sq"].tolist()
-from shardflow.connectors import csv_native, json_lines_native
-from shardflow.sdk import dictionary_strings
-from shardflow.connectors import parquet_flat_writer
+from shardflow.connectors.csv import native as csv_native
+from shardflow.connectors.json import native as json_lines_native
+from shardflow.connectors.parquet import dictionary_strings
+from shardflow.connectors.parquet import flat_writer as parquet_flat_writer
 with open(out + ".jsonl", "w") as f:
     f.write("".join(json.dumps({"id": i, "x": i / 4}) + chr(10) for i in range(100)))
 assert sf.read_json(out + ".jsonl").sum("x") == sum(i / 4 for i in range(100))

@@ -357,7 +357,7 @@ def test_dataset_blocks_become_partitions_without_copy():
     block = ds._plan.source.blocks[0]
     shards = ds.to_xshards().cache()
     (ref,) = shards._cached[0]
-    from shardflow.engine.refs import resolve
+    from shardflow.engine.execution.refs import resolve
 
     table = resolve(ref)
     assert (
@@ -397,7 +397,7 @@ def test_cache_keeps_partitions(backend):
 
 
 def test_dict_shards_become_rows_without_copy():
-    from shardflow.engine.refs import resolve
+    from shardflow.engine.execution.refs import resolve
 
     data = {"x": np.arange(20, dtype=np.float64), "y": np.arange(20) % 2}
     shards = XShards.partition(data, 2).cache()

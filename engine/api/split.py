@@ -1,0 +1,202 @@
+"""Splitting a dataset into several: split, split_at_indices, split_proportionately,
+train_test_split. Each runs the dataset once and cuts its blocks with zero-copy slices."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from shardflow.engine.execution.refs import slice_metadata, slice_ref
+from shardflow.engine.plan.logical import BlocksSource, LogicalPlan
+
+
+def _materialized_parts(ds: Any) -> tuple[list[Any], list[Any]]:
+    """(references, metadata) of the dataset's blocks, running it once."""
+    materialized = ds.materialize()
+    source = materialized._plan.source
+    return list(source.blocks), list(source.metadata)
+
+
+def _cut(refs: list[Any], metas: list[Any], bounds: Sequence[int], name: str) -> list[Any]:
+    """Datasets holding global rows ``bounds[i] .. bounds[i+1]`` for each i."""
+    from shardflow.engine.api.dataset import Dataset
+
+    starts = [0]
+    for meta in metas:
+        starts.append(starts[-1] + (meta.num_rows or 0))
+    out = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        blocks, block_metas = [], []
+        for ref, meta, start in zip(refs, metas, starts[:-1]):
+            rows = meta.num_rows or 0
+            a, b = max(lo, start), min(hi, start + rows)
+            if b <= a:
+                continue
+            if a == start and b == start + rows:
+                blocks.append(ref)
+                block_metas.append(meta)
+            else:
+                blocks.append(slice_ref(ref, a - start, b - a))
+                block_metas.append(slice_metadata(meta, a - start, b - a))
+        out.append(Dataset(LogicalPlan(BlocksSource(tuple(blocks), name, tuple(block_metas)))))
+    return out
+
+
+class SplitMixin:
+    """Dataset methods that cut a dataset into several materialized ones."""
+
+    _plan: LogicalPlan
+
+    def split_at_indices(self, indices: list[int]) -> list[Any]:
+        """Split at the given row indices: ``[0, i0), [i0, i1), ..., [in, end)``.
+
+        Args:
+            indices: Sorted, non-negative row positions; positions past the end give empty
+                datasets.
+
+        Returns:
+            ``len(indices) + 1`` materialized datasets.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> [d.count() for d in sf.range(5).split_at_indices([1, 3])]
+            [1, 2, 2]
+        """
+        if not isinstance(indices, (list, tuple)) or not all(
+            isinstance(i, int) and not isinstance(i, bool) for i in indices
+        ):
+            raise TypeError(f"split_at_indices takes a list of ints, got {indices!r}.")
+        if any(i < 0 for i in indices):
+            raise ValueError(f"indices must be non-negative, got {list(indices)}.")
+        if list(indices) != sorted(indices):
+            raise ValueError(f"indices must be sorted in ascending order, got {list(indices)}.")
+        refs, metas = _materialized_parts(self)
+        total = sum(m.num_rows or 0 for m in metas)
+        bounds = [0] + [min(i, total) for i in indices] + [total]
+        return _cut(refs, metas, bounds, "Split")
+
+    def split(
+        self, n: int, *, equal: bool = False, locality_hints: list[Any] | None = None
+    ) -> list[Any]:
+        """Split into ``n`` materialized datasets.
+
+        Args:
+            n: Number of splits.
+            equal: Give every split exactly ``count // n`` rows, dropping the remainder (as
+                Ray Data does); otherwise split sizes differ by at most one row.
+            locality_hints: Accepted for compatibility (one machine: ignored); when given,
+                its length must be ``n``.
+
+        Returns:
+            ``n`` datasets, in order: split 0 holds the first rows.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> [d.count() for d in sf.range(10).split(3)]
+            [3, 3, 4]
+            >>> [d.count() for d in sf.range(10).split(3, equal=True)]
+            [3, 3, 3]
+        """
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(f"split: n must be an int, got {n!r}.")
+        if n <= 0:
+            raise ValueError(f"The number of splits {n} is not positive.")
+        if locality_hints is not None and len(locality_hints) != n:
+            raise ValueError(
+                f"The length of locality_hints {len(locality_hints)} doesn't equal the number of splits {n}."
+            )
+        refs, metas = _materialized_parts(self)
+        total = sum(m.num_rows or 0 for m in metas)
+        if equal:
+            each = total // n
+            bounds = [each * j for j in range(n + 1)]
+        else:
+            bounds = [total * j // n for j in range(n + 1)]
+        return _cut(refs, metas, bounds, "Split")
+
+    def split_proportionately(self, proportions: list[float]) -> list[Any]:
+        """Split by fractions of the row count; the last split takes what remains.
+
+        Args:
+            proportions: Positive fractions summing to less than 1.
+
+        Returns:
+            ``len(proportions) + 1`` datasets.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> [d.count() for d in sf.range(10).split_proportionately([0.2, 0.5])]
+            [2, 5, 3]
+        """
+        if not isinstance(proportions, (list, tuple)) or not proportions:
+            raise ValueError("proportions must be a non-empty list of fractions.")
+        if any(
+            isinstance(p, bool) or not isinstance(p, (int, float)) or p <= 0 for p in proportions
+        ):
+            raise ValueError("proportions must be greater than 0.")
+        if sum(proportions) >= 1:
+            raise ValueError("proportions must sum to less than 1.")
+        refs, metas = _materialized_parts(self)
+        total = sum(m.num_rows or 0 for m in metas)
+        import numpy as np
+
+        indices = [int(total * c) for c in np.cumsum(proportions)]
+        # As Ray Data: move rows forward so that no split is empty, where the rows allow.
+        taken = 0
+        for i in range(len(indices) - 2, -1, -1):
+            indices[i] -= taken
+            if indices[i] == indices[i + 1]:
+                taken += 1
+                indices[i] -= 1
+        if any(i <= 0 for i in indices):
+            raise ValueError("Couldn't create non-empty splits with the given proportions.")
+        return _cut(refs, metas, [0] + indices + [total], "Split")
+
+    def train_test_split(
+        self,
+        test_size: int | float,
+        *,
+        shuffle: bool = False,
+        seed: int | None = None,
+        stratify: str | None = None,
+    ) -> tuple[Any, Any]:
+        """Split into a train and a test dataset; the test set is the last rows.
+
+        Args:
+            test_size: A fraction in (0, 1) of the rows, or a number of rows.
+            shuffle: Shuffle the rows first (``random_shuffle(seed=seed)``).
+            seed: Seed of the shuffle.
+            stratify: Not supported yet; must be None.
+
+        Returns:
+            ``(train, test)``.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> train, test = sf.range(10).train_test_split(0.3)
+            >>> train.count(), test.take_all()
+            (7, [{'id': 7}, {'id': 8}, {'id': 9}])
+        """
+        if stratify is not None:
+            raise NotImplementedError("train_test_split(stratify=...) is not supported yet.")
+        ds = self.random_shuffle(seed=seed) if shuffle else self  # type: ignore[attr-defined]
+        if isinstance(test_size, float):
+            if not 0 < test_size < 1:
+                raise ValueError(
+                    f"If `test_size` is a float, it must be between 0 and 1. Got {test_size}."
+                )
+            train, test = ds.split_proportionately([1 - test_size])
+            return train, test
+        if isinstance(test_size, bool) or not isinstance(test_size, int) or test_size <= 0:
+            raise ValueError(
+                f"test_size must be a positive int or a float in (0, 1), got {test_size!r}."
+            )
+        refs, metas = _materialized_parts(ds)
+        total = sum(m.num_rows or 0 for m in metas)
+        if test_size >= total:
+            raise ValueError(
+                f"If `test_size` is an int, it must be smaller than the size of the dataset "
+                f"({total}). Got {test_size}."
+            )
+        train, test = _cut(refs, metas, [0, total - test_size, total], "Split")
+        return train, test
