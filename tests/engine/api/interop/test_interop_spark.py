@@ -13,7 +13,7 @@ import shardflow as sf
 
 pytest.importorskip("pyspark")
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)  # a SparkSession starts slowly on a loaded machine
 
 UTC = datetime.timezone.utc
 
