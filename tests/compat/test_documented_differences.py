@@ -633,7 +633,9 @@ def test_to_torch_shares_rows_among_dataloader_workers(rd, sfm):
     torch = pytest.importorskip("torch")
 
     ds = sfm.range(40, override_num_blocks=4).to_torch(batch_size=5)
-    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=None, num_workers=2, multiprocessing_context="spawn"
+    )
     ids = sorted(int(v) for features, _ in loader for v in features.flatten())
     assert ids == list(range(40))
     assert not hasattr(rd.range(8), "to_torch")

@@ -28,8 +28,13 @@ def test_dataloader_workers_read_each_row_once_per_epoch(materialize):
     )
     if materialize:
         ds = ds.random_shuffle(seed=3).materialize()
+    # spawned workers (the test process has threads: it must not fork), kept for both epochs
     loader = torch.utils.data.DataLoader(
-        ds.to_torch(label_column="y", batch_size=16), batch_size=None, num_workers=3
+        ds.to_torch(label_column="y", batch_size=16),
+        batch_size=None,
+        num_workers=2,
+        multiprocessing_context="spawn",
+        persistent_workers=True,
     )
     for _epoch in range(2):
         assert _ids(loader) == list(range(300))
@@ -52,7 +57,9 @@ def test_to_torch_tensors_match_numpy(backend):
 def test_plan_that_cannot_be_cut_says_what_to_do():
     sf.init(backend="local")
     ds = sf.range(10).random_shuffle().to_torch(batch_size=2)
-    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=1)
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=None, num_workers=1, multiprocessing_context="spawn"
+    )
     with pytest.raises(ValueError, match="materialize"):
         list(loader)
     assert sorted(int(v) for f, _ in ds for v in f.flatten()) == list(range(10))
