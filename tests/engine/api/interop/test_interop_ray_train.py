@@ -81,6 +81,7 @@ def _train_loop(config):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_torch_trainer_two_workers_two_epochs(tmp_path, ray_session):
     from ray.train import RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
