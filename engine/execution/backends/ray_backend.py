@@ -55,8 +55,9 @@ class RetryableTaskError(Exception):
 
 
 def stream_blocks(transform, ctx, inputs, runs_before: int = 0):
-    """What a Ray task or actor call yields: each block's (rows, bytes, runs_before), then the
-    block; ``runs_before`` is how many times Ray ran the task before this run.
+    """What a Ray task or actor call yields: each block's (rows, bytes, runs_before, node),
+    then the block; ``runs_before`` is how many times Ray ran the task before this run,
+    ``node`` the id of the Ray node it runs on (``Dataset.stats()`` counts tasks per node).
 
     Metadata comes first so that the driver's ``ray.get`` of it raises a failed task's error.
     Every run of a task must yield as many items as the first one (Ray fails a rerun that
@@ -64,13 +65,30 @@ def stream_blocks(transform, ctx, inputs, runs_before: int = 0):
     """
     from shardflow.sdk import task_stats
 
+    node = _node_id()
     task_stats.reset()
     for block in transform(list(inputs), ctx):
-        yield (block.num_rows, block.nbytes, runs_before)
+        yield (block.num_rows, block.nbytes, runs_before, node)
         yield for_ray(block)
     counters = task_stats.take()
     if counters:  # per-task counters last, marked by a string where rows would be
-        yield ("counters", counters, runs_before)
+        yield ("counters", counters, runs_before, node)
+
+
+_NODE_ID: str | None = None
+
+
+def _node_id() -> str | None:
+    """The id of the Ray node this worker process runs on (None outside Ray)."""
+    global _NODE_ID
+    if _NODE_ID is None:
+        try:
+            import ray
+
+            _NODE_ID = ray.get_runtime_context().get_node_id()
+        except Exception:
+            return None
+    return _NODE_ID
 
 
 def _run_transform(transform, ctx, retry_exceptions, memory_pool, cuts, *inputs):
@@ -153,10 +171,32 @@ class RayBackend(Backend):
     def num_slots(self, kind: str) -> int:
         return self._cpus
 
-    def retries_failed_tasks(self, kind: str, on_actor: bool) -> bool:
-        # Ray tasks: Ray retries them (see the module's docstring). Actors are not restarted
-        # (their pool retries elsewhere), and driver tasks run in this process.
-        return not on_actor and kind != DRIVER
+    def retries_failed_tasks(self, kind: str, actor: Any) -> bool:
+        # Ray tasks: Ray retries them (see the module's docstring); calls of a restartable
+        # actor too (ray_actors.py). Driver tasks run in this process.
+        if actor is not None:
+            return bool(getattr(actor, "restartable", False))
+        return kind != DRIVER
+
+    def block_nodes(self, refs: list[Any]) -> list[frozenset[str]]:
+        """The nodes holding each block (a slice: its block's), from what this process owns
+        (``ray.experimental.get_local_object_locations``: no remote call); empty when
+        unknown."""
+        object_refs = [_object_ref(ref) for ref in refs]
+        known = [ref for ref in object_refs if ref is not None]
+        found = self._ray.experimental.get_local_object_locations(known) if known else {}
+        return [
+            frozenset((found.get(ref) or {}).get("node_ids") or ()) if ref is not None else _NONE
+            for ref in object_refs
+        ]
+
+    def refresh(self) -> None:
+        """Size the task slots and the actors' CPU reservation to the live nodes."""
+        resources = self._ray.cluster_resources()
+        cpus = float(resources.get("CPU", 1))
+        self._cpus = max(1, int(cpus))
+        self._gpus = float(resources.get("GPU", 0))
+        self._ledger.resize(cpus)
 
     def launch(self, spec: TaskSpec) -> None:
         if spec.actor is not None:
@@ -229,6 +269,7 @@ class RayBackend(Backend):
         ray = self._ray
         counters = None
         retries = 0  # Ray's reruns of the task, as far as the blocks read from them tell
+        node = None  # where its last run ran
         try:
             while True:
                 if not spec.gate.acquire():
@@ -239,7 +280,7 @@ class RayBackend(Backend):
                 except StopIteration:
                     spec.gate.unused()
                     break
-                rows, nbytes, runs_before = ray.get(meta_ref)
+                rows, nbytes, runs_before, node = ray.get(meta_ref)
                 retries = max(retries, runs_before)
                 if rows == "counters":
                     spec.gate.unused()
@@ -252,6 +293,8 @@ class RayBackend(Backend):
                 )
             if retries:
                 counters = {**(counters or {}), "task_retries": retries}
+            if node is not None:
+                counters = {**(counters or {}), "node": node}
             spec.events.put((DONE, spec.task_id, counters, None))
         except BaseException as exc:
             spec.gate.unused()
@@ -306,6 +349,18 @@ class RayBackend(Backend):
         if isinstance(item, MemoryRef):
             item = item.block
         return self.put(item) if isinstance(item, pa.Table) else item
+
+
+_NONE: frozenset[str] = frozenset()
+
+
+def _object_ref(ref: Any) -> Any:
+    """The ObjectRef behind a block reference (a slice's block's), or None."""
+    if isinstance(ref, SliceRef):
+        ref = ref.parent
+    if isinstance(ref, RayRef):
+        return ref.object_ref
+    return ref if type(ref).__name__ == "ObjectRef" else None
 
 
 def task_args(inputs: list[Any]) -> list[Any]:
