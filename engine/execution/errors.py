@@ -9,7 +9,13 @@ from typing import Any
 from shardflow.sdk.expressions import ColumnNotFoundError
 from shardflow.sdk.filesystems import redact_text
 
-__all__ = ["ColumnNotFoundError", "UserCodeError", "UserCodeException", "WorkerCrashedError"]
+__all__ = [
+    "ColumnNotFoundError",
+    "DriverNodeLostError",
+    "UserCodeError",
+    "UserCodeException",
+    "WorkerCrashedError",
+]
 
 
 class UserCodeException(Exception):
@@ -63,6 +69,23 @@ class UserCodeError(UserCodeException):
 
 class WorkerCrashedError(RuntimeError):
     """A worker process died while running a task."""
+
+
+class DriverNodeLostError(RuntimeError):
+    """The Ray node the driver runs on died: Ray cannot recover the execution.
+
+    The driver owns every block of its executions (Ray keeps an object's metadata with its
+    owner) and talks to the cluster through its node's raylet; with the node gone, neither
+    a retry nor lineage reconstruction can bring the execution back.
+    """
+
+    def __init__(self, detail: str = ""):
+        super().__init__(
+            "The Ray node this driver runs on died (its raylet is gone). Ray cannot recover "
+            "an execution whose driver's node is lost: the driver owns every block, and "
+            "retries and lineage reconstruction go through that node. Run the job again from "
+            "a driver on a live node" + (f" (Ray: {detail})" if detail else ".")
+        )
 
 
 def is_retryable(error: BaseException | None, retry_exceptions: Any) -> bool:

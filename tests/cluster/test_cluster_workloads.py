@@ -68,12 +68,13 @@ def tag_node(batch: pa.Table) -> pa.Table:
 
 
 class TagActor:
-    """An actor stage: its constructor runs once per actor, each batch records the actor's
-    node and process."""
+    """An actor stage: its constructor runs once per actor and leaves a file naming its node
+    and process in ``folder``; each batch records the actor's node and process."""
 
-    def __init__(self):
+    def __init__(self, folder: str):
         self.node = node_of_process()
         self.pid = os.getpid()
+        open(os.path.join(folder, f"actor-{self.node}-{self.pid}"), "w").close()
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         batch = batch.append_column("actor_node", pa.array([self.node] * batch.num_rows))
@@ -106,7 +107,13 @@ def workloads(folder: str) -> dict:
         "join": read.join(right, "inner", num_partitions=4, on=("key",)),
         "repartition": read.repartition(5),
         "repartition_shuffle": read.repartition(3, shuffle=True),
-        "actors": read.map_batches(TagActor, batch_format="pyarrow", concurrency=2, num_cpus=0.5),
+        "actors": read.map_batches(
+            TagActor,
+            fn_constructor_args=(folder + "-actors",),
+            batch_format="pyarrow",
+            concurrency=2,
+            num_cpus=0.5,
+        ),
     }
 
 
@@ -135,6 +142,7 @@ def write_on_cluster(session, folder: str, out: str) -> dict:
 def data(tmp_path_factory):
     folder = str(tmp_path_factory.mktemp("input"))
     write_input(folder)
+    os.mkdir(folder + "-actors")  # where the actors leave a file when constructed
     return folder
 
 
@@ -205,8 +213,14 @@ def test_an_actor_pool_spreads_over_the_nodes(cluster, data, results):
     assert by(got.select(["id", "key", "value"]), "id").equals(
         pq.read_table(data).select(["id", "key", "value"]).sort_by("id")
     )
-    assert set(got["actor_node"].to_pylist()) <= set(cluster.workers)
-    assert len(set(got["pid"].to_pylist())) == 2  # two actors, each constructed once
+    # Two actors, constructed once each, one on each worker node (they spread, as Ray
+    # Data's do); every row went through one of them.
+    constructed = [name.split("-")[1:] for name in os.listdir(data + "-actors")]
+    assert len(constructed) == 2
+    assert {node for node, _ in constructed} == set(cluster.workers)
+    assert {(n, str(p)) for n, p in zip(got["actor_node"].to_pylist(), got["pid"].to_pylist())} <= {
+        tuple(c) for c in constructed
+    }
 
 
 def test_a_write_on_the_cluster_holds_every_row_once(cluster, data, tmp_path):

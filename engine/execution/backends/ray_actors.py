@@ -157,6 +157,8 @@ class RayActor:
             _remote_class = ray.remote(_MapActor)
         # Ray restarts a dead actor and runs its calls again (see the module's docstring).
         options: dict[str, Any] = {"max_restarts": spec.max_restarts, **spec.remote_args}
+        if "scheduling_strategy" not in options:
+            options["scheduling_strategy"] = backend.next_actor_placement()
         options.update(num_cpus=spec.num_cpus, num_gpus=spec.num_gpus)
         self.restartable = options["max_restarts"] != 0
         self._own_task_retries = "max_task_retries" in spec.remote_args

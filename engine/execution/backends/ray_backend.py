@@ -28,6 +28,7 @@ from shardflow.engine.execution.backends.base import (
 from shardflow.engine.execution.backends.ray_actors import CpuLedger, RayActor, plan_pool
 from shardflow.engine.execution.backends.task_runner import BLOCK, DONE, ERROR, drive_task
 from shardflow.engine.execution.errors import (
+    DriverNodeLostError,
     TaskFailure,
     UserCodeError,
     WorkerCrashedError,
@@ -167,6 +168,9 @@ class RayBackend(Backend):
         self._cancelling: set = set()
         self._cancel_lock = threading.Lock()
         self._cancellers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="shardflow-cancel")
+        self._actor_nodes: list[str] = []  # nodes with CPUs, for placing actors in turn
+        self._actors_placed = 0
+        self.refresh()
 
     def num_slots(self, kind: str) -> int:
         return self._cpus
@@ -190,6 +194,16 @@ class RayBackend(Backend):
             for ref in object_refs
         ]
 
+    def actor_nodes(self, actors: list[Any]) -> list[str | None]:
+        """The node each Ray actor runs on (None while it is not placed yet)."""
+        from ray._private import state
+
+        nodes = []
+        for actor in actors:
+            info = state.actors(actor_id=actor._actor_id.hex()) or {}
+            nodes.append((info.get("Address") or {}).get("NodeID") or None)
+        return nodes
+
     def refresh(self) -> None:
         """Size the task slots and the actors' CPU reservation to the live nodes."""
         resources = self._ray.cluster_resources()
@@ -197,6 +211,27 @@ class RayBackend(Backend):
         self._cpus = max(1, int(cpus))
         self._gpus = float(resources.get("GPU", 0))
         self._ledger.resize(cpus)
+        self._actor_nodes = sorted(
+            node["NodeID"]
+            for node in self._ray.nodes()
+            if node.get("Alive") and node.get("Resources", {}).get("CPU", 0) > 0
+        )
+
+    def next_actor_placement(self) -> Any:
+        """Where the next actor of a pool goes: the nodes with CPUs in turn, so that a
+        pool's actors spread over the cluster (and an actor pool with locality finds an
+        actor next to every block); ``soft``, so a node without room (or gone, when Ray
+        restarts the actor) leaves the choice to Ray. Ray's own ``"SPREAD"`` may put two
+        actors on one node while another's resources are still being returned."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        with self._cancel_lock:
+            nodes = self._actor_nodes
+            if not nodes:
+                return "SPREAD"
+            node = nodes[self._actors_placed % len(nodes)]
+            self._actors_placed += 1
+        return NodeAffinitySchedulingStrategy(node_id=node, soft=True)
 
     def launch(self, spec: TaskSpec) -> None:
         if spec.actor is not None:
@@ -209,6 +244,7 @@ class RayBackend(Backend):
         options = {
             "max_retries": retries.max_retries,  # also bounds rebuilding lost blocks
             "retry_exceptions": [RetryableTaskError] if retries.retry_exceptions else False,
+            "scheduling_strategy": scheduling_strategy(spec.inputs),
             **spec.remote_args,
         }
         generator = _remote_task.options(
@@ -354,6 +390,18 @@ class RayBackend(Backend):
 _NONE: frozenset[str] = frozenset()
 
 
+def scheduling_strategy(inputs: list[Any]) -> str:
+    """Where Ray places a task, unless its stage says (``scheduling_strategy`` in its Ray
+    remote arguments): next to its input blocks when it has some in the object store
+    (``"DEFAULT"``: Ray leases a worker on the node holding most of the input's bytes, or
+    another when that one is full), else spread over the nodes (``"SPREAD"``, as Ray Data
+    places its tasks), so that reads and other tasks made from nothing use every node."""
+    for item in inputs:
+        if _object_ref(item) is not None:
+            return "DEFAULT"
+    return "SPREAD"
+
+
 def _object_ref(ref: Any) -> Any:
     """The ObjectRef behind a block reference (a slice's block's), or None."""
     if isinstance(ref, SliceRef):
@@ -398,6 +446,8 @@ def unwrap_ray_error(exc: BaseException) -> BaseException:
     if isinstance(cause, BaseException):
         return cause
     name = type(exc).__name__
+    if name == "LocalRayletDiedError":
+        return DriverNodeLostError(str(exc))
     crashed = ("WorkerCrashed", "ActorDied", "RayActorError", "ActorUnavailable", "ObjectLost")
     if any(word in name for word in crashed):
         return WorkerCrashedError(str(exc))

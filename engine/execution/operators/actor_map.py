@@ -20,7 +20,10 @@ actors while ``max_retries`` allows (a replacement starts when the pool falls be
 
 Locality (Ray, ``ExecutionOptions.actor_locality_enabled``, on by default): a task goes to
 the actor with room on the node that holds most of its input bytes, else to the least busy
-actor. ``stats()`` reports the share of input bytes the actors found on their own node.
+actor. Inputs keep their order, so once every actor is busy an actor that frees up takes the
+next input wherever it is; when ``DataContext.preserve_order`` is off (and a task takes one
+input), an actor with room instead takes the oldest of the next few inputs held on its node.
+``stats()`` reports the share of input bytes the actors found on their own node.
 """
 
 from __future__ import annotations
@@ -43,6 +46,10 @@ _pool_ids = itertools.count()
 #: next input while the actor computes (Ray Data's default is 4; Ray's object transfer needs
 #: more overlap than a local pipe).
 DEFAULT_IN_FLIGHT = {"local": 2, "ray": 4}
+
+#: With locality and no order to keep: how many queued inputs per actor an actor with room
+#: looks through for one held on its node.
+LOOKAHEAD_PER_ACTOR = 4
 
 
 @dataclass(eq=False)
@@ -92,6 +99,7 @@ class ActorMapOperator(MapOperator):
         self._plan: ActorPoolPlan | None = None
         self._in_flight_max = 1
         self._locality = False
+        self._reorder = False
 
     # -- the pool -----------------------------------------------------------------------
 
@@ -107,6 +115,14 @@ class ActorMapOperator(MapOperator):
         )
         options = runtime.context.execution_options
         self._locality = bool(options.actor_locality_enabled)
+        # Inputs may go out of order (to an actor on their node) only when the output's
+        # order need not follow them and each task takes one input.
+        self._reorder = (
+            self._locality
+            and not runtime.preserve_order
+            and not self.min_rows_per_task
+            and backend.block_nodes([]) is not None
+        )
         self._plan = backend.plan_actor_pool(
             self.name,
             self.strategy.min_size,
@@ -161,9 +177,7 @@ class ActorMapOperator(MapOperator):
     def _free_actor(self, inputs: list[Any] | None = None) -> _Actor | None:
         """The ready actor with room for a task over ``inputs``: on the node holding most of
         their bytes (locality, when known), else the one with the fewest queued tasks."""
-        free = [
-            a for a in self._actors.values() if a.ready and a.in_flight < self._in_flight_max
-        ]
+        free = [a for a in self._actors.values() if a.ready and a.in_flight < self._in_flight_max]
         if not free:
             return None
         best = min(free, key=lambda a: a.in_flight)
@@ -173,6 +187,24 @@ class ActorMapOperator(MapOperator):
                 best = max(free, key=lambda a: (local.get(self._node(a), 0), -a.in_flight))
                 self._count_locality(inputs, local.get(self._node(best), 0))
         return best
+
+    def _local_pick(self) -> tuple[_Actor, list[Any]]:
+        """Order not preserved, one input per task: the least busy free actor, with the
+        oldest of the next few inputs held on its node (else the oldest input)."""
+        actor = self._free_actor()
+        node = self._node(actor)
+        window = [
+            self._queue[i]
+            for i in range(min(len(self._queue), LOOKAHEAD_PER_ACTOR * len(self._actors)))
+        ]
+        found = self.runtime.backend.block_nodes([b.ref for b in window]) or ()
+        position = next((i for i, where in enumerate(found) if node in where), 0)
+        bundle = self._queue[position]
+        del self._queue[position]
+        self._queued_rows -= bundle.num_rows
+        local = bool(found) and node in found[position]
+        self._count_locality([bundle], (bundle.meta.size_bytes or 0) if local else 0)
+        return actor, [bundle]
 
     def _input_bytes_by_node(self, inputs: list[Any]) -> dict[str, int]:
         """Bytes of ``inputs`` held on each node (empty where the backend cannot tell)."""
@@ -242,6 +274,9 @@ class ActorMapOperator(MapOperator):
             retried = self._pool.retry_queue.popleft()
             actor = self._free_actor(retried.inputs)
             task = self._pool.relaunch(retried, actor=actor.handle)
+        elif self._reorder:
+            actor, inputs = self._local_pick()
+            task = self._pool.launch(self.transform, inputs, self.kind, actor=actor.handle)
         else:
             inputs = self._take_inputs()
             actor = self._free_actor(inputs)

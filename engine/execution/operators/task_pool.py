@@ -214,9 +214,7 @@ class TaskPool:
             gate = BudgetGate(self, task.index)
         spill_dir = self.runtime.spill_dir() if task.spilled else None
         name = task.index if task.name_index is None else task.name_index
-        task.retried_by_backend = self.runtime.backend.retries_failed_tasks(
-            task.kind, task.actor
-        )
+        task.retried_by_backend = self.runtime.backend.retries_failed_tasks(task.kind, task.actor)
         task.task_id = self.runtime.launch(
             self.op,
             task.transform,
