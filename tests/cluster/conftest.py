@@ -74,7 +74,15 @@ class ClusterClient:
                     f"{fn.__qualname__} ran past {timeout_s} s in the cluster's driver "
                     f"(its stacks and log: {self.log_path}):\n{self.log()[-6000:]}"
                 )
-            status, value = self.conn.recv()
+            try:
+                status, value = self.conn.recv()
+            except (EOFError, OSError):
+                code = self.process.wait(timeout=60)
+                raise ClusterCallError(
+                    "DriverProcessDied",
+                    f"the cluster's driver exited with status {code} during {fn.__qualname__}; "
+                    f"its log:\n{self.log()[-8000:]}",
+                ) from None
         if status == "error":
             raise ClusterCallError(*value)
         return value

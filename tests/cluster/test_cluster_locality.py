@@ -146,7 +146,9 @@ def workers_on_every_node(session) -> list:
 
     remote = ray.remote(num_cpus=0)(Worker)
     workers = [
-        remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
+        remote.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
+        ).remote()
         for node in session.node_ids()
     ]
     ray.get([w.node_id.remote() for w in workers])
@@ -224,7 +226,9 @@ def streaming_split_on_nodes(session, hinted: bool) -> list:
 
     remote = ray.remote(num_cpus=0)(Consumer)
     consumers = [
-        remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
+        remote.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
+        ).remote()
         for node in session.node_ids()
     ]
     nodes = ray.get([c.node_id.remote() for c in consumers])

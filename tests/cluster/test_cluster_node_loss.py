@@ -190,9 +190,14 @@ def kill_the_driver_node_mid_map(session, folder: str) -> None:
 
 
 def test_losing_the_driver_s_node_fails_saying_ray_cannot_recover(cluster, tmp_path):
-    # The last test of the module: the cluster's driver cannot go on after this.
+    # The last test of the module: the cluster's driver cannot go on after this. Ray either
+    # raises in the driver (shardflow raises DriverNodeLostError instead) or ends the
+    # process at its next use of the lost node's object store, after shardflow's watch of
+    # the node wrote why; either way the reason is in what the user sees.
     with pytest.raises(AssertionError) as info:  # ClusterCallError: raised in the driver
         cluster.call(kill_the_driver_node_mid_map, str(tmp_path), timeout_s=240)
-    assert "DriverNodeLostError" in str(info.value)
-    assert "Ray cannot recover an execution whose driver's node is lost" in str(info.value)
+    seen = str(info.value) + cluster.log()
+    assert "Ray cannot recover an execution whose driver's node is lost" in seen, seen[-4000:]
+    if info.value.name != "DriverProcessDied":
+        assert info.value.name == "DriverNodeLostError" or "DriverNodeLostError" in seen
     cluster.stop(kill=True)

@@ -171,6 +171,9 @@ class RayBackend(Backend):
         self._actor_nodes: list[str] = []  # nodes with CPUs, for placing actors in turn
         self._actors_placed = 0
         self.refresh()
+        from shardflow.engine.execution.backends.ray_node_watch import watch_local_raylet
+
+        watch_local_raylet(ray)  # says why the process ends if this driver's node dies
 
     def num_slots(self, kind: str) -> int:
         return self._cpus
