@@ -10,7 +10,9 @@ in the session's log files only, so that the script seems to die without a reaso
 A daemon thread therefore waits for the local raylet process to exit and, unless this
 process disconnected from Ray first (``ray.shutdown()``), writes the reason to stderr. It
 watches only a raylet on this machine that it can find (a driver joining a cluster through
-Ray Client has none).
+Ray Client has none). Ray's exit and the message race: when the driver uses the object
+store in the very instant the node dies, the process may end before the message is out,
+and only Ray's log files say why.
 """
 
 from __future__ import annotations
@@ -63,11 +65,27 @@ def _local_raylet(ray: Any) -> Any:
 
 
 def _wait(ray: Any, raylet: Any) -> None:
+    _wait_for_exit(raylet)
+    if ray.is_initialized():  # not a shutdown: ray.shutdown() disconnects first
+        os.write(2, MESSAGE.format(pid=raylet.pid).encode())
+
+
+def _wait_for_exit(process: Any) -> None:
+    """Return as soon as ``process`` (a psutil.Process) has exited: at once through a pidfd
+    (Linux 5.3 and newer), where Ray's own exit races with the message, else by polling."""
     import psutil
 
     try:
-        raylet.wait()
-    except psutil.Error:
-        pass
-    if ray.is_initialized():  # not a shutdown: ray.shutdown() disconnects first
-        os.write(2, MESSAGE.format(pid=raylet.pid).encode())
+        fd = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):
+        try:
+            process.wait()
+        except psutil.Error:
+            pass
+        return
+    try:
+        import select
+
+        select.select([fd], [], [])  # readable once the process has exited
+    finally:
+        os.close(fd)
