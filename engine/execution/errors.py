@@ -80,12 +80,16 @@ class DriverNodeLostError(RuntimeError):
     """
 
     def __init__(self, detail: str = ""):
+        self.detail = detail
         super().__init__(
             "The Ray node this driver runs on died (its raylet is gone). Ray cannot recover "
             "an execution whose driver's node is lost: the driver owns every block, and "
             "retries and lineage reconstruction go through that node. Run the job again from "
             "a driver on a live node" + (f" (Ray: {detail})" if detail else ".")
         )
+
+    def __reduce__(self) -> tuple:
+        return DriverNodeLostError, (self.detail,)
 
 
 def is_retryable(error: BaseException | None, retry_exceptions: Any) -> bool:
@@ -147,7 +151,8 @@ class TaskFailure:
         """The exception to raise on the driver.
 
         ``SystemExit`` and ``KeyboardInterrupt`` from a user function are raised as they are,
-        so that ``sys.exit(3)`` in a UDF ends the script with status 3.
+        so that ``sys.exit(3)`` in a UDF ends the script with status 3; so is
+        ``DriverNodeLostError``, which no user code raised.
         """
         original = self.original()
         if original is not None:
@@ -157,8 +162,8 @@ class TaskFailure:
                 )
             except Exception:
                 pass
-        if isinstance(original, (SystemExit, KeyboardInterrupt)):
-            return original
+        if isinstance(original, (SystemExit, KeyboardInterrupt, DriverNodeLostError)):
+            return original  # not the user's code: a lost driver node says so itself
         error = UserCodeError(self.message, self.operator, self.traceback)
         return _as_instance_of(error, original)
 

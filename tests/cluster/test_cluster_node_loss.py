@@ -181,23 +181,28 @@ def test_a_node_lost_mid_actor_stage_restarts_its_actor_elsewhere(cluster, tmp_p
 
 def kill_the_driver_node_mid_map(session, folder: str) -> None:
     """In the cluster's driver: the head node's raylet (the node this driver is on) dies
-    while a map runs; what the consumer sees is raised."""
+    while a map runs and its blocks are gathered (``materialize``: the driver holds their
+    references, not their data); what the driver sees is raised."""
+    import threading
+
     ds = sf.range(ROWS, override_num_blocks=BLOCKS).map_batches(
         slow_tag, fn_kwargs={"runs": folder}
     )
-    for count, _ in enumerate(ds.iter_batches(batch_size=None), 1):
-        if count == 2:
-            session.head.kill_raylet()
-            # Not in the very instant of the death (see engine/execution/backends/
-            # ray_node_watch.py: Ray's exit races with the message then).
-            time.sleep(1)
+
+    def kill_after_two_runs() -> None:
+        while len(os.listdir(folder)) < 2:
+            time.sleep(0.05)
+        session.head.kill_raylet()
+
+    threading.Thread(target=kill_after_two_runs, daemon=True).start()
+    ds.materialize()
 
 
 def test_losing_the_driver_s_node_fails_saying_ray_cannot_recover(cluster, tmp_path):
-    # The last test of the module: the cluster's driver cannot go on after this. Ray either
-    # raises in the driver (shardflow raises DriverNodeLostError instead) or ends the
-    # process at its next use of the lost node's object store, after shardflow's watch of
-    # the node wrote why; either way the reason is in what the user sees.
+    # The last test of the module: the cluster's driver cannot go on after this. Ray raises
+    # in the driver (shardflow raises DriverNodeLostError instead), or ends the process at
+    # its next use of the lost node's object store, after shardflow's watch of the node
+    # wrote why; either way the reason is in what the user sees.
     with pytest.raises(AssertionError) as info:  # ClusterCallError: raised in the driver
         cluster.call(kill_the_driver_node_mid_map, str(tmp_path), timeout_s=240)
     seen = str(info.value) + cluster.log()

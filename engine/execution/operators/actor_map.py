@@ -202,6 +202,7 @@ class ActorMapOperator(MapOperator):
         bundle = self._queue[position]
         del self._queue[position]
         self._queued_rows -= bundle.num_rows
+        self._queued_charge -= bundle.charge
         local = bool(found) and node in found[position]
         self._count_locality([bundle], (bundle.meta.size_bytes or 0) if local else 0)
         return actor, [bundle]
