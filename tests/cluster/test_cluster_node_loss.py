@@ -2,11 +2,13 @@
 the job completes with every row exactly once; when the driver's own node dies, the error
 says that Ray cannot recover.
 
-A worker node is killed at once (raylet, object store and workers, as if its machine died)
-while the consumer reads the job's output; the tasks it was running run again elsewhere (Ray
-retries them), blocks that were only in its object store are rebuilt by running the tasks
-that made them again (lineage reconstruction), and a lost actor is restarted by Ray on a live
-node. A fresh worker node then joins, so every test starts with three.
+A worker node is killed at once (raylet, object store and workers, as if its machine died):
+the map and the actor stage lose it after the consumer has read four blocks, the shuffle
+while the map before it runs (its blocks are the shuffle's runs, not yet copied anywhere).
+The tasks it was running run again elsewhere (Ray retries them), blocks that were only in
+its object store are rebuilt by running the tasks that made them again (lineage
+reconstruction), and a lost actor is restarted by Ray on a live node. A fresh worker node
+then joins, so every test starts with three.
 
 Run by `make test-cluster` (``cluster_long``): each case waits for Ray to notice a dead
 node and starts a fresh one.
@@ -83,35 +85,53 @@ def pipeline(name: str, folder: str):
     raise ValueError(name)
 
 
-def busiest_node(session, tables: list[pa.Table], column: str) -> str:
-    """The live worker node that made most of the rows read so far (it holds work and
-    blocks that must be recovered)."""
+def kill_busiest(session, counts: dict[str, int]) -> str:
+    victim = max(session.node_ids(), key=lambda node: counts.get(node, 0))
+    session.kill_worker(next(n for n in session.workers if n.node_id == victim))
+    return victim
+
+
+def kill_when_runs_reach(session, folder: str, runs: int, killed: list) -> None:
+    """Kill the worker node that started most runs of the map stage once ``runs`` runs have
+    started (an exchange's barrier holds the output back until then)."""
+    while len(os.listdir(folder)) < runs:
+        time.sleep(0.05)
     counts: dict[str, int] = {}
-    for table in tables:
-        for node in table[column].to_pylist():
-            counts[node] = counts.get(node, 0) + 1
-    live = session.node_ids()
-    return max(live, key=lambda node: counts.get(node, 0))
+    for name in os.listdir(folder):
+        node = name.split("-")[1]
+        counts[node] = counts.get(node, 0) + 1
+    killed.append(kill_busiest(session, counts))
 
 
 def consume_while_a_node_dies(session, name: str, folder: str) -> dict:
-    """In the cluster's driver: read the pipeline's output block by block, kill the busiest
-    worker node after ``KILL_AFTER`` blocks, read on to the end, then let a fresh node join."""
+    """In the cluster's driver: read the pipeline's output block by block while the busiest
+    worker node is killed: after ``KILL_AFTER`` output blocks, or for the exchange once a
+    third of the map stage's runs before it have started; then let a fresh node join."""
+    import threading
+
     ds = pipeline(name, folder)
     column = "actor_node" if name == "actors" else "node"
     tables: list[pa.Table] = []
-    victim = None
+    killed: list[str] = []
+    if name == "exchange":
+        watch = threading.Thread(
+            target=kill_when_runs_reach, args=(session, folder, BLOCKS // 3, killed)
+        )
+        watch.start()
     for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
         tables.append(batch)
-        if len(tables) == KILL_AFTER:
-            victim = busiest_node(session, tables, column)
-            node = next(n for n in session.workers if n.node_id == victim)
-            session.kill_worker(node)
+        if len(tables) == KILL_AFTER and name != "exchange":
+            counts: dict[str, int] = {}
+            for node in pa.concat_tables(tables)[column].to_pylist():
+                counts[node] = counts.get(node, 0) + 1
+            killed.append(kill_busiest(session, counts))
+    if name == "exchange":
+        watch.join()
     stats = ds._last_stats
     fresh = session.add_worker()
     return {
         "table": pa.concat_tables(tables),
-        "victim": victim,
+        "victim": killed[0],
         "fresh": fresh.node_id,
         "retried": sum(op.tasks_retried for op in stats.operators),
         "stats": str(stats),
