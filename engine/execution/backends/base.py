@@ -113,6 +113,11 @@ class Backend:
         """How many tasks of ``kind`` may run at once."""
         raise NotImplementedError
 
+    def max_in_flight(self, kind: str) -> int:
+        """How many tasks of ``kind`` the executor keeps started at once: ``num_slots``, or
+        more where the backend queues tasks itself and gains from a backlog (Ray)."""
+        return self.num_slots(kind)
+
     def launch(self, spec: TaskSpec) -> None:
         """Start a task; its events arrive on ``spec.events``."""
         raise NotImplementedError

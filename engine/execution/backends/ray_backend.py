@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -40,6 +41,8 @@ from shardflow.sdk.optional import require
 
 _remote_task = None
 _CANCEL_GRACE_S = 0.25
+#: Tasks started per CPU of the cluster (see RayBackend.max_in_flight).
+TASKS_PER_CPU = 4
 
 
 class RetryableTaskError(Exception):
@@ -161,13 +164,17 @@ class RayBackend(Backend):
         self._cpus = max(1, int(resources.get("CPU", 1)))
         self._gpus = float(resources.get("GPU", 0))
         self._ledger = CpuLedger(float(resources.get("CPU", 1)))
+        # One thread follows each running task's stream of blocks (docs/scaling.md: the
+        # first limit on large clusters).
         self._drivers = self.drivers = ThreadPoolExecutor(
-            max_workers=64, thread_name_prefix="shardflow-ray"
+            max_workers=max(64, TASKS_PER_CPU * self._cpus + 16), thread_name_prefix="shardflow-ray"
         )
         self._generators: dict[int, Any] = {}
         self._cancelling: set = set()
         self._cancel_lock = threading.Lock()
         self._cancellers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="shardflow-cancel")
+        self._task_functions: dict[tuple, Any] = {}
+        self._transforms: dict[int, tuple[Any, Any]] = {}  # id -> (weak reference, ObjectRef)
         self._actor_nodes: list[str] = []  # nodes with CPUs, for placing actors in turn
         self._actors_placed = 0
         self.refresh()
@@ -177,6 +184,15 @@ class RayBackend(Backend):
 
     def num_slots(self, kind: str) -> int:
         return self._cpus
+
+    def max_in_flight(self, kind: str) -> int:
+        # Tasks beyond the CPUs wait in Ray, which then hands a finished task's worker
+        # lease to the next one instead of returning it and asking again: the driver spends
+        # about a third less CPU per task, and tasks start sooner (docs/scaling.md). DRIVER
+        # tasks run in this process.
+        if kind == DRIVER:
+            return self._cpus
+        return TASKS_PER_CPU * self._cpus
 
     def retries_failed_tasks(self, kind: str, actor: Any) -> bool:
         # Ray tasks: Ray retries them (see the module's docstring); calls of a restartable
@@ -250,19 +266,50 @@ class RayBackend(Backend):
             "scheduling_strategy": scheduling_strategy(spec.inputs),
             **spec.remote_args,
         }
-        generator = _remote_task.options(
-            num_returns="streaming",
-            name=spec.op_name,
-            _generator_backpressure_num_objects=2,
-            **options,
-        ).remote(
-            spec.transform,
+        generator = self._task_function(spec.op_name, options).remote(
+            self._shared(spec.transform),
             spec.ctx,
             retries.retry_exceptions,
             applied_memory_pool(),
             *task_args(spec.inputs),
         )
         self.drive_generator(spec, generator)
+
+    def _task_function(self, op_name: str, options: dict[str, Any]) -> Any:
+        """The remote task with these options, made once per distinct options (Ray's
+        ``options()`` copies and checks them on every call)."""
+        key = (op_name, repr(sorted(options.items(), key=lambda item: item[0])))
+        function = self._task_functions.get(key)
+        if function is None:
+            function = _remote_task.options(
+                num_returns="streaming",
+                name=op_name,
+                _generator_backpressure_num_objects=2,
+                **options,
+            )
+            if len(self._task_functions) > 1024:
+                self._task_functions.clear()
+            self._task_functions[key] = function
+        return function
+
+    def _shared(self, transform: Any) -> Any:
+        """``transform`` in the object store, put there once per transform object: each
+        task then carries a reference instead of a pickle of it, so the driver pickles a
+        stage's functions (a model a closure holds) once, and each node fetches them once."""
+        key = id(transform)
+        with self._cancel_lock:
+            entry = self._transforms.get(key)
+            if entry is not None and entry[0]() is transform:
+                return entry[1]
+        try:
+            alive = weakref.ref(transform)
+        except TypeError:
+            return transform
+        ref = self._ray.put(transform)
+        with self._cancel_lock:
+            self._transforms = {k: v for k, v in self._transforms.items() if v[0]() is not None}
+            self._transforms[key] = (alive, ref)
+        return ref
 
     def drive_generator(self, spec: TaskSpec, generator: Any) -> None:
         """Follow a streaming generator (a task or an actor call) on a driver thread."""
