@@ -1,10 +1,10 @@
-"""B18: the driver on a simulated multi-node Ray cluster, shardflow and Ray Data side by side.
+"""B19: the driver on a simulated multi-node Ray cluster, shardflow and Ray Data side by side.
 
-    python benchmarks/b18_cluster.py                          # every part (tens of minutes)
-    python benchmarks/b18_cluster.py --parts tasks --blocks 1000,10000
-    python benchmarks/b18_cluster.py --parts nodes --nodes 1,2,3 --node-blocks 5000
-    python benchmarks/b18_cluster.py --parts workloads --scale 0.5
-    python benchmarks/b18_cluster.py --systems shardflow --json b18.json
+    python benchmarks/b19_cluster.py                          # every part (tens of minutes)
+    python benchmarks/b19_cluster.py --parts tasks --blocks 1000,10000
+    python benchmarks/b19_cluster.py --parts nodes --nodes 1,2,3 --node-blocks 5000
+    python benchmarks/b19_cluster.py --parts workloads --scale 0.5
+    python benchmarks/b19_cluster.py --systems shardflow --json b19.json
 
 A ``ray.cluster_utils.Cluster`` runs on this machine, on 127.0.0.1 only: a head node without
 CPUs (only drivers run there, as on a real cluster's head) and worker nodes of one CPU and a
@@ -43,7 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SYSTEMS = ("shardflow", "ray-data")
 WORKLOADS = ("read-map-write", "random_shuffle", "sort", "groupby", "actor-map")
 FILES, ROWS_PER_FILE = 16, 250_000  # at scale 1: 4M rows, ~200 MB in memory
-RESULT = "B18 RESULT "  # a driver's line of results starts with this
+RESULT = "B19 RESULT "  # a driver's line of results starts with this
 
 
 def loopback_env() -> dict[str, str]:
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown part(s) or system(s): {unknown}")
     print(
-        f"B18 on {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start",
+        f"B19 on {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start",
         flush=True,
     )
     results: list[dict] = []
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         if not plan:
             continue
         cluster = SimulatedCluster(workers, args.store_mb)
-        folder = tempfile.mkdtemp(prefix="shardflow-b18-")
+        folder = tempfile.mkdtemp(prefix="shardflow-b19-")
         try:
             for part, blocks in plan:
                 jobs = [{"workload": "tasks", "blocks": blocks}] if blocks else []
