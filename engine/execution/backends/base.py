@@ -31,6 +31,9 @@ class Gate(Protocol):
     def unused(self) -> None:
         """Return the room of an acquire that produced no block."""
 
+    def cancelled(self) -> bool:
+        """Whether the task should stop."""
+
 
 @dataclass(frozen=True)
 class Retries:

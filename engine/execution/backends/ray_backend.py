@@ -358,19 +358,26 @@ class RayBackend(Backend):
         node = None  # where its last run ran
         try:
             while True:
-                if not spec.gate.acquire():
+                # The block's metadata first, room in the budget second: a task still queued
+                # in Ray (the executor starts more tasks than there are CPUs) must not hold
+                # room that a running task needs, or the running one waits for the budget
+                # while the queued one waits for its CPU. Taking the metadata lets the task
+                # make one block more (Ray's back pressure holds it at two objects, a
+                # block and its metadata), as much as it made ahead before.
+                if spec.gate.cancelled():
                     self._cancel_generator(spec.task_id, generator)
                     break
                 try:
                     meta_ref = next(generator)
                 except StopIteration:
-                    spec.gate.unused()
                     break
                 rows, nbytes, runs_before, node = ray.get(meta_ref)
                 retries = max(retries, runs_before)
                 if rows == "counters":
-                    spec.gate.unused()
                     counters = nbytes
+                    break
+                if not spec.gate.acquire():
+                    self._cancel_generator(spec.task_id, generator)
                     break
                 block_ref = next(generator)
                 spec.gate.produced(nbytes)
