@@ -109,6 +109,7 @@ def test_tasks_over_stored_blocks_run_where_the_blocks_are(placed):
     assert_every_row_once(table)
     # Ray places a task on the node holding its input when that node has a free CPU, and
     # elsewhere rather than wait: most reads are local (a spread placement gives a third).
+    print(f"node-local share of bytes read by tasks: {local_share(table):.2f}")
     assert local_share(table) >= 0.6, local_share(table)
 
 
@@ -116,6 +117,7 @@ def test_an_actor_pool_reads_the_blocks_of_its_actors_nodes(placed):
     table = placed["actors"]
     assert_every_row_once(table)
     assert len(set(table["reader"].to_pylist())) == 3  # one actor per node
+    print(f"node-local share of bytes read by the actor pool: {local_share(table):.2f}")
     assert local_share(table) >= 0.6, (local_share(table), placed["stats"])
     assert "% of input bytes node-local" in placed["stats"]
 
@@ -196,6 +198,7 @@ def test_split_with_actor_hints_gives_each_actor_its_node_s_blocks(cluster, equa
     # As many blocks as the equal counts allow are read where they are (equal=True moves
     # at most a block's worth of rows per split), well above a split that ignores nodes.
     best = best_share(result["homes"], result["nodes"])
+    print(f"split(equal={equal}) node-local share: hinted {hinted:.2f}, plain {plain:.2f}")
     slack = len(result["nodes"]) / BLOCKS if equal else 0.0
     assert hinted >= best - slack - 1e-9, (hinted, best, plain)
     assert hinted > plain or plain >= best - 1e-9
@@ -246,4 +249,5 @@ def test_streaming_split_with_node_hints_feeds_each_consumer_its_node_s_blocks(c
         shares[hinted] = sum(r["local"] for r in results) / ROWS
     # Without hints a consumer gets whatever block is next (about a third is local); with
     # them, only blocks handed out when the buffer is full or at the end may be remote.
+    print(f"streaming_split node-local share: hinted {shares[True]:.2f}, plain {shares[False]:.2f}")
     assert shares[True] >= 0.6, shares
