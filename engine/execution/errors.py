@@ -211,6 +211,6 @@ def _as_instance_of(error: UserCodeError, original: BaseException | None) -> Bas
             result.errno, result.strerror = original.errno, original.strerror
             result.filename = original.filename
         return result
-    except TypeError:
+    except Exception:  # a class whose constructor refuses a message (Ray's ActorDiedError)
         error.__cause__ = original
         return error
