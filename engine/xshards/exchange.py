@@ -1,10 +1,11 @@
 """Moving data between XShards partitions: ``repartition``, ``partition_by`` and ``zip``.
 
-Each returns an XShards over a :class:`DeferredSource`: when the result first runs, the input
-partitions are computed (or taken from the cache), the driver plans from what their blocks
-hold (types, lengths: no data is read), and one read task per output partition gathers its
-pieces. DataFrame shards stored as Arrow move as zero-copy row ranges; other shards are cut
-once by a first round of tasks, which the driver then addresses piece by piece.
+Each turns the Dataset of the input partitions into a Dataset over a :class:`DeferredSource`:
+when the result first runs, the input partitions are computed (or taken as they are when they
+were computed before), the driver plans from what their blocks hold (types, lengths: no data is
+read), and one read task per output partition gathers its pieces. DataFrame shards stored as
+Arrow move as zero-copy row ranges; other shards are cut once by a first round of tasks, which
+the driver then addresses piece by piece.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from shardflow.engine.xshards.encoding import (
     table_to_frame,
     with_metadata,
 )
+from shardflow.engine.xshards.errors import XShardsTypeError, XShardsValueError
 from shardflow.engine.xshards.execution import (
     DeferredSource,
     TaskListSource,
@@ -42,6 +44,7 @@ from shardflow.engine.xshards.execution import (
     block_metadata,
     blocks_task,
     materialize,
+    partitions_of,
     source_dataset,
 )
 from shardflow.engine.xshards.stages import KeepStage, MapShards, element_types
@@ -56,20 +59,20 @@ _MERGEABLE = {DATAFRAME, "builtins.list", "numpy.ndarray", "builtins.dict"}
 Part = tuple[Any, ...]
 
 
-def _deferred(parent: Any, name: str, planner: Any, num: int | None) -> Any:
-    dataset = source_dataset(DeferredSource(name, planner))._with(MapShards(KeepStage(name)))
-    return parent._derive(dataset, num, name)
+def _deferred(name: str, planner: Any) -> Any:
+    return source_dataset(DeferredSource(name, planner))._with(MapShards(KeepStage(name)))
 
 
 # -- repartition --------------------------------------------------------------------------
 
 
-def repartition(parent: Any, num: int) -> Any:
-    return _deferred(parent, "Repartition", lambda: _plan_repartition(parent, num), num)
+def repartition(base: Any, num: int) -> Any:
+    """The partitions of the Dataset ``base`` cut into ``num`` partitions (a Dataset)."""
+    return _deferred("Repartition", lambda: _plan_repartition(base, num))
 
 
-def _plan_repartition(parent: Any, num: int) -> list[ReadTask]:
-    refs, metas = parent._partitions()
+def _plan_repartition(base: Any, num: int) -> list[ReadTask]:
+    refs, metas = partitions_of(base)
     infos = block_infos(refs, metas)
     family = element_types([(i, info.types) for i, info in enumerate(infos)], "repartition")
     if family is None:
@@ -253,7 +256,7 @@ def _concat(items: list[Any], family: str) -> Any:
     keys = list(items[0])
     for item in items[1:]:
         if list(item) != keys:
-            raise ValueError(
+            raise XShardsValueError(
                 f"repartition: dict shards must have the same keys; found {keys} and {list(item)}."
             )
     return {key: np.concatenate([item[key] for item in items], axis=0) for key in keys}
@@ -262,19 +265,21 @@ def _concat(items: list[Any], family: str) -> Any:
 # -- partition_by -------------------------------------------------------------------------
 
 
-def partition_by(parent: Any, cols: list[str], num: int) -> Any:
-    return _deferred(parent, "PartitionBy", lambda: _plan_partition_by(parent, cols, num), num)
+def partition_by(base: Any, cols: list[str], num: int) -> Any:
+    """The rows of the DataFrame partitions of ``base`` grouped by ``cols`` (a Dataset)."""
+    return _deferred("PartitionBy", lambda: _plan_partition_by(base, cols, num))
 
 
-def _plan_partition_by(parent: Any, cols: list[str], num: int) -> list[ReadTask]:
-    refs, metas = parent._partitions()
+def _plan_partition_by(base: Any, cols: list[str], num: int) -> list[ReadTask]:
+    refs, metas = partitions_of(base)
     infos = block_infos(refs, metas)
     family = element_types([(i, info.types) for i, info in enumerate(infos)], "partition_by")
     if family is None:
         return [blocks_task(_merge, [], ([], DATAFRAME)) for _ in range(num)]
     if family != DATAFRAME:
-        raise TypeError(
-            "partition_by applies to XShards of pandas DataFrames; these shards hold "
+        raise XShardsTypeError(
+            "Currently only support partition by for XShards of Pandas DataFrame: "
+            f"partition_by applies to XShards of pandas DataFrames; these shards hold "
             f"{short_type(family)}."
         )
     tasks = [
@@ -297,9 +302,9 @@ def _plan_partition_by(parent: Any, cols: list[str], num: int) -> list[ReadTask]
 def _check_columns(cols: list[str], columns: list[Any]) -> None:
     missing = [c for c in cols if c not in columns]
     if missing:
-        raise ValueError(
-            f"partition_by: column(s) {missing} are not in the DataFrame; its columns are "
-            f"{list(columns)}."
+        raise XShardsValueError(
+            f"The partition column is not in the DataFrame: column(s) {missing} are not in "
+            f"the DataFrame; its columns are {list(columns)}."
         )
 
 
@@ -346,27 +351,33 @@ def _hash_split(blocks: list[pa.Table], cols: list[str], num: int) -> pa.Table:
 
 
 def zip_shards(left: Any, right: Any) -> Any:
-    num = left._num if left._num is not None else right._num
-    return _deferred(left, "Zip", lambda: _plan_zip(left, right), num)
+    """The partitions of the Datasets ``left`` and ``right`` paired shard by shard."""
+    return _deferred("Zip", lambda: _plan_zip(left, right))
 
 
 def _plan_zip(left: Any, right: Any) -> list[ReadTask]:
-    left_refs, left_metas = left._partitions()
-    right_refs, right_metas = right._partitions()
-    if len(left_refs) != len(right_refs):
-        raise ValueError(
-            "The two XShards should have the same number of partitions; they have "
-            f"{len(left_refs)} and {len(right_refs)}."
-        )
-    left_infos = block_infos(left_refs, left_metas)
-    right_infos = block_infos(right_refs, right_metas)
-    for index, (a, b) in enumerate(zip(left_infos, right_infos)):
-        if a.count != b.count:
-            raise ValueError(
-                "The two XShards should have the same number of shards in each partition; "
-                f"partition {index} has {a.count} and {b.count}."
-            )
+    left_refs, left_metas = partitions_of(left)
+    right_refs, right_metas = partitions_of(right)
+    check_zip_counts(
+        [i.count for i in block_infos(left_refs, left_metas)],
+        [i.count for i in block_infos(right_refs, right_metas)],
+    )
     return [blocks_task(_zip_blocks, [a, b]) for a, b in zip(left_refs, right_refs)]
+
+
+def check_zip_counts(left: list[int], right: list[int]) -> None:
+    """Orca's checks of two XShards to zip, from their shard counts per partition."""
+    if len(left) != len(right):
+        raise XShardsValueError(
+            "The two SparkXShards should have the same number of partitions; they have "
+            f"{len(left)} and {len(right)}."
+        )
+    for index, (a, b) in enumerate(zip(left, right)):
+        if a != b:
+            raise XShardsValueError(
+                "The two SparkXShards should have the same number of elements in each "
+                f"partition; partition {index} has {a} and {b}."
+            )
 
 
 def _zip_blocks(blocks: list[pa.Table]) -> pa.Table:
