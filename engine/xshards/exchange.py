@@ -51,7 +51,7 @@ from shardflow.engine.xshards.stages import KeepStage, MapShards, element_types
 from shardflow.sdk.datasource import ReadTask
 
 OFFSETS_KEY = b"shardflow.xshards.offsets"
-_MERGEABLE = {DATAFRAME, "builtins.list", "numpy.ndarray", "builtins.dict"}
+MERGEABLE = {DATAFRAME, "builtins.list", "numpy.ndarray", "builtins.dict"}
 
 # A part of an output partition: ("rows", k, start, length) is a row range of block k, which
 # is one DataFrame; ("element", k, row) is element ``row`` of objects block k; ("all", k) is
@@ -77,7 +77,7 @@ def _plan_repartition(base: Any, num: int) -> list[ReadTask]:
     family = element_types([(i, info.types) for i, info in enumerate(infos)], "repartition")
     if family is None:
         return [blocks_task(_merge, [], ([], None)) for _ in range(num)]
-    mergeable = family in _MERGEABLE and all(
+    mergeable = family in MERGEABLE and all(
         length is not None for info in infos for length in info.lens
     )
     if mergeable:
@@ -85,7 +85,7 @@ def _plan_repartition(base: Any, num: int) -> list[ReadTask]:
     return _plan_element_cut(refs, infos, num)
 
 
-def _balanced_bounds(total: int, num: int) -> np.ndarray:
+def balanced_bounds(total: int, num: int) -> np.ndarray:
     sizes = np.full(num, total // num, dtype=np.int64)
     sizes[: total % num] += 1
     return np.concatenate([[0], np.cumsum(sizes)])
@@ -94,7 +94,7 @@ def _balanced_bounds(total: int, num: int) -> np.ndarray:
 def _plan_element_cut(refs: list[Any], infos: list[BlockInfo], num: int) -> list[ReadTask]:
     """Whole elements, in order, spread evenly over ``num`` partitions."""
     located = [(k, row) for k, info in enumerate(infos) for row in range(info.count)]
-    bounds = _balanced_bounds(len(located), num)
+    bounds = balanced_bounds(len(located), num)
     tasks = []
     for j in range(num):
         parts = []
@@ -109,7 +109,7 @@ def _plan_record_cut(
 ) -> list[ReadTask]:
     """Rows (items) of all elements, in order, cut into ``num`` equal runs."""
     total = sum(length for info in infos for length in info.lens)
-    bounds = _balanced_bounds(total, num)
+    bounds = balanced_bounds(total, num)
     parts: list[list[Part]] = [[] for _ in range(num)]
     cut_specs: dict[int, list[tuple]] = {}  # objects block -> pieces (row, start, stop, dest)
     offset = 0
@@ -164,19 +164,18 @@ def _part_order(infos: list[BlockInfo], cut_specs: dict[int, list[tuple]], keys:
 
 def _cut_pieces(blocks: list[pa.Table], spec: list[tuple]) -> pa.Table:
     elements = decode(blocks[0])
-    pieces = []
-    for row, start, stop, _ in spec:
-        element = elements[row]
-        if is_dataframe(element):
-            piece = element.iloc[start:stop]
-            if _default_index(element):
-                piece = piece.reset_index(drop=True)
-        elif isinstance(element, dict):
-            piece = {key: value[start:stop] for key, value in element.items()}
-        else:
-            piece = element[start:stop]
-        pieces.append(piece)
-    return encode(pieces)
+    return encode([slice_element(elements[row], start, stop) for row, start, stop, _ in spec])
+
+
+def slice_element(element: Any, start: int, stop: int) -> Any:
+    """Items ``start:stop`` of a DataFrame (a fresh index where it had the default one), a
+    dict of ndarrays, a list or an ndarray."""
+    if is_dataframe(element):
+        piece = element.iloc[start:stop]
+        return piece.reset_index(drop=True) if _default_index(element) else piece
+    if isinstance(element, dict):
+        return {key: value[start:stop] for key, value in element.items()}
+    return element[start:stop]
 
 
 def _run_tasks(name: str, tasks: list[ReadTask]) -> Any:
@@ -219,11 +218,11 @@ def _merge(blocks: list[pa.Table], parts: list[Part], family: str | None) -> pa.
             items.extend(elements_of(part[1]))
     if family is None:
         return encode(items)
-    items = [item for item in items if _length(item)]
-    return encode([_concat(items, family)] if items else [])
+    items = [item for item in items if item_length(item)]
+    return encode([concat_items(items, family)] if items else [])
 
 
-def _length(item: Any) -> int:
+def item_length(item: Any) -> int:
     if isinstance(item, dict):
         return len(next(iter(item.values()))) if item else 0
     return len(item)
@@ -241,7 +240,7 @@ def _default_index(df: Any) -> bool:
     )
 
 
-def _concat(items: list[Any], family: str) -> Any:
+def concat_items(items: list[Any], family: str) -> Any:
     if family == DATAFRAME:
         import pandas as pd
 
@@ -308,7 +307,7 @@ def _check_columns(cols: list[str], columns: list[Any]) -> None:
         )
 
 
-def _destinations(df: Any, cols: list[str], num: int) -> np.ndarray:
+def hash_destinations(df: Any, cols: list[str], num: int) -> np.ndarray:
     import pandas as pd
 
     _check_columns(cols, list(df.columns))
@@ -324,7 +323,7 @@ def _hash_split(blocks: list[pa.Table], cols: list[str], num: int) -> pa.Table:
     if info.kind != OBJECTS:
         columns = [c for c in block.column_names if not c.startswith("__index_level_")]
         _check_columns(cols, columns)
-        dest = _destinations(table_to_frame(block.select(cols)), cols, num)
+        dest = hash_destinations(table_to_frame(block.select(cols)), cols, num)
         order = np.argsort(dest, kind="stable")
         table = block.take(pa.array(order)) if len(order) else block
         offsets = np.concatenate([[0], np.cumsum(np.bincount(dest, minlength=num))]).tolist()
@@ -334,7 +333,7 @@ def _hash_split(blocks: list[pa.Table], cols: list[str], num: int) -> pa.Table:
 
         groups: list[list[Any]] = [[] for _ in range(num)]
         for df in decode_objects(block):
-            dest = _destinations(df, cols, num)
+            dest = hash_destinations(df, cols, num)
             for j in range(num):
                 rows = df[dest == j]
                 if len(rows):

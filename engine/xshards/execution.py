@@ -133,6 +133,11 @@ class TaskListSource(Datasource):
 
 def default_num_shards() -> int:
     """Partitions to make when none is asked for: one per CPU of the backend."""
+    from shardflow.engine.xshards.spark.session import spark_session_or_none
+
+    session = spark_session_or_none()
+    if session is not None:
+        return max(1, int(session.sparkContext.defaultParallelism))
     return max(1, current_backend().num_slots("thread"))
 
 

@@ -248,7 +248,7 @@ class FrameOps:
         if not join:
             return shards
         table = pd.concat(shards.collect(), ignore_index=True)
-        return self._map_keep_parent(_join_frame, (table, keys), "group_by(join)")
+        return self._map_keep_parent(join_frame, (table, keys), "group_by(join)")
 
     def to_spark_df(self) -> Any:
         """This XShards of DataFrames as a Spark DataFrame (Spark backend only)."""
@@ -291,5 +291,5 @@ def _sample_frame(element: Any, frac: float, replace: bool, weights: Any, seed: 
     return element.sample(frac=frac, replace=replace, weights=weights, random_state=seed)
 
 
-def _join_frame(element: Any, table: Any, keys: list[str]) -> Any:
+def join_frame(element: Any, table: Any, keys: list[str]) -> Any:
     return element.merge(table, on=keys, how="left")

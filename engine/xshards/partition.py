@@ -48,10 +48,14 @@ def partition_data(data: Any, num_shards: int | None) -> Any:
             )
     # Copies: the shards must not change when the caller later changes its arrays.
     pieces = [[p.copy() for p in np.array_split(leaf, count)] for _, leaf in leaves]
-    blocks = []
-    for i in range(count):
-        shard, used = _rebuild(data, [p[i] for p in pieces], 0)
-        blocks.append(encode([shard]))
+    shards = [_rebuild(data, [p[i] for p in pieces], 0)[0] for i in range(count)]
+    from shardflow.engine.xshards.spark.session import spark_session_or_none
+
+    if spark_session_or_none() is not None:
+        from shardflow.engine.xshards.spark.shards import from_shards
+
+        return from_shards(shards, count, "Partition")
+    blocks = [encode([shard]) for shard in shards]
     metas = [BlockMetadata.of(b) for b in blocks]
     return XShards(blocks_dataset(blocks, metas, "Partition"), count, _name="Partition")
 

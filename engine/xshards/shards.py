@@ -273,6 +273,9 @@ class XShards(FrameOps):
         self._built = None
         return self
 
+    def _release_to(self, children: list[Any]) -> None:
+        self._uncache_unless_user()
+
     def _uncache_unless_user(self) -> None:
         if not self._user_caching:
             self.uncache()
@@ -455,7 +458,7 @@ class XShards(FrameOps):
         if not lengths or lengths[0][1] <= 1:
             return [self]
         parts = [self._select_item(i) for i in range(lengths[0][1])]
-        self._uncache_unless_user()  # after every part took this XShards' partitions
+        self._release_to(parts)  # after every part took this XShards' partitions
         return parts
 
     def _select_item(self, index: int) -> XShards:

@@ -50,7 +50,8 @@ def use_spark(
 
     Args:
         master: A Spark master URL (``"local[2]"``, ``"spark://host:7077"``, ``"yarn"``);
-            by default ``local[cores]``. Ignored when a SparkContext is already active.
+            by default ``local[cores]``; ``""`` takes the one ``spark-submit`` configured.
+            Ignored when a SparkContext is already active.
         cores: Cores of a local master (all when None).
         conf: More Spark settings for a session started here.
         app_name: The application's name.
@@ -67,10 +68,12 @@ def use_spark(
             session = SparkSession.builder.getOrCreate()
             _state.update(session=session, started=False)
             return session
-        master = master or f"local[{cores or '*'}]"
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        builder = SparkSession.builder.master(master).appName(app_name)
-        if master.startswith("local"):
+        builder = SparkSession.builder.appName(app_name)
+        if master != "":  # "" takes the master spark-submit configured
+            master = master or f"local[{cores or '*'}]"
+            builder = builder.master(master)
+        if master and master.startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             builder = (
                 builder.config("spark.driver.host", "127.0.0.1")
