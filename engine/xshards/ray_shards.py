@@ -206,11 +206,11 @@ class RayXShards:
             by_ip.setdefault(ip, []).append(index)
         unplaced = []
         for part in range(self.num_partitions()):
-            local = [i for i in by_ip.get(self.partition2ip[part], []) if seat(i)]
-            if local:
-                assignments[local[0]].append(part)
-            else:
+            local = next((i for i in by_ip.get(self.partition2ip[part], []) if seat(i)), None)
+            if local is None:
                 unplaced.append(part)
+            else:
+                assignments[local].append(part)
         for part in unplaced:
             target = next(i for i in range(len(actors)) if seat(i))
             assignments[target].append(part)
