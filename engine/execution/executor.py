@@ -271,7 +271,7 @@ class StreamingExecutor:
                     break
                 slots = op.slot_capacity(kind)
                 if slots is None:
-                    slots = self.backend.num_slots(kind)
+                    slots = self.backend.max_in_flight(kind)
                 others = sum(1 for o in active if o is not op and o.has_pending_work(kind))
                 cap = max(1, slots - others)
                 if (

@@ -115,6 +115,7 @@ def remove_orphans() -> None:
             pid = int(os.path.basename(path)[len(_PREFIX) :].split("-", 1)[0])
             os.kill(pid, 0)
         except ProcessLookupError:
-            unlink(path)
+            if not os.path.isdir(path):  # folders of this prefix are not ours to remove
+                unlink(path)
         except (ValueError, PermissionError):
             continue

@@ -228,10 +228,11 @@ class OperatorRuntime:
         num_gpus: float,
         remote_args: dict[str, Any] | None = None,
         on_exit: Callable[[], None] | None = None,
+        max_restarts: int = 0,
     ) -> tuple | None:
         """Start an actor of ``op``: ``(startup id, handle)``, or None when the backend has
         no room for it now. The startup id's DONE or ERROR event reaches ``op`` when the
-        actor's ``transform.setup()`` has run."""
+        actor's ``transform.setup()`` has run. ``max_restarts``: see ActorSpec."""
         actor_id = next(_task_ids)
         spec = ActorSpec(
             actor_id,
@@ -242,6 +243,7 @@ class OperatorRuntime:
             num_gpus,
             dict(remote_args or {}),
             on_exit,
+            max_restarts,
         )
         self._running[actor_id] = _RunningTask(op, ACTOR_STARTUP)
         handle = self.backend.start_actor(spec)

@@ -214,9 +214,7 @@ class TaskPool:
             gate = BudgetGate(self, task.index)
         spill_dir = self.runtime.spill_dir() if task.spilled else None
         name = task.index if task.name_index is None else task.name_index
-        task.retried_by_backend = self.runtime.backend.retries_failed_tasks(
-            task.kind, task.actor is not None
-        )
+        task.retried_by_backend = self.runtime.backend.retries_failed_tasks(task.kind, task.actor)
         task.task_id = self.runtime.launch(
             self.op,
             task.transform,
@@ -256,6 +254,8 @@ class TaskPool:
             if payload:  # per-task counters (sdk.task_stats), e.g. files skipped as unreadable
                 stats.skipped_files += payload.get("skipped_files", 0)
                 stats.tasks_retried += payload.get("task_retries", 0)  # by the backend
+                if "node" in payload:  # the Ray node it ran on
+                    stats.tasks_per_node[payload["node"]] += 1
             self._finish(task)
         elif event == ERROR:
             if self.op.cancelled:
