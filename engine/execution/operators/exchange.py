@@ -164,6 +164,7 @@ class ExchangeOperator(PhysicalOperator):
             self.runtime.budget.limit,
             context.target_max_block_size,
             self.runtime.backend.num_slots(THREAD),
+            context.target_min_block_size,
         )
         self._plans = self.spec.plan(runs, ctx)
 
