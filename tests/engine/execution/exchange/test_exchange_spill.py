@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import shardflow as sf
-from shardflow.engine.execution import spill
+from shardflow.engine.execution import private_dirs, spill
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "exchange_memory.py")
 BUDGET_MIB = 64
@@ -99,7 +99,7 @@ def test_folders_of_dead_processes_are_swept():
     ).stdout.strip()
     orphan = tempfile.mkdtemp(prefix=f"shardflow-spill-{dead}-")
     open(os.path.join(orphan, "x.arrow"), "w").close()
-    spill._swept = False
+    private_dirs._swept.clear()
     fresh = spill.make_spill_dir()
     try:
         assert not os.path.exists(orphan)
