@@ -25,6 +25,7 @@ from shardflow.engine.execution.backends.base import (
     Backend,
     TaskSpec,
 )
+from shardflow.engine.execution.backends.daemon_pool import DaemonThreadPool
 from shardflow.engine.execution.backends.ray_actors import CpuLedger, RayActor, plan_pool
 from shardflow.engine.execution.backends.task_runner import BLOCK, DONE, ERROR, drive_task
 from shardflow.engine.execution.errors import (
@@ -142,9 +143,9 @@ class RayBackend(Backend):
         self._cpus = max(1, int(resources.get("CPU", 1)))
         self._gpus = float(resources.get("GPU", 0))
         self._ledger = CpuLedger(float(resources.get("CPU", 1)))
-        self._drivers = self.drivers = ThreadPoolExecutor(
-            max_workers=64, thread_name_prefix="shardflow-ray"
-        )
+        # Daemon threads: a task run in the driver (user code) or a wait on a task that is
+        # being cancelled never holds the program's exit (engine/execution/backends/daemon_pool.py).
+        self._drivers = self.drivers = DaemonThreadPool(64, "shardflow-ray")
         self._generators: dict[int, Any] = {}
         self._cancelling: set = set()
         self._cancel_lock = threading.Lock()
