@@ -169,6 +169,28 @@ def _repartition_split(ds: Any, table: pa.Table, tmp: str) -> None:
     assert got.to_pandas().equals(table.to_pandas())  # order is kept
 
 
+def _repartition_by_keys(ds: Any, table: pa.Table, tmp: str) -> None:
+    blocks = ds.repartition(4, keys=["g"], sort=True).materialize()
+    seen: set[int] = set()
+    for block in blocks.iter_batches(batch_size=None, batch_format="pyarrow"):
+        keys = set(block["g"].to_pylist())
+        assert not keys & seen  # a key never spans two blocks
+        seen |= keys
+    assert _by(blocks.to_arrow(), "s").equals(_by(table, "s"))
+
+
+def _randomize_block_order(ds: Any, table: pa.Table, tmp: str) -> None:
+    got = ds.randomize_block_order(seed=5).to_arrow()
+    assert _by(got, "s").equals(_by(table, "s"))
+
+
+def _global_aggregate(ds: Any, table: pa.Table, tmp: str) -> None:
+    frame = table.to_pandas()
+    assert ds.count() == len(frame)
+    assert np.isclose(ds.sum("x"), frame["x"].sum())
+    assert ds.max("k") == frame["k"].max()
+
+
 def _join(ds: Any, table: pa.Table, tmp: str) -> None:
     right = table.select(["s", "g"]).rename_columns(["s", "h"]).slice(0, table.num_rows // 2)
     got = ds.join(sf.from_arrow(right), "inner", 4, on=("s",)).to_arrow()
@@ -207,6 +229,9 @@ CASES: dict[str, Callable[[Any, pa.Table, str], None]] = {
     "groupby map_groups": _map_groups,
     "repartition shuffle": _repartition_shuffle,
     "repartition": _repartition_split,
+    "repartition by keys": _repartition_by_keys,
+    "randomize_block_order": _randomize_block_order,
+    "global aggregate": _global_aggregate,
     "join": _join,
     "unique": _unique,
     "write_parquet": _write,
@@ -221,7 +246,7 @@ budgets = st.one_of(
 
 
 @settings(
-    max_examples=int(os.environ.get("SHARDFLOW_BUDGET_EXAMPLES", "36")),
+    max_examples=int(os.environ.get("SHARDFLOW_BUDGET_EXAMPLES", "45")),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
