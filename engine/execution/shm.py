@@ -102,7 +102,9 @@ def share(block: pa.Table) -> ShmRef | None:
             return None
     except OSError:
         return None
-    path = os.path.join(folder, f"{uuid.uuid4().hex}.arrow")
+    # Named by the writer's pid, so that a worker killed before its block was read leaves
+    # nothing behind (``remove_files_of``).
+    path = os.path.join(folder, f"{os.getpid()}-{uuid.uuid4().hex}.arrow")
     try:
         create_private_file(path)
         with pa.OSFile(path, "wb") as sink, ipc.new_file(sink, block.schema) as writer:
@@ -134,3 +136,15 @@ def for_transfer(item: Any) -> Any:
 def received(item: Any) -> Any:
     """The block behind what another process sent (``for_transfer``'s counterpart)."""
     return item.load() if isinstance(item, ShmRef) else item
+
+
+def remove_files_of(pid: int) -> None:
+    """Remove the blocks a process (a worker that was killed or died) wrote and no one read."""
+    try:
+        folder = private_folder()
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(f"{pid}-"):
+            unlink(os.path.join(folder, name))

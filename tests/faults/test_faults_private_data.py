@@ -248,6 +248,21 @@ def test_the_folder_of_a_killed_driver_is_swept_by_the_next_run():
     assert not os.path.exists(seen["folder"])
 
 
+def test_a_killed_worker_leaves_no_block_behind():
+    """A block a worker wrote for the driver, killed before the driver read it (a cancelled
+    task), is removed with the worker rather than at the driver's exit."""
+    from shardflow.engine.execution.backends.worker_pool import WorkerProcess
+
+    worker = WorkerProcess()
+    ours = shm.share(_block())  # the driver's own block in flight stays
+    stray = os.path.join(shm.private_folder(), f"{worker.pid}-{'0' * 32}.arrow")
+    private_dirs.create_private_file(stray)
+    worker.kill()
+    assert not os.path.exists(stray)
+    assert os.path.exists(ours.path)
+    ours.load()
+
+
 def test_spill_and_shm_folders_of_dead_processes_are_swept():
     dead = int(
         subprocess.run(

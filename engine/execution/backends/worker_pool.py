@@ -35,6 +35,7 @@ from shardflow.engine.execution.shm import (
     for_transfer,
     private_folder,
     received,
+    remove_files_of,
     unlink,
 )
 from shardflow.sdk.block import BlockMetadata
@@ -165,6 +166,7 @@ class WorkerProcess:
             except ProcessLookupError:
                 pass
         self._close()
+        remove_files_of(self.pid)  # a block it wrote that the driver will never read
 
     def _close(self) -> None:
         self._ended = True
