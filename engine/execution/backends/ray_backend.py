@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from shardflow.engine.execution.arrow_memory import applied_memory_pool, apply_memory_pool
@@ -143,13 +142,14 @@ class RayBackend(Backend):
         self._cpus = max(1, int(resources.get("CPU", 1)))
         self._gpus = float(resources.get("GPU", 0))
         self._ledger = CpuLedger(float(resources.get("CPU", 1)))
-        # Daemon threads: a task run in the driver (user code) or a wait on a task that is
-        # being cancelled never holds the program's exit (engine/execution/backends/daemon_pool.py).
+        # Daemon threads: a task run in the driver (user code), a wait on a task that is
+        # being cancelled, or its cancellation never holds the program's exit
+        # (engine/execution/backends/daemon_pool.py).
         self._drivers = self.drivers = DaemonThreadPool(64, "shardflow-ray")
         self._generators: dict[int, Any] = {}
         self._cancelling: set = set()
         self._cancel_lock = threading.Lock()
-        self._cancellers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="shardflow-cancel")
+        self._cancellers = DaemonThreadPool(4, "shardflow-cancel")
 
     def num_slots(self, kind: str) -> int:
         return self._cpus
