@@ -7,10 +7,10 @@ other process maps it: the columns it reads are views of the mapping, with no co
 receiver unlinks the file as soon as it is mapped; the memory lives until the block is
 garbage collected.
 
-The files hold the user's data, so they are private (engine/execution/private_dirs.py): the driver
-makes one folder per run (``shardflow-shm-<pid>-...``, mode 0700) when it starts its worker
-processes and hands its path to them (``SHM_DIR_ENV``); every file in it is created with
-``O_EXCL`` and mode 0600. The folder is removed when the driver exits, and a folder whose
+The files hold the user's data, so they are private (engine/execution/private_dirs.py): the
+driver makes one folder per run (``shardflow-shm-<pid>-...``, mode 0700) when it starts its
+worker processes and hands its path to them (``SHM_DIR_ENV``); every file in it is created
+with ``O_EXCL`` and mode 0600. The folder is removed when the driver exits, and a folder whose
 driver was killed is removed by the next shardflow process that starts worker processes.
 
 Blocks with Python object columns are pickled instead: Arrow IPC drops their unregistered

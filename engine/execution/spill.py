@@ -1,10 +1,11 @@
 """Spilling blocks to local disk as Arrow IPC files, in folders that never outlive their run.
 
 Each execution that spills gets one private folder (``shardflow-spill-<pid>-...`` under the
-system's temporary directory, mode 0700, files 0600: engine/execution/private_dirs.py). The executor
-removes it when the execution ends, whether it finished, failed or was interrupted; folders
-still registered at interpreter exit are removed then, and folders left by a process that no
-longer exists (killed with SIGKILL) are removed the next time any shardflow process makes one.
+system's temporary directory, mode 0700, files 0600: engine/execution/private_dirs.py). The
+executor removes it when the execution ends, whether it finished, failed or was interrupted;
+folders still registered at interpreter exit are removed then, and folders left by a process
+that no longer exists (killed with SIGKILL) are removed the next time any shardflow process
+makes one.
 """
 
 from __future__ import annotations

@@ -235,8 +235,8 @@ def _drop_stored(stored: dict[str, Any]) -> None:
 
 
 def _shared_folder(size: int) -> str:
-    """This process's private folder for stored values (engine/execution/private_dirs.py: 0700, removed
-    at exit, swept after a kill): in /dev/shm when it has room."""
+    """This process's private folder for stored values (engine/execution/private_dirs.py:
+    0700, removed at exit, swept after a kill): in /dev/shm when it has room."""
     global _folder
     with _folder_lock:
         if _folder is None or not os.path.isdir(_folder):

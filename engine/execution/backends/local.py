@@ -4,8 +4,8 @@ Arrow, NumPy and Pillow release the GIL, so threads use every core for them. Pur
 row functions hold the GIL; those tasks run in a pool of long-lived worker processes
 (engine/execution/backends/worker_pool.py) that receive the pickled transform and its inputs.
 Cancelling a process task kills its worker; a thread task stops at its next block. Task
-threads are daemon threads (engine/execution/backends/daemon_pool.py): a user function still running
-in an abandoned task never holds the program's exit.
+threads are daemon threads (engine/execution/backends/daemon_pool.py): a user function still
+running in an abandoned task never holds the program's exit.
 Actor pools run in actors (engine/execution/backends/local_actors.py): worker processes of their own,
 each with its share of the GPUs declared or found (engine/execution/backends/gpus.py).
 """
