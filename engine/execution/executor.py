@@ -290,7 +290,8 @@ class StreamingExecutor:
                     self.runtime.num_running(kind) >= slots
                     or self.runtime.num_running(kind, op) >= cap
                 ):
-                    self._refused_for_slots.add(id(op))
+                    if op.slot_capacity(kind) is None:  # an actor pool's actors are real limits
+                        self._refused_for_slots.add(id(op))
                     break
                 op.launch_next()
 
@@ -301,8 +302,9 @@ class StreamingExecutor:
         task waits at its gate and none of them fits the budget. Then no release can ever
         come, so the most downstream operator that is held back either has its oldest waiting
         task granted one block, or starts one task beyond its slots or the budget (it was
-        refused one). Each such step moves a block towards the consumer; at a budget smaller
-        than a block, blocks are admitted one at a time this way.
+        refused one; never beyond the actors of an actor pool). Each such step moves a block
+        towards the consumer; at a budget smaller than a block, blocks are admitted one at a
+        time this way.
         """
         if not self._consumer_waiting or not self._out.empty() or not self._events.empty():
             return
