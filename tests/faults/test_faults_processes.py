@@ -211,10 +211,11 @@ def test_ctrl_c_stops_a_pipeline_promptly_and_leaves_nothing(tmp_path):
             time.sleep(0.05)
         pids = [int(p) for p in os.listdir(tmp_path)]
         assert pids, "the pipeline never reached its workers"
-        start = time.monotonic()
         driver.send_signal(signal.SIGINT)
-        driver.wait(timeout=10)
-        assert time.monotonic() - start < 2.5
+        # The pipeline would run for over an hour (0.01 s a row): a driver that waited for its
+        # tasks instead of stopping them fails here. No elapsed-time bound: the suite runs on
+        # busy machines (exit after SIGINT measured 1.3-5.7 s at a load average of 25).
+        driver.wait(timeout=30)
         assert driver.returncode != 0
         assert "KeyboardInterrupt" in driver.stderr.read()
         time.sleep(0.5)
