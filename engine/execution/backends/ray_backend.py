@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from shardflow.engine.execution.arrow_memory import applied_memory_pool, apply_memory_pool
@@ -26,6 +25,7 @@ from shardflow.engine.execution.backends.base import (
     Backend,
     TaskSpec,
 )
+from shardflow.engine.execution.backends.daemon_pool import DaemonThreadPool
 from shardflow.engine.execution.backends.ray_actors import CpuLedger, RayActor, plan_pool
 from shardflow.engine.execution.backends.task_runner import BLOCK, DONE, ERROR, drive_task
 from shardflow.engine.execution.errors import (
@@ -165,14 +165,16 @@ class RayBackend(Backend):
         self._gpus = float(resources.get("GPU", 0))
         self._ledger = CpuLedger(float(resources.get("CPU", 1)))
         # One thread follows each running task's stream of blocks (docs/scaling.md: the
-        # first limit on large clusters).
-        self._drivers = self.drivers = ThreadPoolExecutor(
-            max_workers=max(64, TASKS_PER_CPU * self._cpus + 16), thread_name_prefix="shardflow-ray"
+        # first limit on large clusters). Daemon threads: a task run in the driver (user code),
+        # a wait on a task that is being cancelled, or its cancellation never holds the
+        # program's exit (engine/execution/backends/daemon_pool.py).
+        self._drivers = self.drivers = DaemonThreadPool(
+            max(64, TASKS_PER_CPU * self._cpus + 16), "shardflow-ray"
         )
         self._generators: dict[int, Any] = {}
         self._cancelling: set = set()
         self._cancel_lock = threading.Lock()
-        self._cancellers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="shardflow-cancel")
+        self._cancellers = DaemonThreadPool(4, "shardflow-cancel")
         self._task_functions: dict[tuple, Any] = {}
         self._transforms: dict[int, tuple[Any, Any]] = {}  # id -> (weak reference, ObjectRef)
         self._actor_nodes: list[str] = []  # nodes with CPUs, for placing actors in turn

@@ -179,8 +179,9 @@ class ExchangeOperator(PhysicalOperator):
             self.runtime.budget.limit,
             context.target_max_block_size,
             self.runtime.backend.num_slots(THREAD),
+            context.target_min_block_size,
         )
-        self._plans = self.spec.plan(runs, ctx)
+        self._plans = [_read_back_if_spilled(plan) for plan in self.spec.plan(runs, ctx)]
 
     # -- reduce phase -------------------------------------------------------------------
 
@@ -197,6 +198,8 @@ class ExchangeOperator(PhysicalOperator):
         self._emit_passthrough()
         if self._next_plan >= len(self._plans):
             return None
+        if self._plans[self._next_plan].passthrough is not None:
+            return None  # emitted once the tasks before it are done (order)
         expected = self._plans[self._next_plan].expected_bytes or self._reduce.est_block_bytes
         if self._reduce.running and not self.runtime.budget.has_room(expected):
             return None
@@ -312,6 +315,16 @@ class _Bounded:
         from shardflow.engine.execution.stages.transforms import split_large_blocks
 
         return split_large_blocks(iter(self.transform(inputs, ctx)), self.max_bytes)
+
+
+def _read_back_if_spilled(plan: ReducePlan) -> ReducePlan:
+    """A run passed through as output must be in memory: a spilled one is read back by a
+    task. Its file lives in the execution's spill folder, which is removed when the execution
+    ends, maybe before the consumer reads the block (or keeps it: ``materialize``)."""
+    bundle = plan.passthrough
+    if bundle is None or getattr(bundle.ref, "in_memory", True):
+        return plan
+    return ReducePlan([bundle.ref], _identity, bundle.meta.size_bytes or 0)
 
 
 def _identity(inputs: list[Any], ctx: Any) -> Any:

@@ -94,7 +94,7 @@ class MapOperator(PooledOperator):
             return False
         # A read task makes new data: start one only while the budget has room for a block.
         lazy = self._queue[0].is_lazy
-        return not (lazy and not self.runtime.budget.has_room(self._pool.est_block_bytes))
+        return not (lazy and not self.runtime.has_room(self, self._pool.est_block_bytes))
 
     def _take_inputs(self) -> list[RefBundle]:
         """The input bundles of the next task (enough rows for ``min_rows_per_task``)."""

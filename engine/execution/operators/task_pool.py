@@ -62,6 +62,16 @@ class BudgetGate:
         self._index = index
         self._reserved = 0
 
+    @property
+    def op(self) -> PhysicalOperator:
+        """The operator whose task waits here (the executor grants the most downstream)."""
+        return self._pool.op
+
+    @property
+    def index(self) -> int:
+        """The task's position in its operator (the oldest is granted first)."""
+        return self._index
+
     def _is_head(self) -> bool:
         return self._pool.ordered and self._pool.head == self._index
 
@@ -79,7 +89,7 @@ class BudgetGate:
         est = self._pool.est_block_bytes
         headroom = est if self._pool.ordered and not self._is_head() else 0
         budget = self._pool.runtime.budget
-        ok = budget.reserve(est, self._exempt, self._cancelled, headroom)
+        ok = budget.reserve(est, self._exempt, self._cancelled, headroom, waiter=self)
         self._reserved = est if ok else 0
         return ok
 
