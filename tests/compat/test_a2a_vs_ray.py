@@ -131,6 +131,20 @@ def test_sort_multi_key_nulls_and_nan_like_ray(both):
     assert_same_table(ray_out, sf_out, ordered=True)  # "id" breaks every tie
 
 
+@covers("Dataset.sort", "Dataset.limit", "Dataset.take")
+def test_sort_then_limit_like_ray(both):
+    """sort followed by limit/take (planned as a top-k): Ray's rows and order, ties of the
+    key ("k" repeats, nulls and NaN included) kept in input order."""
+    blocks = mixed_table()
+    for keys, descending in ((["k"], False), (["f"], True), (["s", "k"], [True, False])):
+        ray_ds = both.from_arrow(blocks).sort(keys, descending=descending)
+        sf_ds = sf.from_arrow(blocks).sort(keys, descending=descending)
+        for k in (1, 7, 40):
+            ray_out = ray_table(ray_ds.limit(k))
+            assert_same_table(ray_out, sf_ds.limit(k).to_arrow(), ordered=True)
+            assert [r["id"] for r in sf_ds.take(k)] == ray_out.column("id").to_pylist()
+
+
 # -- groupby and aggregations --------------------------------------------------------------
 
 
