@@ -1,8 +1,5 @@
 """Audio files: ``read_audio`` decodes WAV, FLAC, OGG (Vorbis, Opus), MP3 ... with soundfile.
-
-Needs the optional dependency soundfile (``pip install 'shardflow[audio]'``), imported only
-when audio is read.
-"""
+Needs soundfile (``pip install 'shardflow[audio]'``), imported only when audio is read."""
 
 from __future__ import annotations
 

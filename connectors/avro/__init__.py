@@ -1,7 +1,5 @@
 """Avro: ``read_avro`` of Avro object container files, typed by the files' schemas.
-
-Needs fastavro (``pip install 'shardflow[avro]'``), imported only when a file is read.
-"""
+Needs fastavro (``pip install 'shardflow[avro]'``), imported only when a file is read."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """Delta Lake tables: ``read_delta`` and ``Dataset.write_delta`` through deltalake (delta-rs).
-
-Needs the optional dependency deltalake (``pip install 'shardflow[delta]'``), imported only
-when a table is read or written.
-"""
+Needs deltalake (``pip install 'shardflow[delta]'``), imported only when a table is used."""
 
 from __future__ import annotations
 

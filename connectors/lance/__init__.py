@@ -1,8 +1,5 @@
 """Lance datasets: ``read_lance`` and ``Dataset.write_lance`` through pylance.
-
-Needs the optional dependency pylance (``pip install 'shardflow[lance]'``, imported as
-``lance``), imported only when a dataset is read or written.
-"""
+Needs pylance (``pip install 'shardflow[lance]'``), imported only when a dataset is used."""
 
 from __future__ import annotations
 

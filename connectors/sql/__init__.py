@@ -1,8 +1,5 @@
-"""SQL databases through DB-API 2 drivers: ``read_sql`` and ``Dataset.write_sql``.
-
-Works with any PEP 249 driver (sqlite3 needs nothing more; PostgreSQL through psycopg, from
-``pip install 'shardflow[sql]'``); the driver is the user's, imported by their factory.
-"""
+"""SQL databases through any DB-API 2 driver: ``read_sql`` and ``Dataset.write_sql``.
+sqlite3 needs nothing more; PostgreSQL goes through psycopg (``shardflow[sql]``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """TFRecords: ``read_tfrecords`` and ``Dataset.write_tfrecords`` of ``tf.train.Example`` records.
-
-Needs protobuf and google-crc32c (``pip install 'shardflow[tfrecords]'``), not TensorFlow.
-"""
+Needs protobuf and google-crc32c (``pip install 'shardflow[tfrecords]'``), not TensorFlow."""
 
 from __future__ import annotations
 

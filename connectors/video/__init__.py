@@ -1,8 +1,5 @@
 """Video files: ``read_videos`` decodes frames with PyAV (FFmpeg), one row per frame.
-
-Needs the optional dependency av (``pip install 'shardflow[video]'``), imported only when
-video is read.
-"""
+Needs av (``pip install 'shardflow[video]'``), imported only when video is read."""
 
 from __future__ import annotations
 

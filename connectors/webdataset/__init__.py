@@ -1,7 +1,5 @@
 """WebDataset: ``read_webdataset`` and ``Dataset.write_webdataset`` over tar shards of samples.
-
-Tar files are read with the standard library; images need Pillow (``pip install 'shardflow[webdataset]'``).
-"""
+Tar files through the standard library; images need Pillow (``shardflow[webdataset]``)."""
 
 from __future__ import annotations
 
