@@ -107,7 +107,9 @@ def additive_states(block: Block, aggs: Sequence[Any], bulks: Sequence[Any]) -> 
     return plan
 
 
-def dense_partial(block: Block, keys: Sequence[str], aggs: Sequence[Any], bulks: Sequence[Any]):
+def dense_partial(
+    block: Block, keys: Sequence[str], aggs: Sequence[Any], bulks: Sequence[Any]
+) -> tuple[Block, bool] | None:
     """One row per group of ``block`` (keys + partial states), or None when the block does not
     suit dense codes. Returns ``(table, ordered)``: whether rows are in key order."""
     if not keys or block.num_rows == 0:
@@ -132,7 +134,9 @@ def dense_partial(block: Block, keys: Sequence[str], aggs: Sequence[Any], bulks:
     return pa.table(out), grouping.ordered
 
 
-def dense_combine(partial: Block, keys: Sequence[str], state_kinds: dict[str, str]):
+def dense_combine(
+    partial: Block, keys: Sequence[str], state_kinds: dict[str, str]
+) -> tuple[Block, bool] | None:
     """Partial states of several blocks merged per group (count and sum states are summed),
     or None when the keys or states do not suit. Returns ``(keys and states, ordered)``."""
     for name, kind in state_kinds.items():

@@ -231,12 +231,14 @@ class CombineAggregate(MergeRange):
     def _dense(self, partial: Block, names: list[str]) -> Block | None:
         """Count, Sum and Mean states merged over dense key codes (dense_groups.py), or None
         when an aggregation or the keys do not suit."""
-        bulks = [vectorized(agg, f"__s{i}") for i, agg in enumerate(self.aggs)]
+        bulks: list[Any] = []
         kinds: dict[str, str] = {}
-        for bulk in bulks:
-            layout = _ADDITIVE_STATES.get(type(bulk.agg)) if bulk is not None else None
-            if layout is None:
+        for i, agg in enumerate(self.aggs):
+            bulk = vectorized(agg, f"__s{i}")
+            layout = _ADDITIVE_STATES.get(type(agg)) if bulk is not None else None
+            if bulk is None or layout is None:
                 return None
+            bulks.append((bulk, layout))
             kinds.update({bulk.state(k): kind for k, kind in enumerate(layout)})
         merged = dense_combine(partial, self.keys, kinds)
         if merged is None:
@@ -245,15 +247,18 @@ class CombineAggregate(MergeRange):
         if not ordered:
             table = sort_block(table, ascending(self.keys))
         out: dict[str, Any] = {k: table.column(k) for k in self.keys}
-        for bulk, name in zip(bulks, names):
-            layout = _ADDITIVE_STATES[type(bulk.agg)]
+        for (bulk, layout), name in zip(bulks, names):
             out[name] = bulk.finalize(
                 {bulk.state(k): table.column(bulk.state(k)) for k in range(len(layout))}
             )
         return pa.table(out)
 
 
-_ADDITIVE_STATES = {Count: ("count",), Sum: ("sum",), Mean: ("sum", "count")}
+_ADDITIVE_STATES: dict[type, tuple[str, ...]] = {
+    Count: ("count",),
+    Sum: ("sum",),
+    Mean: ("sum", "count"),
+}
 
 
 def _column_of(values: list[Any]) -> pa.Array:
