@@ -18,9 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shardflow.engine.execution.exchange.base import PrepareTransform
+from shardflow.engine.execution.exchange.base import PlanContext, PrepareTransform, ReducePlan, Run
 from shardflow.engine.execution.exchange.ranges import check_key_columns, sample_keys, sort_block
-from shardflow.engine.execution.exchange.sort import SortSpec
+from shardflow.engine.execution.exchange.sort import MergeRange, SortSpec, range_plans
 from shardflow.engine.plan.logical import SortKey
 from shardflow.sdk.block import Block
 
@@ -119,8 +119,8 @@ class TopKRun(PrepareTransform):
 
 
 class TopKSpec(SortSpec):
-    """sort(key) then a limit of k rows: runs cut to their k first rows, then merged as a
-    sort merges its runs (the limit after it keeps the first k)."""
+    """sort(key) then a limit of k rows: runs cut to their k first rows, then merged by one
+    reduce task into one block (the limit after it keeps the first k)."""
 
     name = "TopK"
 
@@ -130,3 +130,8 @@ class TopKSpec(SortSpec):
 
     def prepare(self, input_index: int) -> Any:
         return TopKRun(self.key, self.k)
+
+    def plan(self, runs: list[Run], ctx: PlanContext) -> list[ReducePlan]:
+        if not runs:
+            return []
+        return range_plans(runs, self.key, 1, [], lambda lo, hi: MergeRange(self.key, lo, hi))
