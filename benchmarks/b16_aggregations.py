@@ -7,9 +7,9 @@ by 1024, so every sum is exact in float64 in any order). Rows:
 
 - **B16-FEW** ``groupby("g")``, **B16-MANY** ``groupby("m")``, **B16-STR** ``groupby("s")``,
   **B16-MULTI** ``groupby(["g", "s"])`` (~100,000 groups): ``Mean("v"), Sum("v"), Count()``,
-  every result row collected. The ``-BUDGET`` variants run the same on 3x the rows with a
-  2 GiB memory budget (shardflow's ``DataContext.memory_budget_bytes``, DuckDB's
-  ``memory_limit``; Polars and Ray Data have no such setting and run as they are).
+  every result row collected. **B16-BUDGET-FEW** and **B16-BUDGET-MANY** run the same on 3x
+  the rows with a 2 GiB memory budget (shardflow's ``DataContext.memory_budget_bytes``,
+  DuckDB's ``memory_limit``; Polars and Ray Data have no such setting and run as they are).
 - **B16-TOPK** ``sort("v").take(10)``, whole rows (DuckDB ``SELECT * ... ORDER BY v LIMIT
   10``, Polars ``sort("v").head(10)``, Daft ``sort("v").limit(10)``): the ids of the 10 rows.
 
@@ -51,6 +51,17 @@ MEAN_TOLERANCE = 1e-9
 TOP_K = 10
 BUDGET_FACTOR = 3
 BUDGET_BYTES = 2 * 1024**3
+BUDGET_PREFIX = "B16-BUDGET-"  # not a suffix: ``--only B16-FEW`` must not select the budget row
+
+
+def _is_budget(name: str) -> bool:
+    return name.startswith(BUDGET_PREFIX)
+
+
+def _what(name: str) -> str:
+    """The row's workload: FEW, MANY, STR, MULTI or TOPK."""
+    return name.removeprefix(BUDGET_PREFIX).removeprefix("B16-")
+
 
 KEYS = {"FEW": ("g",), "MANY": ("m",), "STR": ("s",), "MULTI": ("g", "s")}
 
@@ -128,7 +139,7 @@ def prepare_rows(rows: int) -> dict[str, Any]:
 
 
 def _rows_of(bench_name: str, scale: float) -> int:
-    factor = BUDGET_FACTOR if bench_name.endswith("-BUDGET") else 1
+    factor = BUDGET_FACTOR if _is_budget(bench_name) else 1
     return num_rows(scale * factor)
 
 
@@ -136,16 +147,16 @@ def _rows_of(bench_name: str, scale: float) -> int:
 # Checks
 
 
-def _checker(what: str) -> Any:
+def _checker(name: str) -> Any:
     def check(results: dict[str, Any], scale: float) -> str | None:
-        rows = num_rows(scale * (BUDGET_FACTOR if what.endswith("-BUDGET") else 1))
+        rows = _rows_of(name, scale)
         manifest = read_manifest(_input_name(rows))
         if manifest is None:
-            return f"B16-{what}: the input's manifest is missing"
-        want = manifest[what.removesuffix("-BUDGET")]
+            return f"{name}: the input's manifest is missing"
+        want = manifest[_what(name)]
         wrong = {s: r for s, r in results.items() if not _agrees(r, want)}
         if wrong:
-            return f"B16-{what}: every system must produce {want}; got {wrong}"
+            return f"{name}: every system must produce {want}; got {wrong}"
         return None
 
     return check
@@ -185,8 +196,6 @@ def _targets(name: str) -> tuple[Target, ...]:
 
 
 def _benchmark(name: str, title: str) -> Benchmark:
-    what = name.removeprefix("B16-")
-
     def prepare(scale: float) -> dict[str, Any]:
         return prepare_rows(_rows_of(name, scale))
 
@@ -196,7 +205,7 @@ def _benchmark(name: str, title: str) -> Benchmark:
         family=__name__,
         systems=(SHARDFLOW_LOCAL, RAY_DATA, *ENGINES),
         rows=lambda scale: _rows_of(name, scale),
-        check=_checker(what),
+        check=_checker(name),
         prepare=prepare,
         targets=_targets(name),
         peers=ENGINES,
@@ -213,8 +222,8 @@ BENCHMARKS = [
         "B16-STR", f"read_parquet(10M rows x scale) -> groupby('s') (string keys) -> {_AGG}"
     ),
     _benchmark("B16-MULTI", f"read_parquet(10M rows x scale) -> groupby(['g', 's']) -> {_AGG}"),
-    _benchmark("B16-FEW-BUDGET", "B16-FEW on 3x the rows under a 2 GiB memory budget"),
-    _benchmark("B16-MANY-BUDGET", "B16-MANY on 3x the rows under a 2 GiB memory budget"),
+    _benchmark("B16-BUDGET-FEW", "B16-FEW on 3x the rows under a 2 GiB memory budget"),
+    _benchmark("B16-BUDGET-MANY", "B16-MANY on 3x the rows under a 2 GiB memory budget"),
     _benchmark("B16-TOPK", "read_parquet(10M rows x scale) -> sort('v') -> take(10)"),
 ]
 
@@ -335,7 +344,7 @@ def run(bench: Benchmark, system: str, scale: float) -> dict[str, Any]:
     prepare_rows(rows)
     source = files_dir(_input_name(rows))
     pattern = os.path.join(source, "*.parquet")
-    budget = bench.name.endswith("-BUDGET")
+    budget = _is_budget(bench.name)
     module = _start(system, budget)
     aggregates = _aggregates(system)
     import numpy  # noqa: F401  (the consumers' import, before the clock)
@@ -344,7 +353,7 @@ def run(bench: Benchmark, system: str, scale: float) -> dict[str, Any]:
         import pyarrow as pa
 
         pa.array([1])  # pyarrow's one-off import of pandas, before the clock (see B6-B8)
-    what = bench.name.removeprefix("B16-").removesuffix("-BUDGET")
+    what = _what(bench.name)
     try:
         start = time.perf_counter()
         if what == "TOPK":
