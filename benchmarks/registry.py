@@ -25,6 +25,7 @@ FAMILIES: tuple[str, ...] = (
     "b4_parquet_etl",
     "b5_images",
     "b6_exchanges",
+    "b16_aggregations",
     "b9_batch_inference",
     "b10_iceberg",
     "b11_text_scans",

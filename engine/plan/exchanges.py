@@ -12,6 +12,7 @@ from shardflow.engine.execution.exchange.shuffle import (
     RepartitionSpec,
 )
 from shardflow.engine.execution.exchange.sort import KeyedRepartitionSpec, SortSpec
+from shardflow.engine.execution.exchange.top_k import TopKSpec
 from shardflow.engine.execution.operators.base import PhysicalOperator
 from shardflow.engine.execution.operators.exchange import ExchangeOperator
 from shardflow.engine.execution.operators.rebatch import RebatchOperator
@@ -26,6 +27,7 @@ from shardflow.engine.plan.logical import (
     Repartition,
     Sort,
     SortKey,
+    TopK,
     Union,
     Zip,
 )
@@ -68,6 +70,8 @@ def _exchange_spec(op: Any) -> Any:
         return RandomizeBlockOrderSpec(op.seed)
     if isinstance(op, Sort):
         return SortSpec(op.key, op.boundaries)
+    if isinstance(op, TopK):
+        return TopKSpec(op.key, op.limit, op.boundaries)
     if isinstance(op, Aggregate):
         return AggregateSpec(op.keys, op.aggs, op.num_partitions)
     if isinstance(op, MapGroups):

@@ -255,6 +255,20 @@ class Sort:
 
 
 @dataclass(frozen=True, eq=False)
+class TopK:
+    """The first ``limit`` rows of a sort, as the optimizer plans ``sort(...)`` followed by a
+    limit (``limit(k)``, ``take(k)``): the same rows in the same order, ties in input order."""
+
+    key: SortKey
+    limit: int
+    boundaries: tuple[Any, ...] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"TopK[{self.limit}]"
+
+
+@dataclass(frozen=True, eq=False)
 class Aggregate:
     """Group by ``keys`` (empty for one group over everything) and compute ``aggs``."""
 

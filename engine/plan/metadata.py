@@ -27,6 +27,7 @@ from shardflow.engine.plan.logical import (
     ReadSource,
     Repartition,
     Sort,
+    TopK,
     Union,
     is_row_preserving,
 )
@@ -38,6 +39,7 @@ _SCHEMA_KEEPING = (
     FilterRows,
     RandomSample,
     Sort,
+    TopK,
     RandomShuffle,
     RandomizeBlockOrder,
     Repartition,
@@ -142,12 +144,12 @@ def plan_num_rows(plan: LogicalPlan, read_tasks: Any) -> int | None:
     for op in plan.ops:
         if isinstance(op, Project) and op.drop is not None:
             return None  # dropping every column leaves no rows, as in Ray Data
-        if not (isinstance(op, (Limit,) + _COUNT_KEEPING) or is_row_preserving(op)):
+        if not (isinstance(op, (Limit, TopK) + _COUNT_KEEPING) or is_row_preserving(op)):
             return None
     total = source_num_rows(plan.source, read_tasks)
     if total is None:
         return None
     for op in plan.ops:
-        if isinstance(op, Limit):
+        if isinstance(op, (Limit, TopK)):
             total = min(total, op.limit)
     return total

@@ -17,6 +17,8 @@ from shardflow.engine.plan.logical import (
     LogicalPlan,
     Project,
     ReadSource,
+    Sort,
+    TopK,
     Union,
     Zip,
     is_row_preserving,
@@ -33,6 +35,7 @@ def optimize(plan: LogicalPlan) -> LogicalPlan:
     plan = replace(plan, ops=tuple(_optimize_inputs(op) for op in plan.ops))
     plan = _project_before_aggregate(plan)
     plan = _merge_limits(plan)
+    plan = _top_k(plan)
     plan = _push_filters(plan)
     plan = _push_projection(plan)
     plan = _push_limit(plan)
@@ -89,6 +92,23 @@ def _merge_limits(plan: LogicalPlan) -> LogicalPlan:
             ops[-1] = Limit(min(ops[-1].limit, op.limit))
         else:
             ops.append(op)
+    return replace(plan, ops=tuple(ops))
+
+
+def _top_k(plan: LogicalPlan) -> LogicalPlan:
+    """A sort followed by a limit (after row-preserving operations only) becomes a top-k:
+    each task keeps its first rows in sort order, and only those are merged. The limit
+    stays (it also cuts the merged rows)."""
+    ops = list(plan.ops)
+    for position, op in enumerate(ops):
+        if not isinstance(op, Sort):
+            continue
+        for later in ops[position + 1 :]:
+            if isinstance(later, Limit):
+                ops[position] = TopK(op.key, later.limit, op.boundaries)
+                break
+            if not is_row_preserving(later):
+                break
     return replace(plan, ops=tuple(ops))
 
 

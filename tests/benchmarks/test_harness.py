@@ -145,3 +145,16 @@ def test_profile_summary_keeps_only_the_pipeline():
     summary = profile_child.summarize(profile_child.parse_raw(raw), top=10)
     assert summary["samples"] == 9 and summary["waiting"] == 4 and summary["dropped"] == 5
     assert dict(summary["self"]) == {"read (parquet.py)": 66.7, "write (x.py)": 33.3}
+
+
+def test_aggregation_digest_ignores_row_order_and_sees_a_wrong_group():
+    import b16_aggregations as b16
+
+    keys = [("b",), ("a",), ("c",)]
+    counts, sums = [2, 1, 3], [1.5, 0.25, 3.0]
+    means = [s / c for s, c in zip(sums, counts)]
+    want = b16.digest(keys, counts, sums, means)
+    shuffled = b16.digest(keys[::-1], counts[::-1], sums[::-1], means[::-1])
+    assert b16._agrees(shuffled, want)
+    assert not b16._agrees(b16.digest(keys, [2, 3, 1], sums, means), want)
+    assert not b16._agrees(b16.digest(keys, counts, [1.5, 0.25, 3.0 + 1 / 1024], means), want)

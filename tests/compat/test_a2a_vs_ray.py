@@ -131,6 +131,20 @@ def test_sort_multi_key_nulls_and_nan_like_ray(both):
     assert_same_table(ray_out, sf_out, ordered=True)  # "id" breaks every tie
 
 
+@covers("Dataset.sort", "Dataset.limit", "Dataset.take")
+def test_sort_then_limit_like_ray(both):
+    """sort followed by limit/take (planned as a top-k): Ray's rows and order, ties of the
+    key ("k" repeats, nulls and NaN included) kept in input order."""
+    blocks = mixed_table()
+    for keys, descending in ((["k"], False), (["f"], True), (["s", "k"], [True, False])):
+        ray_ds = both.from_arrow(blocks).sort(keys, descending=descending)
+        sf_ds = sf.from_arrow(blocks).sort(keys, descending=descending)
+        for k in (1, 7, 40):
+            ray_out = ray_table(ray_ds.limit(k))
+            assert_same_table(ray_out, sf_ds.limit(k).to_arrow(), ordered=True)
+            assert [r["id"] for r in sf_ds.take(k)] == ray_out.column("id").to_pylist()
+
+
 # -- groupby and aggregations --------------------------------------------------------------
 
 
@@ -182,6 +196,33 @@ def test_groupby_aggregations_like_ray(both):
     sf_out = sf.from_arrow(clean).groupby(["k", "s"]).aggregate(*aggs(sf_agg)).to_arrow()
     # Ray gives groups in no particular order; shardflow sorts them by key.
     assert_same_table(ray_out, sf_out, ordered=False)
+
+
+@covers("Dataset.groupby", "GroupedData.aggregate", "aggregate.Count", "aggregate.Mean")
+def test_groupby_dense_keys_like_ray(both):
+    """Integer and string keys without nulls, Count/Sum/Mean over float64 without nulls: the
+    dense-code path (np.bincount), many groups, one key and two."""
+    from ray.data import aggregate as ray_agg
+
+    rng = np.random.default_rng(4)
+    n = 3000
+    table = pa.table(
+        {
+            "m": rng.integers(-50, 700, n),
+            "s": pa.array(np.array(["b", "a", "cc", ""], dtype=object)[rng.integers(0, 4, n)]),
+            "v": rng.integers(-400, 400, n) / 8.0,
+        }
+    )
+    blocks = [table.slice(i * 1000, 1000) for i in range(3)]
+    for keys in (["m"], ["s"], ["s", "m"]):
+        ray_ds = both.from_arrow(blocks).groupby(keys)
+        ray_out = ray_table(ray_ds.aggregate(ray_agg.Count(), ray_agg.Sum("v"), ray_agg.Mean("v")))
+        sf_ds = sf.from_arrow(blocks).groupby(keys)
+        sf_out = sf_ds.aggregate(sf_agg.Count(), sf_agg.Sum("v"), sf_agg.Mean("v")).to_arrow()
+        assert_same_table(ray_out, sf_out, ordered=False)
+        assert sf_out.select(keys).to_pylist() == sorted(
+            sf_out.select(keys).to_pylist(), key=lambda r: tuple(r.values())
+        )
 
 
 @covers(

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from shardflow.engine.api.aggregate import Count, Mean, Sum
 from shardflow.engine.execution.errors import wrap_user_exception
 from shardflow.engine.execution.exchange.base import (
     ExchangeSpec,
@@ -22,6 +23,7 @@ from shardflow.engine.execution.exchange.base import (
     ReducePlan,
     Run,
 )
+from shardflow.engine.execution.exchange.dense_groups import dense_combine, dense_partial
 from shardflow.engine.execution.exchange.groups import (
     first_rows,
     group_ids,
@@ -108,6 +110,11 @@ class PartialAggregate(PrepareTransform):
     def _hashed(self, block: Block, bulks: list[Any]) -> Block:
         """Every aggregation is built in: one Arrow hash aggregation over the block, then the
         (small) result sorted by key."""
+        if self.keys:
+            dense = dense_partial(block, self.keys, self.aggs, bulks)
+            if dense is not None:
+                table, ordered = dense
+                return table if ordered else sort_block(table, ascending(self.keys))
         columns: dict[str, Any] = {k: block.column(k) for k in self.keys}
         specs: list[tuple] = []
         for bulk in bulks:
@@ -194,6 +201,10 @@ class CombineAggregate(MergeRange):
             yield pa.table({n: pa.array([v]) for n, v in zip(names, values)})
             return
         if self.keys:
+            dense = self._dense(partial, names)
+            if dense is not None:
+                yield dense
+                return
             partial = sort_block(partial, ascending(self.keys))
         starts = group_starts(partial, self.keys)
         gid = group_ids(starts)
@@ -216,6 +227,38 @@ class CombineAggregate(MergeRange):
                 values.append(agg._engine_finalize(acc))
             out[name] = _column_of(values)
         yield pa.table(out)
+
+    def _dense(self, partial: Block, names: list[str]) -> Block | None:
+        """Count, Sum and Mean states merged over dense key codes (dense_groups.py), or None
+        when an aggregation or the keys do not suit."""
+        bulks: list[Any] = []
+        kinds: dict[str, str] = {}
+        for i, agg in enumerate(self.aggs):
+            bulk = vectorized(agg, f"__s{i}")
+            layout = _ADDITIVE_STATES.get(type(agg)) if bulk is not None else None
+            if bulk is None or layout is None:
+                return None
+            bulks.append((bulk, layout))
+            kinds.update({bulk.state(k): kind for k, kind in enumerate(layout)})
+        merged = dense_combine(partial, self.keys, kinds)
+        if merged is None:
+            return None
+        table, ordered = merged
+        if not ordered:
+            table = sort_block(table, ascending(self.keys))
+        out: dict[str, Any] = {k: table.column(k) for k in self.keys}
+        for (bulk, layout), name in zip(bulks, names):
+            out[name] = bulk.finalize(
+                {bulk.state(k): table.column(bulk.state(k)) for k in range(len(layout))}
+            )
+        return pa.table(out)
+
+
+_ADDITIVE_STATES: dict[type, tuple[str, ...]] = {
+    Count: ("count",),
+    Sum: ("sum",),
+    Mean: ("sum", "count"),
+}
 
 
 def _column_of(values: list[Any]) -> pa.Array:
