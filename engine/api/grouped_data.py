@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from shardflow.engine.api.aggregate import AggregateFn, Count, Max, Mean, Min, Std, Sum, Unique
+from shardflow.engine.api.aggregate import AggregateFn, Count, Max, Mean, Min, Std, Sum
+from shardflow.engine.api.aggregate_collections import Unique
 from shardflow.engine.api.exchanges import _positive_int, check_columns_exist, key_columns
 from shardflow.engine.plan.logical import Aggregate, LogicalPlan, MapGroups, UDFCall
 from shardflow.sdk.block import validate_batch_format

@@ -141,6 +141,9 @@ class Project(MapLike):
     select: tuple[str, ...] | None = None
     drop: tuple[str, ...] | None = None
     rename: dict[str, str] | None = None
+    # Added by the optimizer (not asked for by the user): a missing column is reported as
+    # the operation it serves reports it, a ValueError naming the column.
+    implicit: bool = False
     row_preserving = True
 
     @property

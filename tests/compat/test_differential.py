@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import cases_a2a  # noqa: F401
 import cases_actors  # noqa: F401
+import cases_aggregate  # noqa: F401
 import cases_api  # noqa: F401  (registers cases)
 import cases_context  # noqa: F401
 import cases_errors  # noqa: F401

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardflow.engine.execution.errors import wrap_user_exception
+from shardflow.engine.execution.errors import missing_column_message, wrap_user_exception
 from shardflow.engine.execution.exchange.base import (
     ExchangeSpec,
     PlanContext,
@@ -65,10 +65,7 @@ def check_aggregation_input(block: Block, keys: Sequence[str], aggs: Sequence[An
     for agg in aggs:
         for column in agg.target_columns():
             if column not in names:
-                raise ValueError(
-                    f"{agg.name}: there's no column '{column}' in the dataset. The dataset has "
-                    f"columns: {names}"
-                )
+                raise ValueError(missing_column_message(column, names))
             arrow_type = block.schema.field(column).type
             if agg.numeric_only() and not _is_numeric(arrow_type):
                 raise ValueError(
@@ -219,6 +216,11 @@ class CombineAggregate(MergeRange):
 
 
 def _column_of(values: list[Any]) -> pa.Array:
+    # An aggregation whose results are Arrow scalars chooses the column's type (Unique of a
+    # list column gives large lists, as Ray Data).
+    typed = next((v.type for v in values if isinstance(v, pa.Scalar)), None)
+    if typed is not None:
+        return pa.array([v.as_py() if isinstance(v, pa.Scalar) else v for v in values], typed)
     try:
         return pa.array(values)
     except (pa.ArrowInvalid, pa.ArrowTypeError):

@@ -12,7 +12,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardflow.engine.execution.errors import ColumnNotFoundError, wrap_user_exception
+from shardflow.engine.execution.errors import (
+    ColumnNotFoundError,
+    missing_column_message,
+    wrap_user_exception,
+)
 from shardflow.engine.execution.stages.transforms import Stage
 from shardflow.sdk.block import Block, block_to_batch, to_block
 from shardflow.sdk.datasink import TaskContext
@@ -43,8 +47,10 @@ class ProjectStage(Stage):
         select: list[str] | None = None,
         drop: list[str] | None = None,
         rename: dict[str, str] | None = None,
+        implicit: bool = False,
     ):
         self.name, self.select, self.drop, self.rename = name, select, drop, rename
+        self.implicit = implicit
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
         for block in blocks:
@@ -59,6 +65,8 @@ class ProjectStage(Stage):
             return block.rename_columns([self.rename.get(c, c) for c in names])
         wanted = self.select if self.select is not None else self.drop or []
         missing = [c for c in wanted if c not in names]
+        if missing and self.implicit:
+            raise ValueError(missing_column_message(missing[0], names))
         if missing:
             raise ColumnNotFoundError(
                 f"{self.name}: unknown column(s) {missing}; the data has columns {names}."

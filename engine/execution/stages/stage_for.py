@@ -67,6 +67,7 @@ def stage_for(op: Any) -> Stage:
             select=None if op.select is None else list(op.select),
             drop=None if op.drop is None else list(op.drop),
             rename=op.rename,
+            implicit=op.implicit,
         )
     if isinstance(op, AddColumn):
         return AddColumnStage(op.col, op.fn, op.name, op.batch_format)
