@@ -25,9 +25,10 @@ import pyarrow as pa
 if TYPE_CHECKING:
     import pandas
 
-from shardflow.sdk.object_column import is_object_type, objects_to_arrow, objects_to_numpy
+    from shardflow.sdk.pandas_batches import PandasConversion
+
+from shardflow.sdk.object_column import is_object_type, objects_to_numpy
 from shardflow.sdk.python_values import (
-    is_plain_arrow_type,
     is_torch_tensor,
     object_ndarray_to_arrow,
     tensor_to_numpy,
@@ -285,66 +286,31 @@ def to_block(data: Any) -> Block:
     import pandas as pd
 
     if isinstance(data, pd.DataFrame):
-        return _pandas_to_block(data)
+        from shardflow.sdk.pandas_batches import pandas_to_block
+
+        return pandas_to_block(data)
     raise TypeError(
         "A batch must be a pyarrow.Table, a pandas.DataFrame or a dict of column name to "
         f"numpy array; got {type(data).__name__}."
     )
 
 
-def _pandas_to_block(df: pandas.DataFrame) -> Block:
-    columns = {}
-    for name in df.columns:
-        series = df[name]
-        if series.dtype == object and len(series) and isinstance(series.iloc[0], np.ndarray):
-            columns[str(name)] = _ndarray_to_arrow(series.to_numpy())
-        elif series.dtype == object:
-            try:
-                columns[str(name)] = pa.Array.from_pandas(series)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-                columns[str(name)] = objects_to_arrow(series.tolist())
-        else:
-            columns[str(name)] = pa.Array.from_pandas(series)
-    return pa.table(columns) if columns else pa.table({}).slice(0, 0)
+def block_to_batch(
+    block: Block, batch_format: str, pandas: PandasConversion | None = None
+) -> DataBatch:
+    """Convert a block to a batch in ``batch_format`` ("numpy", "pandas" or "pyarrow").
 
-
-def block_to_batch(block: Block, batch_format: str) -> DataBatch:
-    """Convert a block to a batch in ``batch_format`` ("numpy", "pandas" or "pyarrow")."""
+    ``pandas`` says how a pandas batch gets its dtypes (Ray Data's DataContext settings;
+    see shardflow.sdk.pandas_batches); the default is Ray Data's default.
+    """
     batch_format = validate_batch_format(batch_format)
     if batch_format == "pyarrow":
         return block
     if batch_format == "numpy":
         return {name: _column_to_numpy(block.column(name)) for name in block.column_names}
-    return _block_to_pandas(block)
+    from shardflow.sdk.pandas_batches import DEFAULT, block_to_pandas
 
-
-def _block_to_pandas(block: Block) -> pandas.DataFrame:
-    import pandas as pd
-
-    plain = {}
-    tensor_columns = {}
-    for name in block.column_names:
-        column = block.column(name)
-        if _is_tensor_type(column.type) or is_object_type(column.type):
-            arrays = _column_to_numpy(column)
-            cells = np.empty(len(arrays), dtype=object)
-            cells[:] = list(arrays)
-            tensor_columns[name] = cells
-        else:
-            plain[name] = column
-    if plain:
-        df = pa.table(plain).to_pandas(types_mapper=_pandas_dtype_of)
-    else:
-        df = pd.DataFrame(index=range(block.num_rows))
-    for name, cells in tensor_columns.items():
-        df[name] = cells
-    return df[block.column_names] if block.column_names else df
-
-
-def _pandas_dtype_of(arrow_type: pa.DataType) -> Any:
-    import pandas as pd
-
-    return pd.ArrowDtype(arrow_type) if is_plain_arrow_type(arrow_type) else None
+    return block_to_pandas(block, pandas or DEFAULT)
 
 
 def block_to_rows(block: Block) -> list[dict[str, Any]]:

@@ -112,6 +112,16 @@ class DataContext:
             streaming reads and writes (see engine/execution/arrow_memory.py). Arrow's C++ code that
             takes no pool from Python uses the pool chosen when pyarrow was imported:
             jemalloc when ``import shardflow`` came first (see shardflow/_arrow_pool.py).
+        enable_arrow_backed_pandas_conversion: pandas batches, ``to_pandas`` and the groups
+            of ``map_groups`` give Arrow's standard types as ``pd.ArrowDtype`` columns
+            (True, Ray Data 2.60's default), or as NumPy dtypes (False: nulls of integer
+            columns become NaN in float64, timestamps keep their unit). Arrow-backed
+            columns lack some NumPy operations (``%``), in Ray Data too.
+        enable_tensor_extension_casting: pandas batches give tensor columns as object
+            columns of NumPy arrays (True, the default), or as ``TensorArray`` columns
+            (False; shardflow.extensions), as Ray Data does.
+        pandas_block_ignore_metadata: Ignore pandas metadata stored with the data when
+            blocks become DataFrames.
 
     Examples:
         >>> import shardflow as sf
@@ -139,6 +149,9 @@ class DataContext:
     )
     enable_operator_progress_bars: bool = True
     arrow_memory_pool: str | None = "jemalloc"
+    enable_arrow_backed_pandas_conversion: bool = True
+    enable_tensor_extension_casting: bool = True
+    pandas_block_ignore_metadata: bool = False
     _kv_configs: dict[str, Any] = field(default_factory=dict, repr=False)
 
     _current: DataContext | None = None
@@ -199,6 +212,17 @@ class DataContext:
     def remove_config(self, key: str) -> None:
         """Remove a key-value setting (nothing happens when it is not set)."""
         self._kv_configs.pop(key, None)
+
+    def pandas_conversion(self) -> Any:
+        """The settings that say how blocks become pandas DataFrames, for the tasks of an
+        execution (a shardflow.sdk.pandas_batches.PandasConversion)."""
+        from shardflow.sdk.pandas_batches import PandasConversion
+
+        return PandasConversion(
+            arrow_backed=bool(self.enable_arrow_backed_pandas_conversion),
+            tensors_as_ndarrays=bool(self.enable_tensor_extension_casting),
+            ignore_metadata=bool(self.pandas_block_ignore_metadata),
+        )
 
     def copy(self) -> DataContext:
         """A deep copy of this context."""
@@ -307,7 +331,6 @@ RAY_ONLY_SETTINGS: dict[str, Any] = {
         True,
         False,
     ),  # errors are both: see engine/execution/errors.py
-    "enable_tensor_extension_casting": (True,),
     "use_ray_tqdm": (True, False),
     "enable_rich_progress_bars": (False,),
     "enable_progress_bar_name_truncation": (True, False),
@@ -384,8 +407,6 @@ RAY_ONLY_SETTINGS: dict[str, Any] = {
     "enable_dynamic_output_queue_size_backpressure": _NEVER,
     "enable_lineage_reconstruction_resource_accounting": _NEVER,
     "enforce_schemas": _NEVER,
-    "pandas_block_ignore_metadata": _NEVER,
-    "enable_arrow_backed_pandas_conversion": _NEVER,
     "batch_to_block_arrow_format": _NEVER,
     "custom_execution_callback_classes": _NEVER,
     "default_map_logical_memory_enabled": _NEVER,
@@ -394,3 +415,9 @@ RAY_ONLY_SETTINGS: dict[str, Any] = {
     "checkpoint_config": _NEVER,
     "target_shuffle_max_block_size": _NEVER,
 }
+
+
+def current_pandas_conversion() -> Any:
+    """``DataContext.get_current().pandas_conversion()``: what a stage or an iterator made
+    now captures, so that its tasks convert batches with the settings of this moment."""
+    return DataContext.get_current().pandas_conversion()

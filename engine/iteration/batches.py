@@ -77,6 +77,7 @@ def iter_batches_from_blocks(
     collate_fn: Callable[[Any], Any] | None = None,
     finalize_fn: Callable[[Any], Any] | None = None,
     on_stop: Callable[[], None] | None = None,
+    pandas: Any = None,
 ) -> Iterator[Any]:
     """Rebatch a block stream to ``batch_size`` rows in ``batch_format``.
 
@@ -101,7 +102,7 @@ def iter_batches_from_blocks(
                 continue
             if drop_last and batch_size is not None and block.num_rows < batch_size:
                 return
-            batch = block_to_batch(block, batch_format)
+            batch = block_to_batch(block, batch_format, pandas)
             if collate_fn is not None:
                 batch = collate_fn(batch)
             if finalize_fn is not None:

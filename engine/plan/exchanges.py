@@ -71,7 +71,16 @@ def _exchange_spec(op: Any) -> Any:
     if isinstance(op, Aggregate):
         return AggregateSpec(op.keys, op.aggs, op.num_partitions)
     if isinstance(op, MapGroups):
-        return MapGroupsSpec(op.keys, op.udf, op.batch_format, op.name, op.num_partitions)
+        from shardflow.engine.api.context import current_pandas_conversion
+
+        return MapGroupsSpec(
+            op.keys,
+            op.udf,
+            op.batch_format,
+            op.name,
+            op.num_partitions,
+            current_pandas_conversion(),
+        )
     if isinstance(op, Repartition):
         if op.keys:
             return KeyedRepartitionSpec(

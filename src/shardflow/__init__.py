@@ -183,7 +183,16 @@ _EXPORTS = {
     "PathPartitionFilter": "shardflow.sdk.partitioning",
     "SaveMode": "shardflow.sdk.save_mode",
 }
-_SUBMODULES = ("xshards", "orca", "exceptions", "expressions", "datatype")
+_SUBMODULES = (
+    "xshards",
+    "orca",
+    "exceptions",
+    "expressions",
+    "datatype",
+    "aggregate",
+    "extensions",
+    "collate_fn",
+)
 
 
 def __getattr__(name: str) -> Any:

@@ -282,9 +282,11 @@ class ApplyToGroups(MergeRange):
         name: str,
         lo: tuple | None,
         hi: tuple | None,
+        pandas: Any = None,
     ):
         super().__init__(ascending(keys) if keys else SortKey((), ()), lo, hi)
         self.keys, self.udf, self.batch_format, self.name = keys, udf, batch_format, name
+        self.pandas = pandas
 
     def __call__(self, inputs: list[Any], ctx: TaskContext) -> Iterator[Block]:
         from shardflow.engine.execution.refs import resolve
@@ -300,7 +302,7 @@ class ApplyToGroups(MergeRange):
             fn = fn(*self.udf.fn_constructor_args, **self.udf.fn_constructor_kwargs)
         outputs = []
         for _, rows in iter_groups(block, group_starts(block, self.keys)):
-            batch = block_to_batch(rows, self.batch_format)
+            batch = block_to_batch(rows, self.batch_format, self.pandas)
             try:
                 result = fn(batch, *self.udf.fn_args, **self.udf.fn_kwargs)
                 results = result if _is_generator(result) else [result]
@@ -330,9 +332,11 @@ class MapGroupsSpec(ExchangeSpec):
         batch_format: str,
         name: str,
         num_partitions: int | None,
+        pandas: Any = None,
     ):
         self.keys, self.udf, self.batch_format, self.op_name = keys, udf, batch_format, name
         self.num_partitions = num_partitions
+        self.pandas = pandas  # how groups become DataFrames (captured when planned)
 
     def prepare(self, input_index: int) -> Any:
         return SortByKey(self.keys)
@@ -345,7 +349,9 @@ class MapGroupsSpec(ExchangeSpec):
             return []
 
         def make(lo: Any, hi: Any) -> ApplyToGroups:
-            return ApplyToGroups(self.keys, self.udf, self.batch_format, self.op_name, lo, hi)
+            return ApplyToGroups(
+                self.keys, self.udf, self.batch_format, self.op_name, lo, hi, self.pandas
+            )
 
         if not self.keys:
             return [ReducePlan([r.bundle.ref for r in runs], make(None, None))]

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from shardflow.engine.api.context import current_pandas_conversion
 from shardflow.engine.execution.errors import (
     ColumnNotFoundError,
     missing_column_message,
@@ -88,10 +89,11 @@ class AddColumnStage(Stage):
 
     def __init__(self, col: str, fn: Callable, name: str, batch_format: str):
         self.col, self.fn, self.name, self.batch_format = col, fn, name, batch_format
+        self.pandas = current_pandas_conversion()
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
         for block in blocks:
-            batch = block_to_batch(block, self.batch_format)
+            batch = block_to_batch(block, self.batch_format, self.pandas)
             try:
                 values = self.fn(batch)
             except Exception as exc:
