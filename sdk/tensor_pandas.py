@@ -148,7 +148,9 @@ def _stacked(values: Any) -> np.ndarray:
         return values._tensor
     if isinstance(values, np.ndarray) and values.dtype != object:
         return values
-    rows = [np.asarray(v) if not isinstance(v, TensorArrayElement) else v.to_numpy() for v in values]
+    rows = [
+        np.asarray(v) if not isinstance(v, TensorArrayElement) else v.to_numpy() for v in values
+    ]
     if rows and len({(r.shape, r.dtype) for r in rows}) == 1:
         return np.stack(rows)
     out = np.empty(len(rows), dtype=object)
@@ -238,7 +240,9 @@ class TensorArray(ExtensionArray):
             return np.isnan(flat).all(axis=1) if flat.shape[1] else np.zeros(len(self), bool)
         return np.zeros(len(self._tensor), dtype=bool)
 
-    def take(self, indices: Any, *, allow_fill: bool = False, fill_value: Any = None) -> TensorArray:
+    def take(
+        self, indices: Any, *, allow_fill: bool = False, fill_value: Any = None
+    ) -> TensorArray:
         indices = np.asarray(indices, dtype=np.intp)
         if allow_fill and (indices < 0).any():
             rows = [None if i < 0 else self._tensor[i] for i in indices]

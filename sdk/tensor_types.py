@@ -178,12 +178,17 @@ def create_arrow_fixed_shape_tensor_type(shape: Sequence[int], dtype: pa.DataTyp
 
 def get_arrow_extension_tensor_types() -> tuple[type, ...]:
     """The classes whose instances are tensor types, for ``isinstance`` checks."""
-    return (ArrowTensorType, ArrowTensorTypeV2, ArrowVariableShapedTensorType)
+    return (
+        ArrowTensorType,
+        ArrowTensorTypeV2,
+        FixedShapeTensorType,
+        ArrowVariableShapedTensorType,
+    )
 
 
 def get_arrow_extension_fixed_shape_tensor_types() -> tuple[type, ...]:
     """The classes whose instances are fixed-shape tensor types."""
-    return (ArrowTensorType, ArrowTensorTypeV2)
+    return (ArrowTensorType, ArrowTensorTypeV2, FixedShapeTensorType)
 
 
 def column_needs_tensor_extension(s: Any) -> bool:
@@ -207,3 +212,36 @@ __all__ = [
     "is_fixed_shape_tensor_type",
     "is_variable_shape_tensor_type",
 ]
+
+
+def decode_tensor_columns(block: pa.Table, tensor_column_schema: dict[str, Any]) -> pa.Table:
+    """Binary columns of raw C-ordered tensor bytes (``ndarray.tobytes()``) as tensor columns.
+
+    ``tensor_column_schema`` maps a column to ``(numpy dtype, shape)``, as ``read_parquet``'s
+    argument of that name.
+
+    Raises:
+        ValueError: naming the column, when a cell's size does not fit ``dtype`` and ``shape``.
+    """
+    from shardflow.sdk.block import _ndarray_to_arrow
+
+    for name, (dtype, shape) in tensor_column_schema.items():
+        if name not in block.column_names:
+            continue
+        dtype, shape = np.dtype(dtype), tuple(shape)
+        column = block.column(name)
+        size = int(np.prod(shape)) * dtype.itemsize
+        cells = column.to_pylist()
+        if any(cell is None or len(cell) != size for cell in cells):
+            raise ValueError(
+                f"tensor_column_schema: column {name!r} holds cells that are not {size} bytes "
+                f"(a {dtype} tensor of shape {shape}), or nulls."
+            )
+        values = np.frombuffer(b"".join(cells), dtype=dtype).reshape((len(cells), *shape))
+        # The type as create_arrow_fixed_shape_tensor_type makes it (no permutation), as in
+        # Ray Data.
+        tensor_type = create_arrow_fixed_shape_tensor_type(shape, pa.from_numpy_dtype(dtype))
+        tensors = pa.ExtensionArray.from_storage(tensor_type, _ndarray_to_arrow(values).storage)
+        index = block.schema.get_field_index(name)
+        block = block.set_column(index, name, tensors)
+    return block

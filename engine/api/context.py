@@ -38,6 +38,12 @@ def _physical_memory() -> int:
         return int(psutil.virtual_memory().total)
 
 
+def _native_tensor_format() -> Any:
+    from shardflow.sdk.tensor_types import FixedShapeTensorFormat
+
+    return FixedShapeTensorFormat.ARROW_NATIVE
+
+
 def _bars_enabled_by_env() -> bool:
     return os.environ.get(_ENV_DISABLE_BARS, "").strip().lower() not in ("1", "true", "yes")
 
@@ -122,6 +128,10 @@ class DataContext:
             (False; shardflow.extensions), as Ray Data does.
         pandas_block_ignore_metadata: Ignore pandas metadata stored with the data when
             blocks become DataFrames.
+        arrow_fixed_shape_tensor_format: Ray Data's choice of tensor type. shardflow always
+            stores tensors as Arrow's canonical types, Ray Data's
+            ``FixedShapeTensorFormat.ARROW_NATIVE`` (the default here); V1 and V2, Ray Data's
+            own types, are accepted with a warning that nothing changes.
 
     Examples:
         >>> import shardflow as sf
@@ -152,6 +162,7 @@ class DataContext:
     enable_arrow_backed_pandas_conversion: bool = True
     enable_tensor_extension_casting: bool = True
     pandas_block_ignore_metadata: bool = False
+    arrow_fixed_shape_tensor_format: Any = field(default_factory=_native_tensor_format)
     _kv_configs: dict[str, Any] = field(default_factory=dict, repr=False)
 
     _current: DataContext | None = None
@@ -171,6 +182,8 @@ class DataContext:
                 object.__setattr__(self, name, value)
                 value._bind(self, push="execution_options" in self.__dict__ and _initialised(self))
                 return
+            if name == "arrow_fixed_shape_tensor_format":
+                _check_tensor_format(value)
             object.__setattr__(self, name, value)
             return
         if name in RAY_ALIASES:
@@ -312,6 +325,23 @@ class DataContext:
             raise ValueError(f"DataContext.backend must be 'local' or 'ray', got {self.backend!r}.")
 
 
+def _check_tensor_format(value: Any) -> None:
+    from shardflow.sdk.tensor_types import FixedShapeTensorFormat
+
+    if not isinstance(value, FixedShapeTensorFormat):
+        raise TypeError(
+            "DataContext.arrow_fixed_shape_tensor_format must be a FixedShapeTensorFormat "
+            f"(shardflow.extensions), got {value!r}."
+        )
+    if value is not FixedShapeTensorFormat.ARROW_NATIVE:
+        warn_once(
+            "DataContext.arrow_fixed_shape_tensor_format",
+            f"DataContext.arrow_fixed_shape_tensor_format = {value}: shardflow always stores "
+            "tensors as Arrow's canonical types (FixedShapeTensorFormat.ARROW_NATIVE); setting "
+            "it has no effect.",
+        )
+
+
 def _initialised(context: DataContext) -> bool:
     return "_kv_configs" in context.__dict__
 
@@ -371,8 +401,7 @@ RAY_ONLY_SETTINGS: dict[str, Any] = {
     "min_parallelism": _NEVER,
     "read_op_min_num_blocks": _NEVER,
     "use_datasource_v2": _NEVER,
-    "arrow_fixed_shape_tensor_format": _NEVER,
-    "use_arrow_tensor_v2": _NEVER,
+    "use_arrow_tensor_v2": (True,),  # deprecated in Ray Data; V2 holds tensors of any size
     "enable_fallback_to_arrow_object_ext_type": _NEVER,
     "accurate_map_phase_timing": _NEVER,
     "per_stage_map_timing": _NEVER,

@@ -15,6 +15,7 @@ import cases_pandas  # noqa: F401
 import cases_paths  # noqa: F401
 import cases_reads  # noqa: F401
 import cases_surface  # noqa: F401
+import cases_tensors  # noqa: F401
 import cases_types  # noqa: F401
 import cases_writes  # noqa: F401
 import pytest

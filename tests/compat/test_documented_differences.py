@@ -258,3 +258,40 @@ def test_glob_patterns_are_expanded_when_no_such_path_exists(rd, sfm, tmp_path):
     assert sfm.read_parquet(str(tmp_path / "q?")).count() == 1
     with pytest.raises(FileNotFoundError):  # Ray Data cuts the path at the '?'
         rd.read_parquet(str(tmp_path / "q?")).count()
+
+
+@differs(
+    "extensions.ArrowTensorType",
+    "extensions.ArrowTensorTypeV2",
+    "extensions.FixedShapeTensorFormat",
+    "DataContext.arrow_fixed_shape_tensor_format",
+    reason="tensor columns are always Arrow's canonical fixed_shape_tensor / "
+    "variable_shape_tensor types, which Ray Data gives with "
+    "arrow_fixed_shape_tensor_format = FixedShapeTensorFormat.ARROW_NATIVE (the default here; "
+    "Ray Data's default, V2, is an extension type of its own, ArrowTensorTypeV2), so files stay "
+    "readable by other Arrow tools. ArrowTensorType(shape, dtype) and ArrowTensorTypeV2(...) "
+    "build the canonical type, and isinstance() with either holds for every fixed-shape tensor "
+    "type; setting V1 or V2 warns that nothing changes.",
+)
+def test_tensor_columns_are_arrows_canonical_type(rd, sfm):
+    import numpy as np
+    import ray.data.extensions as ray_ext
+
+    import shardflow.extensions as sf_ext
+
+    data = np.zeros((2, 3, 4), dtype=np.float32)
+    ray_type = rd.from_numpy(data).schema().types[0]
+    assert isinstance(ray_type, ray_ext.ArrowTensorTypeV2)
+    assert str(ray_type) == "ArrowTensorTypeV2(shape=(3, 4), dtype=float)"
+    ours = sfm.from_numpy(data).schema().types[0]
+    assert ours == pa.fixed_shape_tensor(pa.float32(), (3, 4))
+    assert isinstance(ours, sf_ext.ArrowTensorType) and isinstance(ours, sf_ext.ArrowTensorTypeV2)
+    assert sf_ext.ArrowTensorType((3, 4), pa.float32()) == ours
+    context = sfm.DataContext.get_current()
+    assert context.arrow_fixed_shape_tensor_format is sf_ext.FixedShapeTensorFormat.ARROW_NATIVE
+    from shardflow.engine.api.execution_options import _warned
+
+    _warned.discard("DataContext.arrow_fixed_shape_tensor_format")  # warned once per process
+    with pytest.warns(UserWarning, match="no effect"):
+        context.arrow_fixed_shape_tensor_format = sf_ext.FixedShapeTensorFormat.V2
+    assert sfm.from_numpy(data).schema().types[0] == ours
