@@ -45,13 +45,33 @@ _DEFAULT_MIN_BLOCK_BYTES = 1024 * 1024
 class FileShuffleConfig:
     """Shuffle the order of input files, reproducibly when ``seed`` is given.
 
+    Args:
+        seed: The base seed, or None for a different order on every execution.
+        reseed_after_execution: With a seed: True (the default, as in Ray Data) gives each
+            execution of the dataset a different order derived from ``seed`` and the
+            execution's number; False the same order every time.
+
+    Raises:
+        ValueError: if ``seed`` is neither an int nor None.
+
     Examples:
         >>> from shardflow.sdk.file_datasource import FileShuffleConfig
-        >>> FileShuffleConfig(seed=42)
-        FileShuffleConfig(seed=42)
+        >>> FileShuffleConfig(seed=42, reseed_after_execution=False)
+        FileShuffleConfig(seed=42, reseed_after_execution=False)
     """
 
     seed: int | None = None
+    reseed_after_execution: bool = True
+
+    def __post_init__(self) -> None:
+        if self.seed is not None and not isinstance(self.seed, int):
+            raise ValueError("Seed must be an integer or None.")
+
+    def get_seed(self, execution_idx: int = 0) -> int | None:
+        """The seed of the file order of execution number ``execution_idx``."""
+        from shardflow.sdk.random_seeds import derived_seed
+
+        return derived_seed(self.seed, self.reseed_after_execution, execution_idx)
 
 
 _HIVE = object()  # marks the default partitioning argument
@@ -187,6 +207,7 @@ class FileBasedDatasource(Datasource):
         )
         self._ignore_missing_paths = bool(ignore_missing_paths)
         self._shuffle = shuffle
+        self._shuffle_executions = 0
         self._on_bad_file = on_bad_file
         self._file_args = file_args
         self._units: list[FileUnit] | None = None
@@ -304,7 +325,11 @@ class FileBasedDatasource(Datasource):
         if not units:
             return []
         if self._shuffle is not None:
-            seed = self._shuffle.seed if isinstance(self._shuffle, FileShuffleConfig) else None
+            seed = None
+            if isinstance(self._shuffle, FileShuffleConfig):
+                # Read tasks are planned once per execution: count the executions.
+                seed = self._shuffle.get_seed(self._shuffle_executions)
+                self._shuffle_executions += 1
             random.Random(seed).shuffle(units)
         parallelism = max(1, int(parallelism))
         known = [u.size for u in units if u.size is not None]

@@ -29,6 +29,7 @@ from shardflow.engine.plan.logical import (
     Union,
     Zip,
 )
+from shardflow.sdk.random_seeds import seed_for_execution
 
 
 def plan_special(planner: Any, op: Any, last: PhysicalOperator) -> PhysicalOperator:
@@ -63,9 +64,9 @@ def _run_bytes(context: Any) -> int:
 
 def _exchange_spec(op: Any) -> Any:
     if isinstance(op, RandomShuffle):
-        return RandomShuffleSpec(op.seed, op.num_blocks)
+        return RandomShuffleSpec(seed_for_execution(op.seed), op.num_blocks)
     if isinstance(op, RandomizeBlockOrder):
-        return RandomizeBlockOrderSpec(op.seed)
+        return RandomizeBlockOrderSpec(seed_for_execution(op.seed))
     if isinstance(op, Sort):
         return SortSpec(op.key, op.boundaries)
     if isinstance(op, Aggregate):

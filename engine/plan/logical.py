@@ -172,7 +172,7 @@ class RandomSample(MapLike):
     """Keep each row with probability ``fraction``."""
 
     fraction: float
-    seed: int | None = None
+    seed: Any = None  # an int, a RandomSeedConfig or None
 
     @property
     def name(self) -> str:
@@ -222,14 +222,14 @@ class SortKey:
 
 @dataclass(frozen=True, eq=False)
 class RandomShuffle:
-    seed: int | None = None
+    seed: Any = None  # an int, a RandomSeedConfig or None
     num_blocks: int | None = None
     name: str = "RandomShuffle"
 
 
 @dataclass(frozen=True, eq=False)
 class RandomizeBlockOrder:
-    seed: int | None = None
+    seed: Any = None  # an int, a RandomSeedConfig or None
     name: str = "RandomizeBlockOrder"
 
 

@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from shardflow.sdk.file_datasource import FileShuffleConfig
     from shardflow.sdk.filename_provider import FilenameProvider
     from shardflow.sdk.partitioning import Partitioning, PathPartitionFilter
+    from shardflow.sdk.random_seeds import RandomSeedConfig
     from shardflow.sdk.save_mode import SaveMode
 
 __version__ = "0.1.0"
@@ -89,6 +90,7 @@ __all__ = [
     "Datasource",
     "Partitioning",
     "PathPartitionFilter",
+    "RandomSeedConfig",
     "ReadTask",
     "RetryPolicy",
     "RowBasedFileDatasink",
@@ -182,6 +184,7 @@ _EXPORTS = {
     "Partitioning": "shardflow.sdk.partitioning",
     "PathPartitionFilter": "shardflow.sdk.partitioning",
     "SaveMode": "shardflow.sdk.save_mode",
+    "RandomSeedConfig": "shardflow.sdk.random_seeds",
 }
 _SUBMODULES = (
     "xshards",

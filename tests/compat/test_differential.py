@@ -13,6 +13,7 @@ import cases_iceberg  # noqa: F401
 import cases_interop  # noqa: F401
 import cases_pandas  # noqa: F401
 import cases_paths  # noqa: F401
+import cases_random  # noqa: F401
 import cases_reads  # noqa: F401
 import cases_surface  # noqa: F401
 import cases_tensors  # noqa: F401
