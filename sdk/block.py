@@ -250,11 +250,19 @@ def numpy_batch_to_block(batch: Mapping[str, Any]) -> Block:
         if isinstance(values, (pa.Array, pa.ChunkedArray)):
             arrays[str(name)] = values
             continue
+        if _is_arrow_backed_series(values):  # a pandas column of Arrow's type: kept as is
+            arrays[str(name)] = pa.Array.from_pandas(values)
+            continue
         values = tensor_to_numpy(values)
         if not isinstance(values, np.ndarray):
             values = _list_to_ndarray(values)
         arrays[str(name)] = _ndarray_to_arrow(values)
     return pa.table(arrays)
+
+
+def _is_arrow_backed_series(values: Any) -> bool:
+    dtype = getattr(values, "dtype", None)
+    return type(dtype).__name__ == "ArrowDtype" and type(values).__name__ == "Series"
 
 
 def _list_to_ndarray(values: Any) -> np.ndarray:
