@@ -75,6 +75,7 @@ class FileShuffleConfig:
 
 
 _HIVE = object()  # marks the default partitioning argument
+_CLASS_EXTENSIONS = object()  # marks the default file_extensions argument: the class's own
 
 
 class FileBasedDatasource(Datasource):
@@ -124,8 +125,8 @@ class FileBasedDatasource(Datasource):
         partition_filter: A :class:`PathPartitionFilter`, or a function of the dict of
             partition values returning True for files to read.
         include_paths: Add a ``path`` column naming each row's file.
-        file_extensions: Read only files with these extensions; the format's default when
-            None.
+        file_extensions: Read only files with these extensions; None reads every file; left
+            out, the format's own list (``_FILE_EXTENSIONS``).
         ignore_missing_paths: Skip paths that do not exist instead of raising.
         shuffle: ``"files"`` or a :class:`FileShuffleConfig` to shuffle the order of files.
         on_bad_file: ``"raise"`` (default): an unreadable file raises an error naming it;
@@ -159,7 +160,7 @@ class FileBasedDatasource(Datasource):
         partitioning: Partitioning | None = _HIVE,  # type: ignore[assignment]
         partition_filter: PathPartitionFilter | Callable[[dict[str, Any]], bool] | None = None,
         include_paths: bool = False,
-        file_extensions: list[str] | None = None,
+        file_extensions: Any = _CLASS_EXTENSIONS,
         ignore_missing_paths: bool = False,
         shuffle: str | FileShuffleConfig | None = None,
         on_bad_file: str = "raise",
@@ -187,6 +188,8 @@ class FileBasedDatasource(Datasource):
             raise ValueError(
                 f"shuffle must be None, 'files' or a FileShuffleConfig, got {shuffle!r}."
             )
+        if file_extensions is _CLASS_EXTENSIONS:
+            file_extensions = self._FILE_EXTENSIONS
         if file_extensions is not None:
             if isinstance(file_extensions, str) or not all(
                 isinstance(e, str) for e in file_extensions
@@ -202,9 +205,8 @@ class FileBasedDatasource(Datasource):
         self._partition_filter = partition_filter
         as_filter_fn(partition_filter)  # validates the type
         self._include_paths = bool(include_paths)
-        self._file_extensions = (
-            list(file_extensions) if file_extensions is not None else self._FILE_EXTENSIONS
-        )
+        # None reads every file, as in Ray Data; left out, the format's own extensions.
+        self._file_extensions = list(file_extensions) if file_extensions is not None else None
         self._ignore_missing_paths = bool(ignore_missing_paths)
         self._shuffle = shuffle
         self._shuffle_executions = 0
@@ -424,6 +426,12 @@ class FileBasedDatasource(Datasource):
         """
         args = dict(self._open_stream_args)
         native = getattr(self, "_native", None)
+        if self._is_snappy(path, args):  # Arrow cannot stream Snappy: decoded here
+            from shardflow.sdk.snappy_frames import open_snappy_frames
+
+            args.pop("compression", None)
+            raw = native.open_input(path, None) if native is not None and not args else None
+            return open_snappy_frames(raw or self._fs.open(path, "rb", **args), path)
         if native is not None and (native.random_access or not self._RANDOM_ACCESS):
             ok, codec = stream_compression(path, args, self._INFER_COMPRESSION)
             if ok:
@@ -431,6 +439,14 @@ class FileBasedDatasource(Datasource):
         if self._INFER_COMPRESSION:
             args.setdefault("compression", "infer")
         return self._fs.open(path, "rb", **args)
+
+    def _is_snappy(self, path: str, args: dict[str, Any]) -> bool:
+        """Whether ``path`` is read as a Snappy-framed stream (``compression="snappy"``, or
+        a ``.snappy`` name where compression is inferred, as Ray Data does)."""
+        compression = args.get("compression", "infer" if self._INFER_COMPRESSION else None)
+        if compression == "snappy":
+            return True
+        return compression == "infer" and path.lower().endswith(".snappy")
 
     def _read_file(self, f: Any, unit: FileUnit) -> Iterator[Block]:
         """Read one unit (a file or a split); by default ``_read_stream(f, unit.path)``."""
