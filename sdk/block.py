@@ -69,13 +69,14 @@ class BlockMetadata:
 def validate_batch_format(batch_format: str | None) -> str:
     """Return the canonical batch format name, raising ValueError for unknown ones.
 
-    ``"default"`` means ``"numpy"`` and None the blocks' own format, ``"pyarrow"``, as in
-    Ray Data (whose blocks may also be pandas DataFrames; shardflow's are always Arrow).
+    ``"default"`` means ``"numpy"``; None (or ``"native"``) the blocks' own format, as in
+    Ray Data: a pandas DataFrame for data that came from pandas frames (``from_pandas``,
+    which Ray Data keeps as pandas blocks), else the ``pyarrow.Table``.
     """
     if batch_format == "default":
         return "numpy"
-    if batch_format is None:
-        return "pyarrow"
+    if batch_format is None or batch_format == "native":
+        return "native"
     if batch_format not in BATCH_FORMATS:
         raise ValueError(
             f"batch_format must be one of {BATCH_FORMATS} (or 'default'), got {batch_format!r}."
@@ -260,6 +261,11 @@ def numpy_batch_to_block(batch: Mapping[str, Any]) -> Block:
     return pa.table(arrays)
 
 
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
 def _is_arrow_backed_series(values: Any) -> bool:
     dtype = getattr(values, "dtype", None)
     return type(dtype).__name__ == "ArrowDtype" and type(values).__name__ == "Series"
@@ -284,6 +290,7 @@ def to_block(data: Any) -> Block:
 
     Raises:
         TypeError: if ``data`` is none of the supported batch types.
+        ValueError: for a list (of rows), with Ray Data's words: wrap rows in a dict of arrays.
     """
     if isinstance(data, pa.Table):
         return data
@@ -297,6 +304,12 @@ def to_block(data: Any) -> Block:
         from shardflow.sdk.pandas_batches import pandas_to_block
 
         return pandas_to_block(data)
+    if isinstance(data, list):  # Ray Data's ValueError (and words) for a list of rows
+        raise ValueError(
+            f"Error validating {_short_repr(data)}: Standalone Python objects are not allowed. "
+            "To use Python objects in a dataset, wrap them in a dict of numpy arrays, e.g., "
+            "return `{'item': batch}` instead of just `batch`."
+        )
     raise TypeError(
         "A batch must be a pyarrow.Table, a pandas.DataFrame or a dict of column name to "
         f"numpy array; got {type(data).__name__}."
@@ -312,6 +325,10 @@ def block_to_batch(
     see shardflow.sdk.pandas_batches); the default is Ray Data's default.
     """
     batch_format = validate_batch_format(batch_format)
+    if batch_format == "native":
+        from shardflow.sdk.pandas_batches import is_pandas_block
+
+        batch_format = "pandas" if is_pandas_block(block) else "pyarrow"
     if batch_format == "pyarrow":
         return block
     if batch_format == "numpy":
@@ -436,3 +453,12 @@ def _tensor_ndim(arrow_type: pa.DataType) -> int:
     if isinstance(arrow_type, pa.FixedShapeTensorType):
         return len(arrow_type.shape)
     return arrow_type.storage_type.field("shape").type.list_size
+
+
+def __getattr__(name: str) -> Any:
+    """``BlockAccessor`` (shardflow.sdk.block_accessor), under Ray Data's module name."""
+    if name == "BlockAccessor":
+        from shardflow.sdk.block_accessor import BlockAccessor
+
+        return BlockAccessor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

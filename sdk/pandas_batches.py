@@ -33,6 +33,15 @@ if TYPE_CHECKING:
 PANDAS_DTYPE_KEY = b"shardflow.pandas_dtype"
 """Field metadata key: the pandas dtype a column had in the frame given to from_pandas."""
 
+PANDAS_BLOCK_KEY = b"shardflow.pandas_block"
+"""Schema metadata key of blocks made from pandas frames by from_pandas: their native batch
+format (``batch_format=None``) is a pandas DataFrame, as Ray Data's pandas blocks give."""
+
+
+def is_pandas_block(block: pa.Table) -> bool:
+    """Whether ``block`` came from a frame given to from_pandas."""
+    return bool(block.schema.metadata and PANDAS_BLOCK_KEY in block.schema.metadata)
+
 
 @dataclass(frozen=True)
 class PandasConversion:
@@ -138,7 +147,8 @@ def pandas_to_block(df: pandas.DataFrame, record_dtypes: bool = False) -> pa.Tab
         columns.append(column)
     if not columns:
         return pa.table({}).slice(0, 0)
-    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+    metadata = {PANDAS_BLOCK_KEY: b"1"} if record_dtypes else None
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields, metadata=metadata))
 
 
 def _is_native_dtype_of(dtype: Any, arrow_type: pa.DataType) -> bool:
@@ -152,18 +162,23 @@ def _is_native_dtype_of(dtype: Any, arrow_type: pa.DataType) -> bool:
 
 def strip_frame_dtypes(block: pa.Table) -> pa.Table:
     """``block`` without the recorded pandas dtypes (before it is written to files)."""
-    if not any(f.metadata and PANDAS_DTYPE_KEY in f.metadata for f in block.schema):
+    if not is_pandas_block(block) and not any(
+        f.metadata and PANDAS_DTYPE_KEY in f.metadata for f in block.schema
+    ):
         return block
     fields = []
     for f in block.schema:
         metadata = {k: v for k, v in (f.metadata or {}).items() if k != PANDAS_DTYPE_KEY}
         fields.append(f.with_metadata(metadata or None) if f.metadata else f)
-    return block.cast(pa.schema(fields, metadata=block.schema.metadata))
+    kept = {k: v for k, v in (block.schema.metadata or {}).items() if k != PANDAS_BLOCK_KEY}
+    return block.cast(pa.schema(fields, metadata=kept or None))
 
 
 __all__ = [
     "DEFAULT",
+    "PANDAS_BLOCK_KEY",
     "PANDAS_DTYPE_KEY",
+    "is_pandas_block",
     "PandasConversion",
     "block_to_pandas",
     "pandas_to_block",

@@ -19,6 +19,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from shardflow.engine.api.context_configs import (
+    AutoscalingConfig,
+    DeltaConfig,
+    IcebergConfig,
+    LanceConfig,
+    ShuffleStrategy,
+)
 from shardflow.engine.api.execution_options import ExecutionOptions, warn_once
 
 _ENV_DISABLE_BARS = "SHARDFLOW_DISABLE_PROGRESS_BARS"
@@ -36,6 +43,16 @@ def _physical_memory() -> int:
         import psutil
 
         return int(psutil.virtual_memory().total)
+
+
+# Ray Data 2.60's DataContext.retried_io_errors.
+RAY_RETRIED_IO_ERRORS = (
+    "AWS Error INTERNAL_FAILURE",
+    "AWS Error NETWORK_CONNECTION",
+    "AWS Error SLOW_DOWN",
+    "AWS Error UNKNOWN (HTTP status 503)",
+    "AWS Error SERVICE_UNAVAILABLE",
+)
 
 
 def _native_tensor_format() -> Any:
@@ -132,6 +149,14 @@ class DataContext:
             stores tensors as Arrow's canonical types, Ray Data's
             ``FixedShapeTensorFormat.ARROW_NATIVE`` (the default here); V1 and V2, Ray Data's
             own types, are accepted with a warning that nothing changes.
+        retried_io_errors: Fragments of error messages: a read or write of a file, or a
+            listing, that fails with an error whose message holds one of them is retried
+            like the transient errors shardflow recognises anyway (throttling, 5xx,
+            dropped connections). Ray Data's default list (AWS errors) to begin with.
+        shuffle_strategy: Ray Data's choice of shuffle algorithm (a ``ShuffleStrategy``);
+            shardflow's exchanges give the same rows whichever is set.
+        autoscaling_config: Ray Data's actor-pool autoscaling thresholds.
+        iceberg_config, lance_config, delta_config: Retry settings of those connectors.
 
     Examples:
         >>> import shardflow as sf
@@ -163,6 +188,12 @@ class DataContext:
     enable_tensor_extension_casting: bool = True
     pandas_block_ignore_metadata: bool = False
     arrow_fixed_shape_tensor_format: Any = field(default_factory=_native_tensor_format)
+    retried_io_errors: list[str] = field(default_factory=lambda: list(RAY_RETRIED_IO_ERRORS))
+    shuffle_strategy: ShuffleStrategy = ShuffleStrategy.SHUFFLE_V2
+    autoscaling_config: AutoscalingConfig = field(default_factory=AutoscalingConfig)
+    iceberg_config: IcebergConfig = field(default_factory=IcebergConfig)
+    lance_config: LanceConfig = field(default_factory=LanceConfig)
+    delta_config: DeltaConfig = field(default_factory=DeltaConfig)
     _kv_configs: dict[str, Any] = field(default_factory=dict, repr=False)
 
     _current: DataContext | None = None
@@ -373,8 +404,6 @@ RAY_ONLY_SETTINGS: dict[str, Any] = {
     "enable_pandas_block": _NEVER,
     "streaming_read_buffer_size": _NEVER,
     "actor_prefetcher_enabled": _NEVER,
-    "autoscaling_config": _NEVER,
-    "shuffle_strategy": _NEVER,
     "pipeline_push_based_shuffle_reduce_tasks": _NEVER,
     "default_hash_shuffle_parallelism": _NEVER,
     "shuffle_compression": _NEVER,
@@ -421,10 +450,6 @@ RAY_ONLY_SETTINGS: dict[str, Any] = {
     "s3_try_create_dir": _NEVER,
     "wait_for_min_actors_s": _NEVER,
     "max_tasks_in_flight_per_actor": _NEVER,
-    "retried_io_errors": _NEVER,
-    "lance_config": _NEVER,
-    "iceberg_config": _NEVER,
-    "delta_config": _NEVER,
     "enable_per_node_metrics": _NEVER,
     "enable_stats_summary_collection": _NEVER,
     "override_object_store_memory_limit_fraction": _NEVER,
@@ -450,3 +475,7 @@ def current_pandas_conversion() -> Any:
     """``DataContext.get_current().pandas_conversion()``: what a stage or an iterator made
     now captures, so that its tasks convert batches with the settings of this moment."""
     return DataContext.get_current().pandas_conversion()
+
+
+DatasetContext = DataContext
+"""Ray Data's older name of :class:`DataContext`."""

@@ -313,6 +313,12 @@ class Dataset(
             if not getattr(datasink, "supports_resume", False):
                 raise ValueError(f"{type(datasink).__name__} does not support resume=True.")
             datasink.enable_resume()
+        use_context_retry = getattr(datasink, "use_context_retry", None)
+        if use_context_retry is not None:  # file sinks: DataContext.retry, retried_io_errors
+            from shardflow.engine.api.context import DataContext
+            from shardflow.sdk.retry import RetryConfig
+
+            use_context_retry(RetryConfig.from_data_context(DataContext.get_current()))
         datasink.on_write_start(self._cheap_schema())
         done = datasink.resumed_tasks() if resume else {}
         write_uuid = datasink.write_id if resume else uuid.uuid4().hex

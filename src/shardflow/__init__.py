@@ -20,7 +20,7 @@ choose_before_pyarrow_loads()
 
 if TYPE_CHECKING:
     from shardflow.engine.api.compute import ActorPoolStrategy, TaskPoolStrategy
-    from shardflow.engine.api.context import DataContext, RetryPolicy
+    from shardflow.engine.api.context import DataContext, DatasetContext, RetryPolicy
     from shardflow.engine.api.create import (
         from_arrow,
         from_blocks,
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from shardflow.engine.api.schema import Schema
     from shardflow.engine.execution.errors import UserCodeError, WorkerCrashedError
     from shardflow.engine.execution.runtime import init
-    from shardflow.engine.iteration.data_iterator import DataIterator
+    from shardflow.engine.iteration.data_iterator import DataIterator, DatasetIterator
     from shardflow.engine.xshards.shards import XShards
     from shardflow.sdk import (
         Block,
@@ -81,6 +81,8 @@ __all__ = [
     "BlockMetadata",
     "DataContext",
     "DataIterator",
+    "DatasetContext",
+    "DatasetIterator",
     "ExecutionOptions",
     "ExecutionResources",
     "FileShuffleConfig",
@@ -136,8 +138,10 @@ _EXPORTS = {
     "ActorPoolStrategy": "shardflow.engine.api.compute",
     "TaskPoolStrategy": "shardflow.engine.api.compute",
     "DataContext": "shardflow.engine.api.context",
+    "DatasetContext": "shardflow.engine.api.context",
     "RetryPolicy": "shardflow.engine.api.context",
     "DataIterator": "shardflow.engine.iteration.data_iterator",
+    "DatasetIterator": "shardflow.engine.iteration.data_iterator",
     "Dataset": "shardflow.engine.api.dataset",
     "UserCodeError": "shardflow.engine.execution.errors",
     "WorkerCrashedError": "shardflow.engine.execution.errors",
@@ -195,6 +199,8 @@ _SUBMODULES = (
     "aggregate",
     "extensions",
     "collate_fn",
+    "datasource",
+    "context",
 )
 
 

@@ -11,6 +11,7 @@ import cases_errors  # noqa: F401
 import cases_expressions  # noqa: F401
 import cases_iceberg  # noqa: F401
 import cases_interop  # noqa: F401
+import cases_io  # noqa: F401
 import cases_pandas  # noqa: F401
 import cases_paths  # noqa: F401
 import cases_random  # noqa: F401

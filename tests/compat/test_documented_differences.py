@@ -74,21 +74,6 @@ def test_row_hash_values_and_filter_argument(rd, sfm, tmp_path):
 
 
 @differs(
-    "Dataset.iter_batches",
-    reason="blocks are always Arrow tables, so batch_format=None gives a pyarrow.Table even for data "
-    "that came from pandas (Ray Data keeps pandas blocks and gives a DataFrame).",
-)
-def test_native_batches_are_arrow(rd, sfm):
-    import pandas as pd
-
-    frame = pd.DataFrame({"a": [1, 2]})
-    assert isinstance(
-        next(iter(rd.from_pandas(frame).iter_batches(batch_format=None))), pd.DataFrame
-    )
-    assert isinstance(next(iter(sfm.from_pandas(frame).iter_batches(batch_format=None))), pa.Table)
-
-
-@differs(
     "from_items",
     reason="Python objects without an Arrow type become a column of shardflow's own extension type; "
     "pandas shows it as dtype object (Ray Data: its PythonObjectDtype), and a Parquet file "
@@ -101,28 +86,6 @@ def test_object_columns_are_not_unpickled_from_files(sfm, tmp_path):
     back = sfm.read_parquet(tmp_path / "o").take_all()
     assert isinstance(back[0]["o"], bytes)
     assert str(sfm.from_items([{"o": Payload(1)}]).to_pandas()["o"].dtype) == "object"
-
-
-@differs(
-    "FileDatasink",
-    reason="subclasses receive a pyarrow.Table in write_block_to_file (Ray Data: a BlockAccessor, "
-    "whose to_arrow() gives the table) and an fsspec file object.",
-)
-def test_block_sinks_receive_tables(sfm, tmp_path):
-    import shardflow.sdk as sdk
-
-    seen = []
-
-    class Probe(sdk.BlockBasedFileDatasink):
-        def __init__(self, path):
-            super().__init__(path, file_format="txt")
-
-        def write_block_to_file(self, block, f):
-            seen.append(type(block))
-            f.write(b"x")
-
-    sfm.range(2, override_num_blocks=1).write_datasink(Probe(str(tmp_path / "p")))
-    assert seen == [pa.Table]
 
 
 class _AddOne:

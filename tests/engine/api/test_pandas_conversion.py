@@ -10,7 +10,7 @@ import datetime
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (pa.compute)
+import pyarrow.compute
 import pytest
 
 import shardflow as sf
