@@ -78,8 +78,11 @@ def validate_batch_format(batch_format: str | None) -> str:
     if batch_format is None or batch_format == "native":
         return "native"
     if batch_format not in BATCH_FORMATS:
+        # Ray Data's words first: code matches them with pytest.raises(match=...).
         raise ValueError(
-            f"batch_format must be one of {BATCH_FORMATS} (or 'default'), got {batch_format!r}."
+            f"The given batch format {batch_format} isn't allowed (must be one of "
+            f"{[*BATCH_FORMATS, None]}): batch_format takes {BATCH_FORMATS}, 'default' or "
+            f"None, got {batch_format!r}."
         )
     return batch_format
 

@@ -22,6 +22,7 @@ Examples:
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Iterable, Iterator
 from typing import (
     Any,
@@ -598,6 +599,9 @@ class _LazyInstance:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._instance is None:
             self._instance = self.cls(*self.args, **self.kwargs)
+        call = self._instance.__call__
+        if inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call):
+            return _run_async_call(self._instance, args, kwargs)
         return self._instance(*args, **kwargs)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -613,6 +617,23 @@ class _LazyInstance:
         )
 
     __hash__ = object.__hash__
+
+
+def _run_async_call(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """An async ``__call__``'s result, awaited on an event loop of its own, as Ray Data runs
+    callable classes in expressions: a coroutine's value, or an async generator's last item
+    (None when it yields nothing). An ``async def`` function (not a class) is not awaited,
+    in Ray Data either: it fails as a UDF returning a coroutine."""
+    import asyncio
+
+    async def last_item() -> Any:
+        result = instance(*args, **kwargs)
+        if inspect.isasyncgen(result):
+            items = [item async for item in result]
+            return items[-1] if items else None
+        return await result
+
+    return asyncio.run(last_item())
 
 
 def _expr_args(

@@ -29,7 +29,10 @@ def validate_batch_size(batch_size: Any, *, allow_none: bool = True) -> int | No
             f"got {batch_size!r}."
         )
     if batch_size <= 0:
-        raise ValueError(f"batch_size must be > 0, got {batch_size}.")
+        # Ray Data's words first: code matches them with pytest.raises(match=...).
+        raise ValueError(
+            f"Batch size can't be negative or 0: batch_size must be > 0, got {batch_size}."
+        )
     return batch_size
 
 

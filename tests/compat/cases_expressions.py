@@ -198,3 +198,48 @@ def expression_filters(m, tmp):
         dotted.filter(expr=col("x.y") > 2).take_all(),
         ds.filter(expr=col("n").is_null() | (col("a") % 2 == 0)).take_all(),
     ]
+
+
+class AsyncAddOffset:
+    """A callable class with an async ``__call__``, made a udf in the case below."""
+
+    def __init__(self, offset):
+        self.offset = offset
+
+    async def __call__(self, x):
+        import asyncio
+
+        await asyncio.sleep(0)
+        return pc.add(x, self.offset)
+
+
+class AsyncYieldTwice:
+    """A callable class whose ``__call__`` is an async generator: its last item counts."""
+
+    async def __call__(self, x):
+        yield pc.add(x, 1)
+        yield pc.add(x, 2)
+
+
+async def _async_plus_one(x):
+    return pc.add(x, 1)
+
+
+@case(
+    "expressions.udf",
+    "Dataset.with_column",
+    note="async udfs: callable classes are awaited, async functions fail",
+)
+def async_udfs(m, tmp):
+    """an async __call__'s value, an async generator's last item; an async def fails"""
+    e, dt = submodule(m, "expressions"), submodule(m, "datatype")
+    col, int64 = e.col, dt.DataType.int64()
+    ds = m.from_items(ROWS, override_num_blocks=1)
+    awaited = e.udf(return_dtype=int64)(AsyncAddOffset)(3)
+    last = e.udf(return_dtype=int64)(AsyncYieldTwice)()
+    function = e.udf(return_dtype=int64)(_async_plus_one)
+    return [
+        _with(ds, awaited(col("a"))),
+        _with(ds, last(col("a"))),
+        raised_at_run(m, lambda: ds.with_column("c", function(col("a"))).take_all()),
+    ]
