@@ -96,7 +96,7 @@ class BlockAccessor:
     # -- what the block holds -------------------------------------------------------------
 
     @property
-    def num_rows(self) -> _RowCount:  # type: ignore[override]
+    def num_rows(self) -> _RowCount:
         """The number of rows (an int that may also be called, as in Ray Data)."""
         return _RowCount(self._table.num_rows)
 

@@ -113,12 +113,10 @@ class DefaultFileMetadataProvider(BaseFileMetadataProvider):
         for item in expand_paths(
             filesystem, list(paths), ignore_missing_paths=ignore_missing_paths
         ):
-            path = getattr(item, "path", item)
-            size = getattr(item, "size", None)
-            yield path, size
+            yield item.path, item.size
 
 
-class DummyOutputDatasink(Datasink[None]):
+class DummyOutputDatasink(Datasink[int]):
     """A sink that drops what it receives, counting rows and writes (for tests).
 
     Examples:
@@ -169,7 +167,13 @@ class RandomIntRowDatasource(Datasource):
     def estimate_inmemory_data_size(self) -> int | None:
         return self._n * self._num_columns * 8
 
-    def get_read_tasks(self, parallelism: int, **kwargs: Any) -> list[ReadTask]:
+    def get_read_tasks(
+        self,
+        parallelism: int,
+        per_task_row_limit: int | None = None,
+        data_context: Any | None = None,
+        **kwargs: Any,
+    ) -> list[ReadTask]:
         from shardflow.sdk.block import BlockMetadata
 
         parts = max(1, min(int(parallelism), self._n or 1))

@@ -68,7 +68,7 @@ def block_to_pandas(block: pa.Table, conversion: PandasConversion = DEFAULT) -> 
     from shardflow.sdk.block import _column_to_numpy, _is_tensor_type
 
     plain = {}
-    special = {}
+    special: dict[str, Any] = {}
     for name in block.column_names:
         column = block.column(name)
         if _is_tensor_type(column.type) and not conversion.tensors_as_ndarrays:

@@ -20,6 +20,7 @@ Examples:
 
 from __future__ import annotations
 
+import builtins
 import numbers
 import re
 from collections.abc import Sequence
@@ -103,7 +104,7 @@ class TensorDtype(ExtensionDtype):
         return np.nan
 
     @classmethod
-    def construct_array_type(cls) -> type[TensorArray]:
+    def construct_array_type(cls) -> builtins.type[TensorArray]:
         return TensorArray
 
     @classmethod
@@ -274,7 +275,7 @@ class TensorArray(ExtensionArray):
 
         return _ndarray_to_arrow(self._tensor)
 
-    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+    def __eq__(self, other: Any) -> Any:
         other = other._tensor if isinstance(other, TensorArray) else np.asarray(other)
         return self._tensor == other
 

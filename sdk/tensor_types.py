@@ -71,7 +71,7 @@ class ArrowTensorType(metaclass=_FixedShapeTensorTypeMeta):
         Arrow's canonical ``pa.fixed_shape_tensor(dtype, shape)``.
     """
 
-    def __new__(cls, shape: Sequence[int], dtype: pa.DataType) -> Any:  # type: ignore[misc]
+    def __new__(cls, shape: Sequence[int], dtype: pa.DataType) -> Any:
         return create_arrow_fixed_shape_tensor_type(shape, dtype)
 
 
@@ -91,7 +91,7 @@ class ArrowVariableShapedTensorType(metaclass=_VariableShapeTensorTypeMeta):
         Arrow's canonical ``arrow.variable_shape_tensor`` type.
     """
 
-    def __new__(cls, dtype: pa.DataType, ndim: int) -> Any:  # type: ignore[misc]
+    def __new__(cls, dtype: pa.DataType, ndim: int) -> Any:
         from shardflow.sdk.block import _variable_shape_tensor_type
 
         if not isinstance(ndim, int) or isinstance(ndim, bool) or ndim < 0:
