@@ -243,3 +243,55 @@ def async_udfs(m, tmp):
         _with(ds, last(col("a"))),
         raised_at_run(m, lambda: ds.with_column("c", function(col("a"))).take_all()),
     ]
+
+
+def _upper_first(x, width):
+    return pc.utf8_slice_codeunits(pc.utf8_upper(x), 0, width)
+
+
+def _is_arrow(x):
+    return pa.array([isinstance(x, (pa.Array, pa.ChunkedArray))] * len(x))
+
+
+@case("expressions.pyarrow_udf", note="udfs over PyArrow arrays")
+def pyarrow_udfs(m, tmp):
+    """a pyarrow_udf of a column and a literal; its inputs are Arrow arrays; its type"""
+    e, dt = submodule(m, "expressions"), submodule(m, "datatype")
+    upper = e.pyarrow_udf(return_dtype=dt.DataType.string())(_upper_first)
+    arrow_input = e.pyarrow_udf(return_dtype=dt.DataType.bool())(_is_arrow)
+    ds = m.from_items(ROWS, override_num_blocks=1)
+    out = ds.with_column("c", upper(e.col("s"), 1))
+    return [out.take_all(), out.schema(), _with(ds, arrow_input(e.col("a")))]
+
+
+@case("expressions.uuid", "expressions.UUIDExpr", note="a UUID4 string per row")
+def uuid_expressions(m, tmp):
+    """the column's type, each value a UUID4, all different, new ones on each execution"""
+    import uuid
+
+    e = submodule(m, "expressions")
+    ds = m.range(20, override_num_blocks=2).with_column("key", e.uuid())
+    first, second = [r["key"] for r in ds.take_all()], [r["key"] for r in ds.take_all()]
+    return [
+        ds.schema(),
+        {uuid.UUID(k).version for k in first},
+        len(set(first)),
+        set(first) & set(second),
+        repr(e.uuid()),
+    ]
+
+
+@case(
+    "expressions.monotonically_increasing_id",
+    "expressions.MonotonicallyIncreasingIdExpr",
+    note="ids with the task's index in the upper bits",
+)
+def monotonically_increasing_ids(m, tmp):
+    """ids of two one-block tasks; the column type; ids after a filter"""
+    e = submodule(m, "expressions")
+    ds = m.range(6, override_num_blocks=2)
+    return [
+        ds.with_column("uid", e.monotonically_increasing_id()).take_all(),
+        ds.with_column("uid", e.monotonically_increasing_id()).schema(),
+        ds.filter(expr="id != 1").with_column("uid", e.monotonically_increasing_id()).take_all(),
+    ]
