@@ -125,11 +125,11 @@ def block_sizes_and_switches(m, tmp):
     "context.ShuffleStrategy",
     "DataContext.shuffle_strategy",
     "DataContext.retried_io_errors",
-    note="shuffle strategies, the retried I/O errors, the shuffle debug limit",
+    note="shuffle strategies, the retried I/O errors",
 )
 def shuffle_and_io_settings(m, tmp):
-    """ShuffleStrategy's members; the setting takes one; retried_io_errors' default list;
-    debug_limit_shuffle_execution_to_num_blocks cuts random_shuffle to its first blocks"""
+    """ShuffleStrategy's members; the setting takes one; retried_io_errors' default list
+    (debug_limit_shuffle_execution_to_num_blocks: test_documented_differences.py)"""
     from importlib import import_module
 
     strategy = import_module(f"{m.__name__}.context").ShuffleStrategy
@@ -137,14 +137,8 @@ def shuffle_and_io_settings(m, tmp):
     with _restored(context, "shuffle_strategy"):
         context.shuffle_strategy = strategy.HASH_SHUFFLE
         chosen = context.shuffle_strategy
-    context.set_config("debug_limit_shuffle_execution_to_num_blocks", 2)
-    try:
-        limited = m.range(8, override_num_blocks=4).random_shuffle(seed=1).take_all()
-    finally:
-        context.remove_config("debug_limit_shuffle_execution_to_num_blocks")
     return [
         [(s.name, s.value) for s in strategy],
         chosen == strategy.HASH_SHUFFLE,
         list(context.retried_io_errors),
-        sorted(r["id"] for r in limited),
     ]

@@ -4,6 +4,8 @@ errors fail at once. Faults are injected into a real local filesystem (fsspec's)
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
@@ -13,7 +15,9 @@ import shardflow as sf
 
 
 class _FailingOpens(LocalFileSystem):
-    """The first ``failures`` opens (for reading or for writing) raise OSError(message)."""
+    """The first ``failures`` opens (for reading or for writing) of data files raise
+    OSError(message). The hidden bookkeeping files of a write's staging folder (its owner
+    marker) open normally: these tests are about the data files."""
 
     cachable = False
 
@@ -22,7 +26,7 @@ class _FailingOpens(LocalFileSystem):
         self.failures, self.message, self.raised = failures, message, 0
 
     def _open(self, path, mode="rb", block_size=None, **kwargs):
-        if self.raised < self.failures:
+        if self.raised < self.failures and not os.path.basename(path).startswith("."):
             self.raised += 1
             raise OSError(f"{self.message} ({path})")
         return super()._open(path, mode, block_size=block_size, **kwargs)
