@@ -10,7 +10,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test ci lint fmt typecheck wheel wheel-check pytest bench install clean compat-table
+.PHONY: demo test ci lint fmt typecheck wheel wheel-check pytest test-cluster bench install clean \
+	compat-table
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +71,11 @@ wheel-check: wheel
 
 pytest: $(STAMP)
 	$(PY) -m pytest -q
+
+# The long tests on simulated multi-node Ray clusters (tests/cluster: node loss, locality);
+# the default suite runs the short ones and skips these.
+test-cluster: $(STAMP)
+	SHARDFLOW_TEST_CLUSTER=1 $(PY) -m pytest -q tests/cluster
 
 # Daft caps pyarrow below the version shardflow is tested with, so it gets a venv of its own
 # (benchmarks/systems.py runs Daft's children with it); the main venv keeps its pyarrow.

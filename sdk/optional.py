@@ -35,6 +35,7 @@ EXTRAS: dict[str, str] = {
     "google_crc32c": "tfrecords",
     "google.protobuf": "tfrecords",
     "msgpack": "webdataset",
+    "pyspark": "spark",
 }
 """Top-level module of each optional dependency to the shardflow extra that installs it."""
 

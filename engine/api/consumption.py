@@ -38,6 +38,7 @@ class PreparedPlan:
         self.read_tasks = ReadTaskCache(self.context)
 
     def executor(self) -> StreamingExecutor:
+        self.backend.refresh()  # nodes may have joined or died since the last execution
         physical = plan_physical(self.plan, self.backend, self.context, self.read_tasks)
         return StreamingExecutor(physical, self.backend, self.context)
 

@@ -6,9 +6,12 @@ shardflow applies what it has an equivalent for and says so once for the rest:
 - ``resource_limits.cpu`` sets the local backend's worker slots (``DataContext.num_cpus``)
   and ``resource_limits.object_store_memory`` the bytes of blocks in flight
   (``DataContext.memory_budget_bytes``); an infinite limit (the default) changes nothing;
+- ``actor_locality_enabled`` (on by default) sends each task of an actor pool on Ray to an
+  actor on the node holding its input (engine/execution/operators/actor_map.py); the local
+  backend has one machine, where it changes nothing;
 - ``resource_limits.gpu`` and ``.memory``, ``exclude_resources``, ``label_selector``,
-  ``actor_locality_enabled=False`` and ``verbose_progress=False`` have no effect in
-  shardflow: setting them warns once.
+  ``locality_with_output`` and ``verbose_progress=False`` have no effect in shardflow:
+  setting them warns once.
 """
 
 from __future__ import annotations
@@ -158,7 +161,8 @@ class ExecutionOptions:
         preserve_order: Emit rows in the order of the input. shardflow's contexts start
             with True (deterministic results); a new ExecutionOptions defaults to False,
             as Ray Data's.
-        actor_locality_enabled: Accepted; shardflow has no locality scheduling.
+        actor_locality_enabled: On Ray, send each task of an actor pool to an actor on the
+            node that holds its input, where one has room.
         verbose_progress: Accepted; shardflow shows one bar per operator when bars are on.
         label_selector: Node labels for the tasks (no effect in shardflow).
 
@@ -279,12 +283,6 @@ class ExecutionOptions:
 
     @actor_locality_enabled.setter
     def actor_locality_enabled(self, value: bool) -> None:
-        if value is not True:
-            warn_once(
-                "actor_locality_enabled",
-                "ExecutionOptions.actor_locality_enabled has no effect in shardflow, which does "
-                "not schedule by locality.",
-            )
         self._actor_locality_enabled = bool(value)
 
     @property
@@ -297,7 +295,7 @@ class ExecutionOptions:
             warn_once(
                 "locality_with_output",
                 "ExecutionOptions.locality_with_output has no effect in shardflow, which does "
-                "not schedule by locality.",
+                "not place tasks next to the consumer of the output.",
             )
 
     @property

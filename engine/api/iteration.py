@@ -138,8 +138,10 @@ class IterationMixin:
             equal: Give every iterator exactly the same number of rows, dropping the
                 remainder (fewer than ``n`` rows) as Ray Data does; blocks are cut where
                 needed.
-            locality_hints: One node id per iterator (checked for length, as in Ray Data);
-                shardflow does not place blocks by node yet.
+            locality_hints: One node id per iterator (``ray.get_runtime_context()
+                .get_node_id()`` of its consumer). On Ray, an iterator is given blocks held
+                on its node where the coordinator has one buffered (it buffers up to 2n
+                blocks to find them); ignored on the local backend (one machine).
 
         Returns:
             ``n`` :class:`DataIterator` objects.

@@ -42,6 +42,85 @@ def _cut(refs: list[Any], metas: list[Any], bounds: Sequence[int], name: str) ->
     return out
 
 
+def _locality_parts(
+    refs: list[Any], metas: list[Any], n: int, actors: list[Any]
+) -> list[list[int]]:
+    """Block positions for each of ``n`` splits, split ``i`` read by ``actors[i]``: as Ray
+    Data, every split gets the same number of blocks (the first ones one more), first the
+    blocks held on its actor's node, then what is left, in order."""
+    from shardflow.engine.execution.runtime import current_backend
+
+    backend = current_backend()
+    held = backend.block_nodes(refs) or [frozenset()] * len(refs)
+    nodes = backend.actor_nodes(actors)
+    counts = [len(refs) // n + (1 if i < len(refs) % n else 0) for i in range(n)]
+    parts: list[list[int]] = [[] for _ in range(n)]
+    free = [True] * len(refs)
+    for i, node in enumerate(nodes):
+        for position, where in enumerate(held):
+            if len(parts[i]) >= counts[i]:
+                break
+            if free[position] and node is not None and node in where:
+                parts[i].append(position)
+                free[position] = False
+    rest = iter([position for position in range(len(refs)) if free[position]])
+    for i in range(n):
+        while len(parts[i]) < counts[i]:
+            parts[i].append(next(rest))
+    return [sorted(part) for part in parts]
+
+
+def _equalized(parts: list[list[tuple[Any, Any]]]) -> list[list[tuple[Any, Any]]]:
+    """``parts`` (lists of (reference, metadata)) cut so that each holds ``total // n``
+    rows: rows beyond that at the end of a part move to the parts short of it, and the
+    remainder (fewer than n rows) is dropped, as Ray Data does."""
+    n = len(parts)
+    target = sum(m.num_rows or 0 for part in parts for _, m in part) // n
+    kept: list[list[tuple[Any, Any]]] = []
+    spare: list[tuple[Any, Any]] = []
+    for part in parts:
+        mine, rows = [], 0
+        for ref, meta in part:
+            count = meta.num_rows or 0
+            take = min(count, target - rows)
+            if take == count:
+                mine.append((ref, meta))
+            else:
+                if take > 0:
+                    mine.append((slice_ref(ref, 0, take), slice_metadata(meta, 0, take)))
+                spare.append(
+                    (slice_ref(ref, take, count - take), slice_metadata(meta, take, count - take))
+                )
+            rows += max(take, 0)
+        kept.append(mine)
+    for mine in kept:
+        rows = sum(m.num_rows or 0 for _, m in mine)
+        while rows < target and spare:
+            ref, meta = spare.pop(0)
+            count = meta.num_rows or 0
+            take = min(count, target - rows)
+            if take < count:
+                spare.insert(
+                    0,
+                    (slice_ref(ref, take, count - take), slice_metadata(meta, take, count - take)),
+                )
+                ref, meta = slice_ref(ref, 0, take), slice_metadata(meta, 0, take)
+            mine.append((ref, meta))
+            rows += take
+    return kept
+
+
+def _datasets(parts: list[list[tuple[Any, Any]]], name: str) -> list[Any]:
+    from shardflow.engine.api.dataset import Dataset
+
+    return [
+        Dataset(
+            LogicalPlan(BlocksSource(tuple(r for r, _ in part), name, tuple(m for _, m in part)))
+        )
+        for part in parts
+    ]
+
+
 class SplitMixin:
     """Dataset methods that cut a dataset into several materialized ones."""
 
@@ -84,8 +163,12 @@ class SplitMixin:
             n: Number of splits.
             equal: Give every split exactly ``count // n`` rows, dropping the remainder (as
                 Ray Data does); otherwise split sizes differ by at most one row.
-            locality_hints: Accepted for compatibility (one machine: ignored); when given,
-                its length must be ``n``.
+            locality_hints: ``n`` Ray actor handles, split ``i`` to be read by actor
+                ``i``. As in Ray Data, each split then gets whole blocks (the same number of
+                blocks each; ``equal=True`` then evens out the rows), first those held on
+                its actor's node (seed example: each training worker reads the blocks of its
+                own node). Ignored on the local backend (one machine); its length must be
+                ``n``.
 
         Returns:
             ``n`` datasets, in order: split 0 holds the first rows.
@@ -105,7 +188,19 @@ class SplitMixin:
             raise ValueError(
                 f"The length of locality_hints {len(locality_hints)} doesn't equal the number of splits {n}."
             )
+        from shardflow.engine.api.context import DataContext
+
+        locality = locality_hints is not None and DataContext.get_current().backend == "ray"
+        if locality and not all(hasattr(h, "_actor_id") for h in locality_hints or ()):
+            raise TypeError(
+                "split: locality_hints must be Ray actor handles (one per split), got "
+                f"{list(locality_hints or ())!r}."
+            )
         refs, metas = _materialized_parts(self)
+        if locality:
+            positions = _locality_parts(refs, metas, n, list(locality_hints or ()))
+            parts = [[(refs[p], metas[p]) for p in part] for part in positions]
+            return _datasets(_equalized(parts) if equal else parts, "Split")
         total = sum(m.num_rows or 0 for m in metas)
         if equal:
             each = total // n

@@ -11,6 +11,7 @@ from shardflow.sdk.filesystems import redact_text
 
 __all__ = [
     "ColumnNotFoundError",
+    "DriverNodeLostError",
     "UserCodeError",
     "UserCodeException",
     "WorkerCrashedError",
@@ -80,6 +81,27 @@ class WorkerCrashedError(RuntimeError):
     """A worker process died while running a task."""
 
 
+class DriverNodeLostError(RuntimeError):
+    """The Ray node the driver runs on died: Ray cannot recover the execution.
+
+    The driver owns every block of its executions (Ray keeps an object's metadata with its
+    owner) and talks to the cluster through its node's raylet; with the node gone, neither
+    a retry nor lineage reconstruction can bring the execution back.
+    """
+
+    def __init__(self, detail: str = ""):
+        self.detail = detail
+        super().__init__(
+            "The Ray node this driver runs on died (its raylet is gone). Ray cannot recover "
+            "an execution whose driver's node is lost: the driver owns every block, and "
+            "retries and lineage reconstruction go through that node. Run the job again from "
+            "a driver on a live node" + (f" (Ray: {detail})" if detail else ".")
+        )
+
+    def __reduce__(self) -> tuple:
+        return DriverNodeLostError, (self.detail,)
+
+
 def is_retryable(error: BaseException | None, retry_exceptions: Any) -> bool:
     """Whether a task that failed with ``error`` (the user's own exception, or
     WorkerCrashedError) may run again.
@@ -139,7 +161,8 @@ class TaskFailure:
         """The exception to raise on the driver.
 
         ``SystemExit`` and ``KeyboardInterrupt`` from a user function are raised as they are,
-        so that ``sys.exit(3)`` in a UDF ends the script with status 3.
+        so that ``sys.exit(3)`` in a UDF ends the script with status 3; so is
+        ``DriverNodeLostError``, which no user code raised.
         """
         original = self.original()
         if original is not None:
@@ -149,8 +172,8 @@ class TaskFailure:
                 )
             except Exception:
                 pass
-        if isinstance(original, (SystemExit, KeyboardInterrupt)):
-            return original
+        if isinstance(original, (SystemExit, KeyboardInterrupt, DriverNodeLostError)):
+            return original  # not the user's code: a lost driver node says so itself
         error = UserCodeError(self.message, self.operator, self.traceback)
         return _as_instance_of(error, original)
 
@@ -198,6 +221,6 @@ def _as_instance_of(error: UserCodeError, original: BaseException | None) -> Bas
             result.errno, result.strerror = original.errno, original.strerror
             result.filename = original.filename
         return result
-    except TypeError:
+    except Exception:  # a class whose constructor refuses a message (Ray's ActorDiedError)
         error.__cause__ = original
         return error

@@ -7,8 +7,11 @@ operator takes every slot while another has work), then hand each task event to 
 that launched the task. The loop never looks at an operator's kind: operators follow the
 protocol in engine/execution/operators/base.py.
 
-Memory is bounded by the budget (engine/execution/memory.py): operators that start new work check it,
-and every task waits at its gate before producing each block (backpressure).
+Memory is bounded by the budget (engine/execution/memory.py): operators that start new work
+check it, and every task waits at its gate before producing each block (backpressure). When the
+consumer waits and nothing can move (every running task waits at its gate, and no operator
+can start one), the most downstream blocked operator is let through once, so no budget,
+however small, makes an execution wait forever.
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ class StreamingExecutor:
                 self._consumer[id(upstream)] = (op, index)
         self._done: set = set()
         self._stopped: set = set()
+        self._consumer_waiting = False
+        self._refused_for_slots: set[int] = set()
         self.runtime = OperatorRuntime(
             backend, self.budget, context, self._events, self._starved, self.cancelled
         )
@@ -80,7 +85,11 @@ class StreamingExecutor:
         held: RefBundle | None = None
         try:
             while True:
-                item = self._out.get()
+                self._consumer_waiting = True
+                try:
+                    item = self._out.get()
+                finally:
+                    self._consumer_waiting = False
                 if held is not None:
                     self.budget.release_held(held.charge)
                     held = None
@@ -155,6 +164,7 @@ class StreamingExecutor:
                         return
                 else:
                     self._dispatch()
+                    self._break_standstill()
                 try:
                     event = self._events.get(timeout=_WAIT_S)
                 except queue.Empty:
@@ -264,6 +274,8 @@ class StreamingExecutor:
 
     def _dispatch(self) -> None:
         active = [op for op in self._ops if not op.cancelled and id(op) not in self._done]
+        self._refused_for_slots.clear()
+        self.runtime.refused_for_room.clear()
         for op in reversed(active):
             while True:
                 kind = op.next_task_kind()
@@ -271,15 +283,48 @@ class StreamingExecutor:
                     break
                 slots = op.slot_capacity(kind)
                 if slots is None:
-                    slots = self.backend.num_slots(kind)
+                    slots = self.backend.max_in_flight(kind)
                 others = sum(1 for o in active if o is not op and o.has_pending_work(kind))
                 cap = max(1, slots - others)
                 if (
                     self.runtime.num_running(kind) >= slots
                     or self.runtime.num_running(kind, op) >= cap
                 ):
+                    if op.slot_capacity(kind) is None:  # an actor pool's actors are real limits
+                        self._refused_for_slots.add(id(op))
                     break
                 op.launch_next()
+
+    def _break_standstill(self) -> None:
+        """Let the most downstream blocked operator move once when nothing else can.
+
+        A standstill: the consumer waits for a block, no event is pending, every running
+        task waits at its gate and none of them fits the budget. Then no release can ever
+        come, so the most downstream operator that is held back either has its oldest waiting
+        task granted one block, or starts one task beyond its slots or the budget (it was
+        refused one; never beyond the actors of an actor pool). Each such step moves a block
+        towards the consumer; at a budget smaller than a block, blocks are admitted one at a
+        time this way.
+        """
+        if not self._consumer_waiting or not self._out.empty() or not self._events.empty():
+            return
+        parked = self.budget.stuck_waiters()
+        if parked is None or len(parked) != self.runtime.num_running():
+            return
+        for op in reversed(self._ops):
+            if op.cancelled or id(op) in self._done:
+                continue
+            waiting = [w for w in parked if getattr(w, "op", None) is op]
+            if waiting:
+                self.budget.grant(min(waiting, key=lambda w: w.index))
+                return
+            if id(op) in self._refused_for_slots or id(op) in self.runtime.refused_for_room:
+                self.runtime.room_granted = op
+                kind = op.next_task_kind()
+                self.runtime.room_granted = None
+                if kind is not None:
+                    op.launch_next()
+                    return
 
     def _handle(self, event: tuple) -> None:
         kind, task_id, payload, meta = event

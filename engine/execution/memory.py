@@ -4,6 +4,12 @@ A block is "in flight" from the moment a task produces it until its consumer rel
 (a downstream task finished with it, or the user's iterator moved past it). Producers reserve
 room for a block before making it, sized by the largest block their operator has produced so
 far, so concurrent producers cannot overshoot the budget together.
+
+Progress never depends on the budget's size. A producer waiting for room is *parked*; when
+every running task of an execution is parked and its consumer waits for a block, nothing
+could ever free memory, so the executor grants one parked producer (the most downstream
+one) a single block beyond the budget (``grant``). A budget smaller than one block
+therefore admits one block at a time instead of waiting forever.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ class MemoryBudget:
         self.peak = 0
         self.consumer_held = 0
         self._cond = threading.Condition()
+        self._parked: dict[object, tuple[int, int]] = {}  # waiter -> (nbytes, headroom)
+        self._granted: object | None = None
 
     def reserve(
         self,
@@ -29,23 +37,53 @@ class MemoryBudget:
         exempt: Callable[[], bool],
         cancelled: Callable[[], bool],
         headroom: int = 0,
+        waiter: object | None = None,
     ) -> bool:
-        """Wait until ``nbytes`` fit with ``headroom`` bytes to spare, or ``exempt()`` holds;
-        False when ``cancelled()``.
+        """Wait until ``nbytes`` fit with ``headroom`` bytes to spare, ``exempt()`` holds, or
+        the executor grants ``waiter`` a block (see ``grant``); False when ``cancelled()``.
 
         A pipeline holding nothing but the block in the consumer's hands always admits one
         more block, so a consumer that asks for the next block is never left waiting, and a
         block larger than the whole budget still makes progress instead of hanging.
         """
+        key = object() if waiter is None else waiter
         with self._cond:
-            while True:
-                if cancelled():
-                    return False
-                used = self.in_flight + self.reserved
-                if self.idle() or used + nbytes + headroom <= self.limit or exempt():
-                    self.reserved += nbytes
-                    return True
-                self._cond.wait(timeout=0.05)
+            try:
+                while True:
+                    if cancelled():
+                        return False
+                    used = self.in_flight + self.reserved
+                    if self.idle() or used + nbytes + headroom <= self.limit or exempt():
+                        self.reserved += nbytes
+                        return True
+                    if self._granted is key:
+                        self._granted = None
+                        self.reserved += nbytes
+                        return True
+                    self._parked[key] = (nbytes, headroom)
+                    self._cond.wait(timeout=0.05)
+            finally:
+                self._parked.pop(key, None)
+
+    def stuck_waiters(self) -> list[object] | None:
+        """The parked producers when none of them can pass on its own now (the budget holds
+        no room for any), else None. A producer woken by a release but not yet running again
+        still counts as able to pass, so a release is never mistaken for a standstill."""
+        with self._cond:
+            if self.idle():
+                return None
+            used = self.in_flight + self.reserved
+            for nbytes, headroom in self._parked.values():
+                if used + nbytes + headroom <= self.limit:
+                    return None
+            return list(self._parked)
+
+    def grant(self, waiter: object) -> None:
+        """Let the parked ``waiter`` pass once, whatever the budget holds (the executor's way
+        out of a standstill; see the module docstring)."""
+        with self._cond:
+            self._granted = waiter
+            self._cond.notify_all()
 
     def idle(self) -> bool:
         """True when no bytes are in flight except those the consumer holds."""

@@ -5,8 +5,13 @@ fed batches of preprocessed images spent most of its time there. Instead, a bloc
 ``MIN_BYTES`` is written once as an Arrow IPC file in shared memory (``/dev/shm``), and the
 other process maps it: the columns it reads are views of the mapping, with no copy. The
 receiver unlinks the file as soon as it is mapped; the memory lives until the block is
-garbage collected. Files of processes that died before their reader mapped them are removed
-by the next shardflow process that starts worker processes.
+garbage collected.
+
+The files hold the user's data, so they are private (engine/execution/private_dirs.py): the
+driver makes one folder per run (``shardflow-shm-<pid>-...``, mode 0700) when it starts its
+worker processes and hands its path to them (``SHM_DIR_ENV``); every file in it is created
+with ``O_EXCL`` and mode 0600. The folder is removed when the driver exits, and a folder whose
+driver was killed is removed by the next shardflow process that starts worker processes.
 
 Blocks with Python object columns are pickled instead: Arrow IPC drops their unregistered
 extension type.
@@ -14,9 +19,9 @@ extension type.
 
 from __future__ import annotations
 
-import glob
 import os
 import tempfile
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -24,18 +29,40 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from shardflow.engine.execution.private_dirs import create_private_file, make_private_dir
 from shardflow.engine.execution.refs import BlockRef
 
 #: Smaller blocks are pickled: the file costs more than the copies.
 MIN_BYTES = 1 << 20
 _PREFIX = "shardflow-shm-"
+#: The driver's folder for shared blocks, in the environment of its worker processes.
+SHM_DIR_ENV = "SHARDFLOW_SHM_DIR"
+
+_folder: str | None = None
+_folder_lock = threading.Lock()
 
 
-def _folder() -> str:
+def _parent() -> str:
     shm = "/dev/shm"
     if os.path.isdir(shm) and os.access(shm, os.W_OK):
         return shm
     return tempfile.gettempdir()
+
+
+def private_folder() -> str:
+    """This run's folder for shared blocks: the driver's (a worker is told it), made on
+    first use; folders of drivers that were killed are removed then. Raises OSError when
+    there is none (a worker whose driver could not make one)."""
+    global _folder
+    given = os.environ.get(SHM_DIR_ENV)
+    if given is not None:
+        if not given:
+            raise OSError("no folder for shared-memory blocks: they are pickled instead")
+        return given
+    with _folder_lock:
+        if _folder is None or not os.path.isdir(_folder):
+            _folder = make_private_dir(_PREFIX, _parent())
+        return _folder
 
 
 @dataclass(frozen=True)
@@ -68,15 +95,18 @@ def can_share(block: pa.Table) -> bool:
 def share(block: pa.Table) -> ShmRef | None:
     """Write ``block`` to a new shared-memory file; None when shared memory is short (a
     container's /dev/shm may hold only 64 MiB), and the block is then pickled."""
-    folder = _folder()
     try:
+        folder = private_folder()
         stats = os.statvfs(folder)
         if stats.f_bavail * stats.f_frsize < 2 * block.nbytes + MIN_BYTES:
             return None
     except OSError:
         return None
-    path = os.path.join(folder, f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex}.arrow")
+    # Named by the writer's pid, so that a worker killed before its block was read leaves
+    # nothing behind (``remove_files_of``).
+    path = os.path.join(folder, f"{os.getpid()}-{uuid.uuid4().hex}.arrow")
     try:
+        create_private_file(path)
         with pa.OSFile(path, "wb") as sink, ipc.new_file(sink, block.schema) as writer:
             writer.write_table(block)
     except (OSError, pa.ArrowException):
@@ -108,13 +138,13 @@ def received(item: Any) -> Any:
     return item.load() if isinstance(item, ShmRef) else item
 
 
-def remove_orphans() -> None:
-    """Remove files left by processes that no longer exist."""
-    for path in glob.glob(os.path.join(_folder(), f"{_PREFIX}*")):
-        try:
-            pid = int(os.path.basename(path)[len(_PREFIX) :].split("-", 1)[0])
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            unlink(path)
-        except (ValueError, PermissionError):
-            continue
+def remove_files_of(pid: int) -> None:
+    """Remove the blocks a process (a worker that was killed or died) wrote and no one read."""
+    try:
+        folder = private_folder()
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(f"{pid}-"):
+            unlink(os.path.join(folder, name))

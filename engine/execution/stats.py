@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 
@@ -33,6 +34,11 @@ class OperatorStats:
     errored_blocks: int = 0
     actors_started: int = 0
     peak_actors: int = 0
+    #: Ray backend: tasks that ended on each node (by node id).
+    tasks_per_node: Counter = field(default_factory=Counter)
+    #: Actor pools on Ray: input bytes found on the chosen actor's node, and elsewhere.
+    local_input_bytes: int = 0
+    remote_input_bytes: int = 0
 
     @property
     def wall_time_s(self) -> float:
@@ -86,6 +92,11 @@ class ExecutionStats:
                 line += f", {op.skipped_files} bad files skipped"
             if op.actors_started:
                 line += f", {op.actors_started} actors started (at most {op.peak_actors} at once)"
+            if len(op.tasks_per_node) > 1:
+                line += f", tasks on {len(op.tasks_per_node)} nodes"
+            read = op.local_input_bytes + op.remote_input_bytes
+            if read:
+                line += f", {100 * op.local_input_bytes / read:.0f}% of input bytes node-local"
             lines.append(line)
         return "\n".join(lines)
 

@@ -12,6 +12,10 @@ consumers in other processes or Ray actors call it.
   every split gets exactly the same number of rows: blocks are handed out only while the
   rows still buffered can even out the splits that lag behind, blocks are cut (zero-copy
   slices) where needed, and the remainder that cannot be shared equally is dropped.
+- **Locality.** With ``locality_hints`` (one node id per split), a split that asks gets a
+  buffered block held on its node when there is one; the buffer then holds up to 2n blocks,
+  so that each split finds blocks of its own node, and only a full buffer (or the end of
+  the execution) hands a split a block from another node.
 - **Early stop and failures.** A split that finishes early no longer counts (the others go on,
   and with ``equal=True`` they stay equal among themselves). An error in the execution reaches
   every split on its next request. Waits that depend on other consumers (the start of an epoch,
@@ -53,11 +57,20 @@ class SplitCoordinator:
         timeout_s: Longest wait for other consumers, or None to wait without end.
     """
 
-    def __init__(self, dataset: Any, n: int, equal: bool, timeout_s: float | None):
+    def __init__(
+        self,
+        dataset: Any,
+        n: int,
+        equal: bool,
+        timeout_s: float | None,
+        locality_hints: list[str] | None = None,
+    ):
         self._dataset = dataset
         self.n = n
         self.equal = equal
         self.timeout_s = timeout_s
+        self.locality_hints = list(locality_hints) if locality_hints is not None else None
+        self.locality_hits = self.locality_misses = 0  # blocks, over every epoch
         self._cond = threading.Condition()
         self._epoch = -1
         self._arrived: set[int] = set()
@@ -87,7 +100,9 @@ class SplitCoordinator:
                 previous = self._run
                 self._arrived = set()
                 self._epoch = target
-                self._run = _EpochRun(self._dataset, self.n, self.equal, self.timeout_s, self._cond)
+                self._run = _EpochRun(
+                    self._dataset, self.n, self.equal, self.timeout_s, self._cond, self
+                )
                 self._cond.notify_all()
             while self._epoch < target:
                 waited = time.monotonic() - started
@@ -135,7 +150,14 @@ class SplitCoordinator:
                 self._run.put_back(split, item)
 
     def stats(self) -> str:
-        return self._dataset.stats()
+        text = self._dataset.stats()
+        given = self.locality_hits + self.locality_misses
+        if self.locality_hints is not None and given:
+            text += (
+                f"\nstreaming_split: {self.locality_hits} of {given} blocks went to a split "
+                "on their node"
+            )
+        return text
 
     def schema(self) -> Any:
         if not self._schema_known:
@@ -183,7 +205,10 @@ class _EpochRun:
         equal: bool,
         timeout_s: float | None,
         cond: threading.Condition,
+        coordinator: SplitCoordinator,
     ):
+        self._coordinator = coordinator
+        self._hints = coordinator.locality_hints
         self._dataset = dataset
         self._n = n
         self._equal = equal
@@ -200,7 +225,10 @@ class _EpochRun:
         self._stopping = False
         # Equal splits buffer enough blocks to even out the splits; on demand, one is enough.
         self._max_buffered = 2 * n + 2 if equal else 1
+        if self._hints is not None:
+            self._max_buffered = max(self._max_buffered, 2 * n)
         self._thread: threading.Thread | None = None
+        self._backend: Any = None  # finds where blocks live (locality), set by the pump
 
     def start(self) -> None:
         with self._cond:
@@ -263,9 +291,27 @@ class _EpochRun:
                 self._cond.wait(timeout=_POLL_S)
 
     def _take_next(self, split: int) -> Any:
+        if self._hints is not None and self._buffer:
+            local = self._local_block(split, None)
+            if local is not None:
+                return self._pop(split, local)
+            if not self._exhausted and len(self._buffer) < self._max_buffered:
+                return _NEED_BLOCK  # another block may be on this split's node
         if self._buffer:
             return self._pop(split)
         return _END if self._exhausted else _NEED_BLOCK
+
+    def _local_block(self, split: int, max_rows: int | None) -> int | None:
+        """Position in the buffer of the oldest block on ``split``'s node (of at most
+        ``max_rows`` rows), or None."""
+        if self._backend is None:
+            return None
+        node = self._hints[split]
+        found = self._backend.block_nodes([ref for ref, _ in self._buffer]) or ()
+        for position, (nodes, (_, meta)) in enumerate(zip(found, self._buffer)):
+            if node in nodes and (max_rows is None or meta.num_rows <= max_rows):
+                return position
+        return None
 
     def _take(self, split: int) -> Any:
         """Equal dispatch: give ``split`` a block only when the others can still be evened out.
@@ -286,6 +332,9 @@ class _EpochRun:
                 return self._pop(split)
             return self._cut(split, allowance)
         allowance = self._allowance(split)
+        local = self._local_block(split, allowance) if self._hints is not None else None
+        if local is not None:
+            return self._pop(split, local)
         if self._buffer and self._buffer[0][1].num_rows <= allowance:
             return self._pop(split)
         if len(self._buffer) < self._max_buffered:
@@ -300,12 +349,25 @@ class _EpochRun:
         owed = sum(top - self._given[k] for k in active)
         return top - self._given[split] + (self._buffered_rows - owed) // len(active)
 
-    def _pop(self, split: int) -> tuple[Any, Any]:
-        item = self._buffer.popleft()
+    def _pop(self, split: int, position: int = 0) -> tuple[Any, Any]:
+        """Hand ``split`` the buffered block at ``position`` (the oldest by default)."""
+        if self._hints is not None:
+            if position or self._is_local(split, 0):
+                self._coordinator.locality_hits += 1
+            else:
+                self._coordinator.locality_misses += 1
+        item = self._buffer[position]
+        del self._buffer[position]
         rows = item[1].num_rows or 0
         self._buffered_rows -= rows
         self._given[split] += rows
         return item
+
+    def _is_local(self, split: int, position: int) -> bool:
+        if self._backend is None:
+            return False
+        nodes = self._backend.block_nodes([self._buffer[position][0]]) or (frozenset(),)
+        return self._hints[split] in nodes[0]
 
     def _cut(self, split: int, rows: int) -> tuple[Any, Any]:
         ref, meta = self._buffer[0]
@@ -334,6 +396,10 @@ class _EpochRun:
     def _pump(self) -> None:
         stream = None
         try:
+            if self._hints is not None:
+                from shardflow.engine.execution.runtime import current_backend
+
+                self._backend = current_backend()
             stream = self._dataset._execute()
             while True:
                 with self._cond:

@@ -22,11 +22,17 @@ class CoordinatorActor:
     """The body of the coordinator actor: a SplitCoordinator on the Ray backend."""
 
     def __init__(
-        self, dataset: Any, n: int, equal: bool, timeout_s: float | None, context: DataContext
+        self,
+        dataset: Any,
+        n: int,
+        equal: bool,
+        timeout_s: float | None,
+        context: DataContext,
+        locality_hints: list[str] | None = None,
     ):
         context.backend = "ray"
         DataContext._set_current(context)
-        self._coordinator = SplitCoordinator(dataset, n, equal, timeout_s)
+        self._coordinator = SplitCoordinator(dataset, n, equal, timeout_s, locality_hints)
 
     def call(self, method: str, *args: Any) -> tuple[str, Any]:
         """Run a coordinator method; errors are returned, to be raised as they were."""
@@ -40,9 +46,14 @@ class CoordinatorActor:
 
 
 def create_ray_client(
-    dataset: Any, n: int, equal: bool, timeout_s: float | None
+    dataset: Any,
+    n: int,
+    equal: bool,
+    timeout_s: float | None,
+    locality_hints: list[str] | None = None,
 ) -> RayCoordinatorClient:
-    """Start the coordinator actor next to the driver and return a client for it."""
+    """Start the coordinator actor next to the driver and return a client for it
+    (``locality_hints``: one node id per split, see SplitCoordinator)."""
     ray = require("ray", "ray", "streaming_split on the Ray backend")
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -56,7 +67,7 @@ def create_ray_client(
         scheduling_strategy=NodeAffinitySchedulingStrategy(
             node_id=ray.get_runtime_context().get_node_id(), soft=True
         ),
-    ).remote(dataset, n, equal, timeout_s, context)
+    ).remote(dataset, n, equal, timeout_s, context, locality_hints)
     return RayCoordinatorClient(actor)
 
 

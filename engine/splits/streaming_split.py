@@ -97,7 +97,13 @@ def streaming_split(
     if context.backend == "ray":
         from shardflow.engine.splits.ray_coordinator import create_ray_client
 
-        client: Any = create_ray_client(dataset, n, equal, timeout_s)
+        if locality_hints is not None and not all(isinstance(h, str) for h in locality_hints):
+            raise TypeError(
+                "streaming_split: locality_hints must be node ids (strings, e.g. "
+                f"ray.get_runtime_context().get_node_id()), got {list(locality_hints)!r}."
+            )
+        hints = list(locality_hints) if locality_hints is not None else None
+        client: Any = create_ray_client(dataset, n, equal, timeout_s, hints)
     else:
         from shardflow.engine.splits.coordinator import SplitCoordinator
         from shardflow.engine.splits.transport import LocalCoordinatorClient

@@ -1,2 +1,2 @@
-"""XShards, Orca's data-parallel API (shards of Python objects), on the shardflow engine;
-the user API is ``shardflow.xshards`` (and ``shardflow.orca.data``)."""
+"""XShards, Orca's data-parallel API (shards of Python objects), on the shardflow engine
+or on Spark (``spark/``); the user API is ``shardflow.xshards`` (and ``shardflow.orca.data``)."""

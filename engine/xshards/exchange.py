@@ -1,10 +1,11 @@
 """Moving data between XShards partitions: ``repartition``, ``partition_by`` and ``zip``.
 
-Each returns an XShards over a :class:`DeferredSource`: when the result first runs, the input
-partitions are computed (or taken from the cache), the driver plans from what their blocks
-hold (types, lengths: no data is read), and one read task per output partition gathers its
-pieces. DataFrame shards stored as Arrow move as zero-copy row ranges; other shards are cut
-once by a first round of tasks, which the driver then addresses piece by piece.
+Each turns the Dataset of the input partitions into a Dataset over a :class:`DeferredSource`:
+when the result first runs, the input partitions are computed (or taken as they are when they
+were computed before), the driver plans from what their blocks hold (types, lengths: no data is
+read), and one read task per output partition gathers its pieces. DataFrame shards stored as
+Arrow move as zero-copy row ranges; other shards are cut once by a first round of tasks, which
+the driver then addresses piece by piece.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from shardflow.engine.xshards.encoding import (
     table_to_frame,
     with_metadata,
 )
+from shardflow.engine.xshards.errors import XShardsTypeError, XShardsValueError
 from shardflow.engine.xshards.execution import (
     DeferredSource,
     TaskListSource,
@@ -42,13 +44,14 @@ from shardflow.engine.xshards.execution import (
     block_metadata,
     blocks_task,
     materialize,
+    partitions_of,
     source_dataset,
 )
 from shardflow.engine.xshards.stages import KeepStage, MapShards, element_types
 from shardflow.sdk.datasource import ReadTask
 
 OFFSETS_KEY = b"shardflow.xshards.offsets"
-_MERGEABLE = {DATAFRAME, "builtins.list", "numpy.ndarray", "builtins.dict"}
+MERGEABLE = {DATAFRAME, "builtins.list", "numpy.ndarray", "builtins.dict"}
 
 # A part of an output partition: ("rows", k, start, length) is a row range of block k, which
 # is one DataFrame; ("element", k, row) is element ``row`` of objects block k; ("all", k) is
@@ -56,25 +59,25 @@ _MERGEABLE = {DATAFRAME, "builtins.list", "numpy.ndarray", "builtins.dict"}
 Part = tuple[Any, ...]
 
 
-def _deferred(parent: Any, name: str, planner: Any, num: int | None) -> Any:
-    dataset = source_dataset(DeferredSource(name, planner))._with(MapShards(KeepStage(name)))
-    return parent._derive(dataset, num, name)
+def _deferred(name: str, planner: Any) -> Any:
+    return source_dataset(DeferredSource(name, planner))._with(MapShards(KeepStage(name)))
 
 
 # -- repartition --------------------------------------------------------------------------
 
 
-def repartition(parent: Any, num: int) -> Any:
-    return _deferred(parent, "Repartition", lambda: _plan_repartition(parent, num), num)
+def repartition(base: Any, num: int) -> Any:
+    """The partitions of the Dataset ``base`` cut into ``num`` partitions (a Dataset)."""
+    return _deferred("Repartition", lambda: _plan_repartition(base, num))
 
 
-def _plan_repartition(parent: Any, num: int) -> list[ReadTask]:
-    refs, metas = parent._partitions()
+def _plan_repartition(base: Any, num: int) -> list[ReadTask]:
+    refs, metas = partitions_of(base)
     infos = block_infos(refs, metas)
     family = element_types([(i, info.types) for i, info in enumerate(infos)], "repartition")
     if family is None:
         return [blocks_task(_merge, [], ([], None)) for _ in range(num)]
-    mergeable = family in _MERGEABLE and all(
+    mergeable = family in MERGEABLE and all(
         length is not None for info in infos for length in info.lens
     )
     if mergeable:
@@ -82,7 +85,7 @@ def _plan_repartition(parent: Any, num: int) -> list[ReadTask]:
     return _plan_element_cut(refs, infos, num)
 
 
-def _balanced_bounds(total: int, num: int) -> np.ndarray:
+def balanced_bounds(total: int, num: int) -> np.ndarray:
     sizes = np.full(num, total // num, dtype=np.int64)
     sizes[: total % num] += 1
     return np.concatenate([[0], np.cumsum(sizes)])
@@ -91,7 +94,7 @@ def _balanced_bounds(total: int, num: int) -> np.ndarray:
 def _plan_element_cut(refs: list[Any], infos: list[BlockInfo], num: int) -> list[ReadTask]:
     """Whole elements, in order, spread evenly over ``num`` partitions."""
     located = [(k, row) for k, info in enumerate(infos) for row in range(info.count)]
-    bounds = _balanced_bounds(len(located), num)
+    bounds = balanced_bounds(len(located), num)
     tasks = []
     for j in range(num):
         parts = []
@@ -106,7 +109,7 @@ def _plan_record_cut(
 ) -> list[ReadTask]:
     """Rows (items) of all elements, in order, cut into ``num`` equal runs."""
     total = sum(length for info in infos for length in info.lens)
-    bounds = _balanced_bounds(total, num)
+    bounds = balanced_bounds(total, num)
     parts: list[list[Part]] = [[] for _ in range(num)]
     cut_specs: dict[int, list[tuple]] = {}  # objects block -> pieces (row, start, stop, dest)
     offset = 0
@@ -161,19 +164,18 @@ def _part_order(infos: list[BlockInfo], cut_specs: dict[int, list[tuple]], keys:
 
 def _cut_pieces(blocks: list[pa.Table], spec: list[tuple]) -> pa.Table:
     elements = decode(blocks[0])
-    pieces = []
-    for row, start, stop, _ in spec:
-        element = elements[row]
-        if is_dataframe(element):
-            piece = element.iloc[start:stop]
-            if _default_index(element):
-                piece = piece.reset_index(drop=True)
-        elif isinstance(element, dict):
-            piece = {key: value[start:stop] for key, value in element.items()}
-        else:
-            piece = element[start:stop]
-        pieces.append(piece)
-    return encode(pieces)
+    return encode([slice_element(elements[row], start, stop) for row, start, stop, _ in spec])
+
+
+def slice_element(element: Any, start: int, stop: int) -> Any:
+    """Items ``start:stop`` of a DataFrame (a fresh index where it had the default one), a
+    dict of ndarrays, a list or an ndarray."""
+    if is_dataframe(element):
+        piece = element.iloc[start:stop]
+        return piece.reset_index(drop=True) if _default_index(element) else piece
+    if isinstance(element, dict):
+        return {key: value[start:stop] for key, value in element.items()}
+    return element[start:stop]
 
 
 def _run_tasks(name: str, tasks: list[ReadTask]) -> Any:
@@ -216,11 +218,11 @@ def _merge(blocks: list[pa.Table], parts: list[Part], family: str | None) -> pa.
             items.extend(elements_of(part[1]))
     if family is None:
         return encode(items)
-    items = [item for item in items if _length(item)]
-    return encode([_concat(items, family)] if items else [])
+    items = [item for item in items if item_length(item)]
+    return encode([concat_items(items, family)] if items else [])
 
 
-def _length(item: Any) -> int:
+def item_length(item: Any) -> int:
     if isinstance(item, dict):
         return len(next(iter(item.values()))) if item else 0
     return len(item)
@@ -238,7 +240,7 @@ def _default_index(df: Any) -> bool:
     )
 
 
-def _concat(items: list[Any], family: str) -> Any:
+def concat_items(items: list[Any], family: str) -> Any:
     if family == DATAFRAME:
         import pandas as pd
 
@@ -253,7 +255,7 @@ def _concat(items: list[Any], family: str) -> Any:
     keys = list(items[0])
     for item in items[1:]:
         if list(item) != keys:
-            raise ValueError(
+            raise XShardsValueError(
                 f"repartition: dict shards must have the same keys; found {keys} and {list(item)}."
             )
     return {key: np.concatenate([item[key] for item in items], axis=0) for key in keys}
@@ -262,19 +264,21 @@ def _concat(items: list[Any], family: str) -> Any:
 # -- partition_by -------------------------------------------------------------------------
 
 
-def partition_by(parent: Any, cols: list[str], num: int) -> Any:
-    return _deferred(parent, "PartitionBy", lambda: _plan_partition_by(parent, cols, num), num)
+def partition_by(base: Any, cols: list[str], num: int) -> Any:
+    """The rows of the DataFrame partitions of ``base`` grouped by ``cols`` (a Dataset)."""
+    return _deferred("PartitionBy", lambda: _plan_partition_by(base, cols, num))
 
 
-def _plan_partition_by(parent: Any, cols: list[str], num: int) -> list[ReadTask]:
-    refs, metas = parent._partitions()
+def _plan_partition_by(base: Any, cols: list[str], num: int) -> list[ReadTask]:
+    refs, metas = partitions_of(base)
     infos = block_infos(refs, metas)
     family = element_types([(i, info.types) for i, info in enumerate(infos)], "partition_by")
     if family is None:
         return [blocks_task(_merge, [], ([], DATAFRAME)) for _ in range(num)]
     if family != DATAFRAME:
-        raise TypeError(
-            "partition_by applies to XShards of pandas DataFrames; these shards hold "
+        raise XShardsTypeError(
+            "Currently only support partition by for XShards of Pandas DataFrame: "
+            f"partition_by applies to XShards of pandas DataFrames; these shards hold "
             f"{short_type(family)}."
         )
     tasks = [
@@ -297,13 +301,13 @@ def _plan_partition_by(parent: Any, cols: list[str], num: int) -> list[ReadTask]
 def _check_columns(cols: list[str], columns: list[Any]) -> None:
     missing = [c for c in cols if c not in columns]
     if missing:
-        raise ValueError(
-            f"partition_by: column(s) {missing} are not in the DataFrame; its columns are "
-            f"{list(columns)}."
+        raise XShardsValueError(
+            f"The partition column is not in the DataFrame: column(s) {missing} are not in "
+            f"the DataFrame; its columns are {list(columns)}."
         )
 
 
-def _destinations(df: Any, cols: list[str], num: int) -> np.ndarray:
+def hash_destinations(df: Any, cols: list[str], num: int) -> np.ndarray:
     import pandas as pd
 
     _check_columns(cols, list(df.columns))
@@ -319,7 +323,7 @@ def _hash_split(blocks: list[pa.Table], cols: list[str], num: int) -> pa.Table:
     if info.kind != OBJECTS:
         columns = [c for c in block.column_names if not c.startswith("__index_level_")]
         _check_columns(cols, columns)
-        dest = _destinations(table_to_frame(block.select(cols)), cols, num)
+        dest = hash_destinations(table_to_frame(block.select(cols)), cols, num)
         order = np.argsort(dest, kind="stable")
         table = block.take(pa.array(order)) if len(order) else block
         offsets = np.concatenate([[0], np.cumsum(np.bincount(dest, minlength=num))]).tolist()
@@ -329,7 +333,7 @@ def _hash_split(blocks: list[pa.Table], cols: list[str], num: int) -> pa.Table:
 
         groups: list[list[Any]] = [[] for _ in range(num)]
         for df in decode_objects(block):
-            dest = _destinations(df, cols, num)
+            dest = hash_destinations(df, cols, num)
             for j in range(num):
                 rows = df[dest == j]
                 if len(rows):
@@ -346,27 +350,33 @@ def _hash_split(blocks: list[pa.Table], cols: list[str], num: int) -> pa.Table:
 
 
 def zip_shards(left: Any, right: Any) -> Any:
-    num = left._num if left._num is not None else right._num
-    return _deferred(left, "Zip", lambda: _plan_zip(left, right), num)
+    """The partitions of the Datasets ``left`` and ``right`` paired shard by shard."""
+    return _deferred("Zip", lambda: _plan_zip(left, right))
 
 
 def _plan_zip(left: Any, right: Any) -> list[ReadTask]:
-    left_refs, left_metas = left._partitions()
-    right_refs, right_metas = right._partitions()
-    if len(left_refs) != len(right_refs):
-        raise ValueError(
-            "The two XShards should have the same number of partitions; they have "
-            f"{len(left_refs)} and {len(right_refs)}."
-        )
-    left_infos = block_infos(left_refs, left_metas)
-    right_infos = block_infos(right_refs, right_metas)
-    for index, (a, b) in enumerate(zip(left_infos, right_infos)):
-        if a.count != b.count:
-            raise ValueError(
-                "The two XShards should have the same number of shards in each partition; "
-                f"partition {index} has {a.count} and {b.count}."
-            )
+    left_refs, left_metas = partitions_of(left)
+    right_refs, right_metas = partitions_of(right)
+    check_zip_counts(
+        [i.count for i in block_infos(left_refs, left_metas)],
+        [i.count for i in block_infos(right_refs, right_metas)],
+    )
     return [blocks_task(_zip_blocks, [a, b]) for a, b in zip(left_refs, right_refs)]
+
+
+def check_zip_counts(left: list[int], right: list[int]) -> None:
+    """Orca's checks of two XShards to zip, from their shard counts per partition."""
+    if len(left) != len(right):
+        raise XShardsValueError(
+            "The two SparkXShards should have the same number of partitions; they have "
+            f"{len(left)} and {len(right)}."
+        )
+    for index, (a, b) in enumerate(zip(left, right)):
+        if a != b:
+            raise XShardsValueError(
+                "The two SparkXShards should have the same number of elements in each "
+                f"partition; partition {index} has {a} and {b}."
+            )
 
 
 def _zip_blocks(blocks: list[pa.Table]) -> pa.Table:

@@ -133,4 +133,19 @@ class TaskListSource(Datasource):
 
 def default_num_shards() -> int:
     """Partitions to make when none is asked for: one per CPU of the backend."""
+    from shardflow.engine.xshards.spark.session import spark_session_or_none
+
+    session = spark_session_or_none()
+    if session is not None:
+        return max(1, int(session.sparkContext.defaultParallelism))
     return max(1, current_backend().num_slots("thread"))
+
+
+def partitions_of(dataset: Any) -> tuple[list[Any], list[BlockMetadata]]:
+    """The blocks of ``dataset``: taken as they are when it is a Dataset over blocks already
+    computed, else computed now."""
+    plan = dataset._plan
+    source = plan.source
+    if isinstance(source, BlocksSource) and not plan.ops and source.metadata is not None:
+        return list(source.blocks), list(source.metadata)
+    return materialize(dataset)

@@ -124,6 +124,14 @@ def load_pickle(
     units: list[tuple[str, list[Batch] | None]] = [(f, None) for f in files]
     if min_partitions is not None and min_partitions > len(files):
         units = _split_units([(f, read_footer(fs, f)) for f in files], min_partitions)
+    from shardflow.engine.xshards.spark.session import spark_session_or_none
+
+    if spark_session_or_none() is not None:
+        from shardflow.engine.xshards.spark.pickle_files import PickleUnit
+        from shardflow.engine.xshards.spark.shards import from_calls
+
+        calls = [PickleUnit(_PickleRead(fs, file, batches)) for file, batches in units]
+        return from_calls(calls, "LoadPickle")
     tasks = [
         ReadTask(_PickleRead(fs, file, batches), BlockMetadata(None, None, input_files=[file]))
         for file, batches in units

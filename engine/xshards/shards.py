@@ -3,7 +3,15 @@
 An XShards is a lazy Dataset whose blocks are partitions (engine/xshards/encoding.py says how a
 partition's elements are stored). ``transform_shard`` adds a map over partitions to the plan;
 methods that return values (``collect``, ``num_partitions``, ``unique``, ``len``) run it, on
-the local backend or on Ray like any Dataset.
+the local backend or on Ray like any Dataset. On Spark (``init_orca_context(backend="spark")``)
+the same class runs over an RDD (engine/xshards/spark/).
+
+Caching follows Orca: every XShards is marked to keep its partitions once they are computed
+(``is_cached()``), and an XShards derived from it (``transform_shard``, ``repartition``, ...)
+unmarks it unless the user called ``cache()`` or ``to_lazy()``. Unlike Orca, nothing runs when
+an XShards is made (Orca's eager mode, ``OrcaContext._eager_mode = True``, computes each one
+at once): a derived XShards starts from the partitions its parent had computed when it was
+derived, and releases them once it has computed its own.
 """
 
 from __future__ import annotations
@@ -13,12 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from shardflow.engine.xshards.encoding import decode, short_type, type_name
+from shardflow.engine.xshards.encoding import BlockInfo, decode, type_name
+from shardflow.engine.xshards.errors import XShardsTypeError, XShardsValueError
 from shardflow.engine.xshards.execution import (
     block_infos,
     blocks_dataset,
     materialize,
 )
+from shardflow.engine.xshards.frame_ops import FrameOps
 from shardflow.engine.xshards.stages import (
     FromDatasetStage,
     MapShards,
@@ -26,18 +36,25 @@ from shardflow.engine.xshards.stages import (
     ToDatasetStage,
     element_types,
     fn_name,
+    select_key,
 )
 
+Build = Callable[[list[Any]], Any]
 
-class XShards:
+
+def _is_rdd(value: Any) -> bool:
+    return type(value).__module__.startswith("pyspark") and hasattr(value, "mapPartitions")
+
+
+class XShards(FrameOps):
     """A collection of Python objects (shards) processed in parallel, as in Analytics Zoo /
-    BigDL Orca, running on the shardflow engine (local or Ray backend).
+    BigDL Orca, running on the shardflow engine (local or Ray backend) or on Spark.
 
     A shard is usually a pandas DataFrame, a numpy array or a dict of them. Create an
     XShards with :meth:`XShards.partition`, :func:`shardflow.xshards.read_csv` (and
-    ``read_json``, ``read_parquet``), :meth:`XShards.load_pickle` or
-    ``Dataset.to_xshards()``. Transformations are lazy; methods that return values run the
-    plan.
+    ``read_json``, ``read_parquet``), :meth:`XShards.load_pickle`, ``Dataset.to_xshards()``
+    or, on Spark, ``XShards(rdd)``. Transformations are lazy; methods that return values run
+    the plan.
 
     Examples:
         >>> import numpy as np
@@ -47,26 +64,55 @@ class XShards:
         [array([ 0, 10, 20]), array([30, 40, 50])]
     """
 
-    def __init__(self, dataset: Any, num_partitions: int | None = None, *, _name: str = "XShards"):
+    def __new__(cls, data: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if cls is XShards and _is_rdd(data):
+            from shardflow.engine.xshards.spark.shards import SparkBackedXShards
+
+            return object.__new__(SparkBackedXShards)
+        return object.__new__(cls)
+
+    def __init__(
+        self,
+        dataset: Any,
+        num_partitions: int | None = None,
+        *,
+        _name: str = "XShards",
+        transient: bool = False,
+    ):
         from shardflow.engine.api.dataset import Dataset
 
         if not isinstance(dataset, Dataset):
             raise TypeError(
                 "XShards is made by XShards.partition, shardflow.xshards.read_csv/read_json/"
-                "read_parquet, XShards.load_pickle or Dataset.to_xshards(); got "
-                f"{type(dataset).__name__}."
+                "read_parquet, XShards.load_pickle, Dataset.to_xshards() or, on Spark, "
+                f"XShards(rdd); got {type(dataset).__name__}."
             )
-        self._lazy = dataset
-        self._ds = dataset
-        self._num = num_partitions
-        self._cached: tuple | None = None
-        self._name = _name
+        self._setup(lambda bases: dataset, [], num_partitions, _name, False, transient)
+
+    def _setup(
+        self,
+        build: Build,
+        parents: list[Any],
+        num: int | None,
+        name: str,
+        lazy: bool,
+        transient: bool,
+    ) -> None:
+        self._build = build
+        self._parents = [[parent._snapshot(), parent] for parent in parents]
+        self._num = num
+        self._name = name
+        self._lazy_mode = lazy or transient
+        self._marked = not self._lazy_mode
+        self._user_caching = False
+        self._blocks: tuple[list[Any], list[Any]] | None = None
+        self._built: Any = None
 
     # -- construction -------------------------------------------------------------------
 
     @staticmethod
     def partition(data: Any, num_shards: int | None = None) -> XShards:
-        """Split local in-memory data into an XShards.
+        """Split local in-memory data into an XShards (on Spark: an RDD, one shard per slice).
 
         Args:
             data: An ndarray, or a list, tuple or dict of ndarrays, or a nested structure of
@@ -128,13 +174,132 @@ class XShards:
 
         context = DataContext.get_current()
         stage = FromDatasetStage(context.target_min_block_size, context.target_max_block_size)
-        return cls(dataset._with(MapShards(stage)))
+        return XShards(dataset._with(MapShards(stage)))
 
-    def _derive(self, dataset: Any, num_partitions: int | None, name: str) -> XShards:
-        return XShards(dataset, num_partitions, _name=name)
+    # -- lineage and caching ------------------------------------------------------------
 
-    def _map(self, stage: ShardStage) -> XShards:
-        return self._derive(self._ds._with(MapShards(stage)), self._num, stage.name)
+    def _snapshot(self) -> Any:
+        """The Dataset of this XShards' computed partitions, or None when none are kept."""
+        if self._blocks is None:
+            return None
+        return blocks_dataset(*self._blocks, self._name)
+
+    def _lineage(self) -> Any:
+        """The plan that computes this XShards from its sources, ignoring every cache."""
+        return self._build([parent._lineage() for _, parent in self._parents])
+
+    @property
+    def _ds(self) -> Any:
+        """The Dataset to run now: the kept partitions, or the plan over the partitions the
+        parents had when this XShards was derived (their plans where they had none)."""
+        if self._blocks is not None:
+            return blocks_dataset(*self._blocks, self._name)
+        if self._built is None:
+            bases = [snap if snap is not None else p._lineage() for snap, p in self._parents]
+            self._built = self._build(bases)
+        return self._built
+
+    def _partitions(self) -> tuple[list[Any], list[Any]]:
+        """(references, metadata) of the partitions: the kept ones, or a fresh run (kept
+        when this XShards is marked cached)."""
+        if self._blocks is not None:
+            return self._blocks
+        refs, metas = materialize(self._ds)
+        self._num = len(refs)
+        if self._marked:
+            self._blocks = (refs, metas)
+            self._built = None
+            for pair in self._parents:
+                pair[0] = None  # the parents' partitions are no longer needed
+        return refs, metas
+
+    def _derive(
+        self,
+        build: Build,
+        num: int | None,
+        name: str,
+        others: Sequence[XShards] = (),
+        *,
+        transient: bool = False,
+        uncache_parents: bool = True,
+    ) -> XShards:
+        parents = [self, *others]
+        child = object.__new__(XShards)
+        child._setup(build, parents, num, name, self._lazy_mode, transient)
+        if uncache_parents and not transient:
+            for parent in parents:
+                parent._uncache_unless_user()
+        return child._eager()
+
+    def _eager(self) -> XShards:
+        from shardflow.engine.xshards.orca_context import OrcaContext
+
+        if OrcaContext._eager_mode and self._marked:
+            self.compute()
+        return self
+
+    def _map(self, stage: ShardStage, transient: bool = False) -> XShards:
+        return self._derive(
+            lambda bases: bases[0]._with(MapShards(stage)),
+            self._num,
+            stage.name,
+            transient=transient,
+        )
+
+    def _map_keep_parent(self, fn: Callable[..., Any], args: tuple, name: str) -> XShards:
+        stage = ShardStage(fn, args, name, python_heavy=True)
+        return self._derive(
+            lambda bases: bases[0]._with(MapShards(stage)),
+            self._num,
+            name,
+            uncache_parents=False,
+        )
+
+    def cache(self) -> XShards:
+        """Keep the partitions once they are computed (Orca's ``cache``: lazy, as Spark's).
+
+        A cached XShards is computed once; XShards derived from it later do not unmark it.
+        Call :meth:`compute` to compute it now.
+        """
+        self._user_caching = True
+        self._marked = True
+        return self
+
+    def uncache(self) -> XShards:
+        """Forget the kept partitions; later uses run the plan again."""
+        self._user_caching = False
+        self._marked = False
+        self._blocks = None
+        self._built = None
+        return self
+
+    def _release_to(self, children: list[Any]) -> None:
+        self._uncache_unless_user()
+
+    def _uncache_unless_user(self) -> None:
+        if not self._user_caching:
+            self.uncache()
+
+    def is_cached(self) -> bool:
+        """Whether the partitions are kept once computed (Orca's meaning: True for a new
+        XShards until an XShards is derived from it, or after ``cache()``)."""
+        return self._marked
+
+    def compute(self) -> XShards:
+        """Compute the partitions now (and keep them when this XShards is cached)."""
+        self._partitions()
+        return self
+
+    def to_lazy(self) -> XShards:
+        """Make later operations lazy, as Orca's ``to_lazy``: XShards derived from this one
+        are not cached, and deriving them does not uncache this one.
+
+        Returns:
+            This XShards.
+        """
+        self._lazy_mode = True
+        self._user_caching = True
+        return self
 
     # -- transformations (lazy) ---------------------------------------------------------
 
@@ -142,8 +307,8 @@ class XShards:
         """Apply ``func(shard, *args)`` to every shard, in parallel; lazy.
 
         On the local backend the function runs in worker processes (like ``Dataset.map``),
-        on Ray in Ray tasks. Pass large read-only inputs as a :class:`SharedValue`, which is
-        shipped once per worker rather than with every task.
+        on Ray in Ray tasks, on Spark in Spark tasks. Pass large read-only inputs as a
+        :class:`SharedValue`, which is shipped once per worker rather than with every task.
 
         Args:
             func: Function from a shard (and ``args``) to the new shard.
@@ -166,6 +331,14 @@ class XShards:
     def __getitem__(self, key: Any) -> XShards:
         """Each shard's ``shard[key]`` (a column of DataFrame shards, a key of dict shards).
 
+        The result is not cached, and this XShards stays cached (as in Orca).
+
+        Raises:
+            XShardsKeyError: "Invalid key for this XShards" when a shard has no such key
+                (also a ``KeyError`` and a ``RuntimeError``), when the result runs.
+            XShardsTypeError: "No selection operation available for this XShards" when a
+                shard cannot be indexed.
+
         Examples:
             >>> import pandas as pd
             >>> import shardflow as sf
@@ -173,7 +346,7 @@ class XShards:
             >>> shards["a"].unique()
             array([1, 2])
         """
-        return self._map(ShardStage(_select, (key,), f"getitem({key!r})"))
+        return self._map(ShardStage(select_key, (key,), f"getitem({key!r})"), transient=True)
 
     def __iter__(self) -> Any:
         raise TypeError("An XShards is not iterable; use collect() to get its shards.")
@@ -194,7 +367,8 @@ class XShards:
         """
         from shardflow.engine.xshards.exchange import repartition
 
-        return repartition(self, _positive_int(num_partitions, "num_partitions"))
+        num = positive_int(num_partitions, "num_partitions")
+        return self._derive(lambda bases: repartition(bases[0], num), num, "Repartition")
 
     def partition_by(self, cols: str | Sequence[str], num_partitions: int | None = None) -> XShards:
         """Repartition shards of pandas DataFrames so that rows with equal values in ``cols``
@@ -215,21 +389,21 @@ class XShards:
         """
         from shardflow.engine.xshards.exchange import partition_by
 
-        if isinstance(cols, str):
-            cols = [cols]
-        valid = isinstance(cols, (list, tuple)) and cols and all(isinstance(c, str) for c in cols)
-        if not valid:
-            raise TypeError(f"partition_by needs a column name or a list of them, got {cols!r}.")
-        cols = list(cols)
-        if num_partitions is None:
-            num_partitions = self.num_partitions()
-        return partition_by(self, cols, _positive_int(num_partitions, "num_partitions"))
+        columns = column_list(cols, "partition_by")
+        num = self.num_partitions() if num_partitions is None else num_partitions
+        num = positive_int(num, "num_partitions")
+        return self._derive(lambda bases: partition_by(bases[0], columns, num), num, "PartitionBy")
 
     def zip(self, other: XShards) -> XShards:
         """Pair this XShards' shards with ``other``'s: each shard becomes ``(mine, theirs)``.
 
         Both need the same number of partitions and of shards in each partition (as when one
-        was made from the other by ``transform_shard``); lazy.
+        was made from the other by ``transform_shard``). Both are computed now to check that,
+        as Orca does (and kept, when they are cached).
+
+        Raises:
+            XShardsTypeError: When ``other`` is not an XShards.
+            XShardsValueError: When the partitions or their shard counts differ.
 
         Examples:
             >>> import numpy as np
@@ -238,25 +412,30 @@ class XShards:
             >>> x.zip(x.transform_shard(lambda a: -a)).collect()[0]
             (array([0, 1]), array([ 0, -1]))
         """
-        from shardflow.engine.xshards.exchange import zip_shards
+        from shardflow.engine.xshards.exchange import check_zip_counts, zip_shards
 
         if not isinstance(other, XShards):
-            raise TypeError(f"zip needs another XShards, got {type(other).__name__}.")
-        if self._num is not None and other._num is not None and self._num != other._num:
-            raise ValueError(
-                "The two XShards should have the same number of partitions; they have "
-                f"{self._num} and {other._num}."
+            raise XShardsTypeError(
+                f"other should be a SparkXShards (an XShards); got {type(other).__name__}."
             )
-        return zip_shards(self, other)
+        if type(other) is not type(self):
+            raise XShardsTypeError(
+                "other should be a SparkXShards on the same backend: one XShards runs on "
+                "Spark and the other does not."
+            )
+        check_zip_counts(self._shard_counts(), other._shard_counts())
+        return self._derive(lambda bases: zip_shards(bases[0], bases[1]), self._num, "Zip", [other])
 
     def split(self) -> list[XShards]:
         """Split an XShards whose shards are tuples (or lists) of the same length ``n`` into
         ``n`` XShards, the i-th holding every shard's i-th item.
 
-        Runs the plan once (and keeps its partitions) to check the shards.
+        Runs the plan once (and keeps its partitions) to check the shards. As in Orca, an
+        XShards whose shards are not tuples or lists (or have one item) is returned alone:
+        ``[self]``.
 
         Raises:
-            ValueError: When a shard is not a tuple or list, or their lengths differ.
+            XShardsValueError: When shards have different lengths.
 
         Examples:
             >>> import numpy as np
@@ -265,25 +444,31 @@ class XShards:
             >>> x.collect()
             [array([0, 1]), array([2, 3])]
         """
-        infos = self._infos()
-        length: int | None = None
-        for index, info in enumerate(infos):
-            for name, seq in zip(info.types, info.seqs):
-                if seq is None:
-                    raise ValueError(
-                        "split() needs every shard to be a tuple or list (of the same length); "
-                        f"partition {index} holds a {short_type(name)}."
-                    )
-                if length is None:
-                    length = seq
-                elif seq != length:
-                    raise ValueError(
-                        "Cannot split this XShards because its shards have different lengths: "
-                        f"{length} and {seq} (partition {index})."
-                    )
-        if length is None:
-            raise ValueError("split() found no shard to split: this XShards is empty.")
-        return [self._map(ShardStage(_select, (i,), f"split[{i}]")) for i in range(length)]
+        lengths = [
+            (index, 1 if seq is None else seq)
+            for index, info in enumerate(self._element_facts())
+            for seq in info.seqs
+        ]
+        for index, length in lengths:
+            if length != lengths[0][1]:
+                raise XShardsValueError(
+                    "Cannot split this XShards because its partitions have different split "
+                    f"length: {lengths[0][1]} and {length} (partition {index})."
+                )
+        if not lengths or lengths[0][1] <= 1:
+            return [self]
+        parts = [self._select_item(i) for i in range(lengths[0][1])]
+        self._release_to(parts)  # after every part took this XShards' partitions
+        return parts
+
+    def _select_item(self, index: int) -> XShards:
+        stage = ShardStage(select_key, (index,), f"split[{index}]")
+        return self._derive(
+            lambda bases: bases[0]._with(MapShards(stage)),
+            self._num,
+            stage.name,
+            uncache_parents=False,
+        )
 
     # -- results (run the plan) ---------------------------------------------------------
 
@@ -300,11 +485,23 @@ class XShards:
             >>> XShards.partition(np.arange(3), 3).collect()
             [array([0]), array([1]), array([2])]
         """
-        partitions = [decode(block) for block in self._ds._iter_blocks()]
+        return [element for part in self.get_partitions() for element in part]
+
+    def get_partitions(self) -> list[list[Any]]:
+        """Every partition's list of shards, in partition order (Spark's ``glom()``).
+
+        Examples:
+            >>> import numpy as np
+            >>> from shardflow.xshards import XShards
+            >>> [len(p) for p in XShards.partition(np.arange(3), 3).get_partitions()]
+            [1, 1, 1]
+        """
+        refs, metas = self._partitions()
+        partitions = [decode(block) for block in blocks_dataset(refs, metas, "Get")._iter_blocks()]
         element_types(
             [(i, [type_name(e) for e in part]) for i, part in enumerate(partitions)], "collect()"
         )
-        return [element for part in partitions for element in part]
+        return partitions
 
     def num_partitions(self) -> int:
         """The number of partitions (runs the plan only when it does not say).
@@ -316,36 +513,25 @@ class XShards:
             4
         """
         if self._num is None:
-            self.cache()
+            self._partitions()
+        assert self._num is not None
         return self._num
 
-    def unique(self) -> np.ndarray:
-        """The distinct values of shards of pandas Series, in order of first appearance.
+    def _element_facts(self) -> list[BlockInfo]:
+        """Type, length and item count of every shard, per partition (no data is read)."""
+        refs, metas = self._partitions()
+        return block_infos(refs, metas)
 
-        Raises:
-            TypeError: When the shards are not Series (select a column first:
-                ``shards["col"].unique()``).
-        """
-        stage = ShardStage(_unique_of_partition, (), "unique", per_element=False)
-        results = self._map(stage).collect()
-        found = [r for r in results if r[0] != "ok"]
-        if found:
-            raise TypeError(
-                "unique() applies to XShards of pandas Series; these shards hold "
-                f"{short_type(found[0][1])}. Select a column first: shards['col'].unique()."
-            )
-        import pandas as pd
+    def _shard_counts(self) -> list[int]:
+        return [info.count for info in self._element_facts()]
 
-        arrays = [r[1] for r in results]
-        if not arrays:
-            return np.array([])
-        return pd.unique(np.concatenate(arrays, axis=0))
-
-    def __len__(self) -> int:
-        """The total length of all shards (rows of DataFrames, items of lists ...; 1 for a
-        shard without a length)."""
-        stage = ShardStage(_length_of, (), "len")
-        return int(sum(self._map(stage).collect()))
+    def _collect_map(self, stage: ShardStage) -> list[Any]:
+        """The outputs of ``stage`` over this XShards' partitions, in order, without making a
+        new XShards (a cached XShards is computed and kept first, as Spark's actions do)."""
+        if self._marked:
+            self._partitions()
+        dataset = self._ds._with(MapShards(stage))
+        return [element for block in dataset._iter_blocks() for element in decode(block)]
 
     def save_pickle(
         self,
@@ -387,7 +573,7 @@ class XShards:
         return self._ds._with(MapShards(ToDatasetStage()))
 
     def to_ray(self) -> Any:
-        """Put the partitions in Ray's object store (Ray backend only).
+        """Put the partitions in Ray's object store (Ray backend, or Spark with Ray started).
 
         Returns:
             A :class:`RayXShards` holding one object reference per partition (a list of its
@@ -397,75 +583,22 @@ class XShards:
 
         return to_ray(self)
 
-    # -- caching ------------------------------------------------------------------------
-
-    def cache(self) -> XShards:
-        """Run the plan now and keep the partitions (in memory, or Ray's object store), so
-        later uses do not run it again."""
-        if self._cached is None:
-            refs, metas = materialize(self._ds)
-            self._cached = (refs, metas)
-            self._num = len(refs)
-            self._ds = blocks_dataset(refs, metas, self._name)
-        return self
-
-    compute = cache
-
-    def uncache(self) -> XShards:
-        """Forget the kept partitions; later uses run the plan again."""
-        if self._cached is not None:
-            self._cached = None
-            self._ds = self._lazy
-        return self
-
-    def is_cached(self) -> bool:
-        return self._cached is not None
-
-    def _partitions(self) -> tuple:
-        """(references, metadata) of the partitions: the kept ones, or a fresh run."""
-        if self._cached is not None:
-            return self._cached
-        return materialize(self._ds)
-
-    def _infos(self) -> list:
-        refs, metas = self.cache()._cached
-        return block_infos(refs, metas)
-
     def __repr__(self) -> str:
         count = "?" if self._num is None else self._num
         return f"XShards(num_partitions={count}, last={self._name})"
 
 
-def _positive_int(value: Any, name: str) -> int:
+def positive_int(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}.")
+        raise XShardsValueError(f"{name} must be a positive int, got {value!r}.")
     return int(value)
 
 
-def _select(element: Any, key: Any) -> Any:
-    if not hasattr(element, "__getitem__"):
-        raise TypeError(
-            f"No selection operation available for shards of type {type(element).__name__}."
-        )
-    try:
-        return element[key]
-    except (KeyError, IndexError) as exc:
-        raise KeyError(
-            f"Invalid key {key!r} for a shard of type {type(element).__name__}."
-        ) from exc
-
-
-def _unique_of_partition(elements: list[Any]) -> list[tuple]:
-    import pandas as pd
-
-    out = []
-    for element in elements:
-        if not isinstance(element, pd.Series):
-            out.append(("type", type_name(element)))
-        else:
-            out.append(("ok", pd.unique(element.to_numpy())))
-    return out
-
-
-def _length_of(element: Any) -> int:
-    return len(element) if hasattr(element, "__len__") else 1
+def column_list(cols: Any, what: str) -> list[str]:
+    """``cols`` as a list of column names (one name or a list of them)."""
+    if isinstance(cols, str):
+        cols = [cols]
+    valid = isinstance(cols, (list, tuple)) and cols and all(isinstance(c, str) for c in cols)
+    if not valid:
+        raise XShardsTypeError(f"{what} needs a column name or a list of them, got {cols!r}.")
+    return list(cols)

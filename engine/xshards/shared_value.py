@@ -17,11 +17,9 @@ theirs; the driver keeps the value, and a later use stores it again, as Spark's 
 
 from __future__ import annotations
 
-import atexit
 import mmap
 import os
 import pickle
-import shutil
 import struct
 import tempfile
 import threading
@@ -30,6 +28,7 @@ import weakref
 from collections import deque
 from typing import Any
 
+from shardflow.engine.execution.private_dirs import create_private_file, make_private_dir
 from shardflow.sdk.optional import require
 
 _DIR_PREFIX = "shardflow-shared-"
@@ -189,6 +188,7 @@ def _write_file(value: Any) -> str:
     size = len(main) + sum(len(r) + _ALIGN for r in raws)
     path = os.path.join(_shared_folder(size), uuid.uuid4().hex)
     spans = []
+    create_private_file(path)  # mode 0600, never through a planted file
     with open(path, "wb") as f:
         f.write(main)
         position = len(main)
@@ -235,7 +235,8 @@ def _drop_stored(stored: dict[str, Any]) -> None:
 
 
 def _shared_folder(size: int) -> str:
-    """This process's folder for stored values: in /dev/shm when it has room."""
+    """This process's private folder for stored values (engine/execution/private_dirs.py:
+    0700, removed at exit, swept after a kill): in /dev/shm when it has room."""
     global _folder
     with _folder_lock:
         if _folder is None or not os.path.isdir(_folder):
@@ -245,32 +246,5 @@ def _shared_folder(size: int) -> str:
                 stats = os.statvfs(shm)
                 if stats.f_bavail * stats.f_frsize > 2 * size:
                     base = shm
-            _sweep_orphans(base)
-            _folder = tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-", dir=base)
-            atexit.register(shutil.rmtree, _folder, True)
+            _folder = make_private_dir(_DIR_PREFIX, base)
         return _folder
-
-
-def _sweep_orphans(base: str) -> None:
-    """Remove folders left by shardflow processes that were killed."""
-    try:
-        names = os.listdir(base)
-    except OSError:
-        return
-    for name in names:
-        if not name.startswith(_DIR_PREFIX):
-            continue
-        pid_text = name[len(_DIR_PREFIX) :].split("-", 1)[0]
-        if not pid_text.isdigit() or _alive(int(pid_text)):
-            continue
-        shutil.rmtree(os.path.join(base, name), ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -183,3 +183,21 @@ def element_types(blocks_types: Sequence[tuple[int, list[str]]], what: str) -> s
 
 def is_frame_type(name: str | None) -> bool:
     return name == DATAFRAME
+
+
+def select_key(element: Any, key: Any) -> Any:
+    """``element[key]``, with Orca's errors."""
+    from shardflow.engine.xshards.errors import XShardsKeyError, XShardsTypeError
+
+    if not hasattr(element, "__getitem__"):
+        raise XShardsTypeError(
+            "No selection operation available for this XShards: its shards are "
+            f"{type(element).__name__}, which cannot be indexed."
+        )
+    try:
+        return element[key]
+    except Exception as exc:
+        raise XShardsKeyError(
+            f"Invalid key for this XShards: {key!r} is not a key of a shard of type "
+            f"{type(element).__name__} ({type(exc).__name__}: {exc})."
+        ) from exc

@@ -104,6 +104,59 @@ def streaming_split(m, tmp):
     return [len(splits), [len(rows) for rows in out], sorted(out[0] + out[1])]
 
 
+class _Reader:
+    """A Ray actor standing for a training worker that reads one split."""
+
+    def node(self):
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+
+@case("Dataset.split", note="locality_hints: one Ray actor per split")
+def split_with_locality_hints(m, tmp):
+    """with an actor per split, splits of whole blocks, equal ones of equal rows, every row
+    once; a hint list of the wrong length is refused"""
+    import ray
+
+    readers = [ray.remote(num_cpus=0)(_Reader).remote() for _ in range(2)]
+    ray.get([r.node.remote() for r in readers])
+    ds = m.range(20, override_num_blocks=4)
+    out = []
+    for equal in (False, True):
+        splits = ds.split(2, equal=equal, locality_hints=readers)
+        out.append(
+            [[d.count() for d in splits], sorted(r["id"] for d in splits for r in d.take_all())]
+        )
+    try:
+        ds.split(3, locality_hints=readers)
+    except Exception as exc:  # the harness compares exception kinds
+        out.append(type(exc).__name__)
+    return out
+
+
+@case("Dataset.streaming_split", note="locality_hints: one node id per split")
+def streaming_split_with_locality_hints(m, tmp):
+    """with a node id per split, equal splits read concurrently hold every row once"""
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()
+    splits = m.range(20, override_num_blocks=4).streaming_split(
+        2, equal=True, locality_hints=[node, node]
+    )
+    out = [None, None]
+
+    def consume(i):
+        out[i] = [r["id"] for r in splits[i].iter_rows()]
+
+    threads = [threading.Thread(target=consume, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return [[len(rows) for rows in out], sorted(out[0] + out[1])]
+
+
 @case(
     "Dataset.iter_torch_batches",
     "DataIterator.iter_torch_batches",

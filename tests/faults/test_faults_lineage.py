@@ -118,10 +118,13 @@ def test_lost_shuffle_outputs_are_rebuilt_in_the_same_order(run):
 
 
 def test_lost_actor_outputs_fail_with_ray_s_reconstruction_error(run):
-    # Ray rebuilds an actor task's output only by restarting its actor; the pool's actors are
-    # not restarted, and are gone once the stage has ended (docs/reliability.md).
+    # Ray rebuilds an actor task's output only by running it again on its actor; the pool's
+    # actors are gone once the stage has ended (docs/reliability.md). Restartable actors
+    # (max_restarts from the stage's max_retries) make Ray try, and fail with ActorDiedError;
+    # actors that may not restart fail it with ObjectReconstructionFailedError.
     work, result = run
-    assert "ObjectReconstructionFailedError" in result["actor_error"]
+    error = result["actor_error"]
+    assert error and ("ObjectReconstructionFailedError" in error or "ActorDiedError" in error)
     assert not os.path.exists(os.path.join(work, "actor_map.parquet"))
 
 

@@ -53,10 +53,12 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _run_script(code: str, timeout: float = 60, **kwargs) -> subprocess.CompletedProcess:
+def _run_script(
+    code: str, timeout: float = 60, args_: list[str] | None = None, **kwargs
+) -> subprocess.CompletedProcess:
     env = dict(os.environ, SHARDFLOW_DISABLE_PROGRESS_BARS="1")
     return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
+        [sys.executable, "-c", textwrap.dedent(code), *(args_ or [])],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -209,14 +211,70 @@ def test_ctrl_c_stops_a_pipeline_promptly_and_leaves_nothing(tmp_path):
             time.sleep(0.05)
         pids = [int(p) for p in os.listdir(tmp_path)]
         assert pids, "the pipeline never reached its workers"
-        start = time.monotonic()
         driver.send_signal(signal.SIGINT)
-        driver.wait(timeout=10)
-        assert time.monotonic() - start < 2.5
+        # The pipeline would run for over an hour (0.01 s a row): a driver that waited for its
+        # tasks instead of stopping them fails here. No elapsed-time bound: the suite runs on
+        # busy machines (exit after SIGINT measured 1.3-5.7 s at a load average of 25).
+        driver.wait(timeout=30)
         assert driver.returncode != 0
         assert "KeyboardInterrupt" in driver.stderr.read()
         time.sleep(0.5)
         assert not any(_alive(p) for p in pids)
         assert not glob.glob(os.path.join(tempfile.gettempdir(), f"shardflow-spill-{driver.pid}-*"))
+    finally:
+        driver.kill()
+
+
+def test_no_task_thread_holds_the_exit_after_a_satisfied_take():
+    """Abandoned thread tasks (their user function still running) run in daemon threads:
+    the interpreter's exit joins only non-daemon threads and concurrent.futures' workers."""
+    from concurrent.futures import thread as futures_thread
+
+    ds = sf.range(8, override_num_blocks=8).map_batches(slow_batches_after_first)
+    assert ds.take(1) == [{"id": 0}]
+    ours = [t for t in threading.enumerate() if t.name.startswith("shardflow")]
+    assert ours  # the abandoned tasks' threads are still there ...
+    assert all(t.daemon for t in ours), [t.name for t in ours if not t.daemon]
+    joined_at_exit = [t for t in futures_thread._threads_queues if t.is_alive()]
+    assert not [t for t in joined_at_exit if t.name.startswith("shardflow")]  # ... not joined
+
+
+SLEEPY_SCRIPT = """
+    import sys, time, shardflow as sf
+    def slow(batch):
+        if batch["id"][0] > 0:
+            print("udf started", flush=True)
+            time.sleep(120)  # far beyond the test's timeout: waiting for it would fail it
+        return batch
+    ds = sf.range(8, override_num_blocks=8).map_batches(slow)
+    if sys.argv[1] == "take":
+        print(ds.take(1), flush=True)
+    else:
+        for _ in ds.iter_batches():
+            pass
+"""
+
+
+def test_a_script_ends_when_take_returns_despite_a_running_thread_task():
+    out = _run_script(SLEEPY_SCRIPT, 60, args_=["take"])
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "[{'id': 0}]" in out.stdout
+
+
+def test_ctrl_c_during_a_long_user_function_in_a_thread_ends_the_script():
+    driver = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(SLEEPY_SCRIPT), "iterate"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, SHARDFLOW_DISABLE_PROGRESS_BARS="1"),
+    )
+    try:
+        # Two tasks may print at once ("udf startedudf started").
+        assert "udf started" in driver.stdout.readline()
+        driver.send_signal(signal.SIGINT)
+        driver.wait(timeout=60)  # the function sleeps for 120 s: this fails if exit waits
+        assert driver.returncode != 0
+        assert "KeyboardInterrupt" in driver.stderr.read()
     finally:
         driver.kill()

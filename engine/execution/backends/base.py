@@ -31,6 +31,9 @@ class Gate(Protocol):
     def unused(self) -> None:
         """Return the room of an acquire that produced no block."""
 
+    def cancelled(self) -> bool:
+        """Whether the task should stop."""
+
 
 @dataclass(frozen=True)
 class Retries:
@@ -76,6 +79,9 @@ class ActorSpec:
     num_gpus: float
     remote_args: dict[str, Any] = field(default_factory=dict)
     on_exit: Callable[[], None] | None = None  # called once when the actor has ended
+    #: Ray: how often Ray restarts the actor after its process or node died (-1: without
+    #: end), so that its tasks run again there and its lost outputs can be rebuilt.
+    max_restarts: int = 0
 
 
 @dataclass
@@ -110,6 +116,11 @@ class Backend:
         """How many tasks of ``kind`` may run at once."""
         raise NotImplementedError
 
+    def max_in_flight(self, kind: str) -> int:
+        """How many tasks of ``kind`` the executor keeps started at once: ``num_slots``, or
+        more where the backend queues tasks itself and gains from a backlog (Ray)."""
+        return self.num_slots(kind)
+
     def launch(self, spec: TaskSpec) -> None:
         """Start a task; its events arrive on ``spec.events``."""
         raise NotImplementedError
@@ -117,11 +128,21 @@ class Backend:
     def cancel(self, task_id: int) -> None:
         """Best-effort stop of a running task (its gate also answers False)."""
 
-    def retries_failed_tasks(self, kind: str, on_actor: bool) -> bool:
-        """Whether the backend itself runs a failed task of ``kind`` again, within the
-        ``retries`` of its TaskSpec, without delivering a block twice. Its pool then retries
-        nothing, so that a failure is handled once; otherwise the pool retries (TaskPool)."""
+    def retries_failed_tasks(self, kind: str, actor: ActorHandle | None) -> bool:
+        """Whether the backend itself runs a failed task of ``kind`` (on ``actor``, for an
+        actor pool's task) again, within the ``retries`` of its TaskSpec, without delivering
+        a block twice. Its pool then retries nothing, so that a failure is handled once;
+        otherwise the pool retries (TaskPool)."""
         return False
+
+    def block_nodes(self, refs: list[Any]) -> list[frozenset[str]] | None:
+        """The nodes holding each referenced block, or None where the backend has a single
+        machine (local). Cheap: answered from what this process owns, without a fetch."""
+        return None
+
+    def refresh(self) -> None:
+        """Take the cluster as it is now (nodes may have joined or died); called when an
+        execution starts."""
 
     def plan_actor_pool(
         self,

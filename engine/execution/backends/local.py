@@ -3,7 +3,9 @@
 Arrow, NumPy and Pillow release the GIL, so threads use every core for them. Pure-Python
 row functions hold the GIL; those tasks run in a pool of long-lived worker processes
 (engine/execution/backends/worker_pool.py) that receive the pickled transform and its inputs.
-Cancelling a process task kills its worker; a thread task stops at its next block.
+Cancelling a process task kills its worker; a thread task stops at its next block. Task
+threads are daemon threads (engine/execution/backends/daemon_pool.py): a user function still
+running in an abandoned task never holds the program's exit.
 Actor pools run in actors (engine/execution/backends/local_actors.py): worker processes of their own,
 each with its share of the GPUs declared or found (engine/execution/backends/gpus.py).
 """
@@ -13,7 +15,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -27,6 +28,7 @@ from shardflow.engine.execution.backends.base import (
     Backend,
     TaskSpec,
 )
+from shardflow.engine.execution.backends.daemon_pool import DaemonThreadPool
 from shardflow.engine.execution.backends.gpus import GpuAllocator, actors_that_fit, visible_devices
 from shardflow.engine.execution.backends.task_runner import DONE, ERROR, drive_task
 from shardflow.engine.execution.backends.worker_pool import WorkerProcessPool
@@ -50,10 +52,8 @@ class LocalBackend(Backend):
         # Each execution caps its own running tasks at num_cpus. The pools are larger so that
         # one execution whose tasks wait for its paused consumer (say, a loop over
         # iter_batches that calls count() inside) never blocks another execution.
-        self._threads = ThreadPoolExecutor(max_workers=_MAX_THREADS, thread_name_prefix="shardflow")
-        self._process_drivers = ThreadPoolExecutor(
-            max_workers=_MAX_THREADS, thread_name_prefix="shardflow-proc"
-        )
+        self._threads = DaemonThreadPool(_MAX_THREADS, "shardflow")
+        self._process_drivers = DaemonThreadPool(_MAX_THREADS, "shardflow-proc")
 
     def num_slots(self, kind: str) -> int:
         return self._num_cpus

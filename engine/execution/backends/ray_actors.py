@@ -5,6 +5,18 @@ Each actor is a Ray actor holding the stage's transform; its ``__init__`` runs
 traceback) instead of dying with Ray's generic creation error. Tasks are streaming-generator
 calls of its ``run`` method, driven like the backend's other tasks.
 
+Failures: as in Ray Data, Ray restarts an actor whose process or node died (``max_restarts``:
+the stage's ``max_retries`` unless its Ray remote arguments say otherwise), on another node
+when its own is gone, constructing the user's class again. Its calls are retried by Ray
+without a count of their own (``max_task_retries=-1``, as Ray Data does: calls sent while
+the actor restarts fail at once, and a count would be spent before the actor is back), so a
+call cut short by the death runs again on the restarted actor, its stream resuming where the
+driver is, and Ray rebuilds lost outputs of the actor by running their calls again while the
+pool lives. Crashes are bounded by the restarts; an exception the stage retries is raised as
+``RetryableTaskError`` only while the call has run fewer than ``max_retries`` times before.
+The pool retries nothing itself (``RayBackend.retries_failed_tasks``). An actor with
+``max_restarts=0`` is not restarted; its pool retries its tasks on other actors.
+
 CPUs: Ray Data 2.60 hangs when an actor pool reserves every CPU, because the tasks that feed
 the pool can then never be scheduled (its issue 44687). Here the actors of all pools together
 reserve at most the cluster's CPUs minus one, kept for tasks: a pool whose actors would take
@@ -21,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shardflow.engine.execution.arrow_memory import applied_memory_pool, apply_memory_pool
-from shardflow.engine.execution.backends.base import ActorPoolPlan, ActorSpec, TaskSpec
+from shardflow.engine.execution.backends.base import ActorPoolPlan, ActorSpec, Retries, TaskSpec
 from shardflow.engine.execution.backends.task_runner import DONE, ERROR
 from shardflow.engine.execution.errors import TaskFailure
 
@@ -42,13 +54,31 @@ class _MapActor:
         except BaseException as exc:
             self._failure = TaskFailure(op_name, exc)
 
-    def ready(self) -> TaskFailure | None:
-        return self._failure
+    def ready(self) -> tuple[TaskFailure | None, str | None]:
+        """The constructor's failure (None: it succeeded), and the node the actor is on."""
+        from shardflow.engine.execution.backends.ray_backend import _node_id
 
-    def run(self, ctx: Any, cuts: tuple, *inputs: Any):
-        from shardflow.engine.execution.backends.ray_backend import cut_slices, stream_blocks
+        return self._failure, _node_id()
 
-        yield from stream_blocks(self._transform, ctx, cut_slices(inputs, cuts))
+    def run(self, ctx: Any, retries: Retries, cuts: tuple, *inputs: Any):
+        from shardflow.engine.execution.backends.ray_backend import (
+            RetryableTaskError,
+            _runs_before,
+            _user_error,
+            cut_slices,
+            stream_blocks,
+        )
+        from shardflow.engine.execution.errors import is_retryable
+
+        runs_before = _runs_before()
+        try:
+            yield from stream_blocks(self._transform, ctx, cut_slices(inputs, cuts), runs_before)
+        except Exception as exc:
+            allowed = retries.retry_exceptions
+            left = retries.max_retries < 0 or runs_before < retries.max_retries
+            if allowed and left and is_retryable(_user_error(exc), allowed):
+                raise RetryableTaskError(exc) from exc
+            raise
 
 
 class CpuLedger:
@@ -58,6 +88,11 @@ class CpuLedger:
         self.room = max(0.0, total - 1)
         self.reserved = 0.0
         self._lock = threading.Lock()
+
+    def resize(self, total: float) -> None:
+        """The cluster now has ``total`` CPUs (nodes joined or died)."""
+        with self._lock:
+            self.room = max(0.0, total - 1)
 
     def free(self) -> float:
         with self._lock:
@@ -120,14 +155,19 @@ class RayActor:
         ray = backend.ray
         if _remote_class is None:
             _remote_class = ray.remote(_MapActor)
-        # The pool retries a dead actor's tasks itself (on other actors), so Ray does not.
-        options: dict[str, Any] = {"max_restarts": 0, "max_task_retries": 0, **spec.remote_args}
+        # Ray restarts a dead actor and runs its calls again (see the module's docstring).
+        options: dict[str, Any] = {"max_restarts": spec.max_restarts, **spec.remote_args}
+        if "scheduling_strategy" not in options:
+            options["scheduling_strategy"] = backend.next_actor_placement()
         options.update(num_cpus=spec.num_cpus, num_gpus=spec.num_gpus)
+        self.restartable = options["max_restarts"] != 0
+        self._own_task_retries = "max_task_retries" in spec.remote_args
         self._backend = backend
         self._spec = spec
         self._on_exit = on_exit
         self._ended = False
         self._lock = threading.Lock()
+        self.node_id: str | None = None  # known once it is ready; updated by its tasks
         self.actor = _remote_class.options(**options).remote(
             spec.transform, spec.op_name, applied_memory_pool()
         )
@@ -138,7 +178,10 @@ class RayActor:
 
         spec = self._spec
         try:
-            failure = self._backend.ray.get(self.actor.ready.remote())
+            # Waits through restarts: a node lost while the actor is constructed is not a
+            # failure of the user's constructor.
+            ready = self.actor.ready.options(max_task_retries=-1 if self.restartable else 0)
+            failure, self.node_id = self._backend.ray.get(ready.remote())
         except BaseException as exc:
             failure = TaskFailure(spec.op_name, unwrap_ray_error(exc))
         if failure is None:
@@ -147,11 +190,21 @@ class RayActor:
             spec.events.put((ERROR, spec.actor_id, failure, None))
 
     def submit(self, spec: TaskSpec) -> None:
-        from shardflow.engine.execution.backends.ray_backend import task_args
+        from shardflow.engine.execution.backends.ray_backend import RetryableTaskError, task_args
 
-        generator = self.actor.run.options(
-            num_returns="streaming", _generator_backpressure_num_objects=2
-        ).remote(spec.ctx, *task_args(spec.inputs))
+        retries = spec.retries
+        options: dict[str, Any] = {
+            "num_returns": "streaming",
+            "_generator_backpressure_num_objects": 2,
+        }
+        if self.restartable and not self._own_task_retries:
+            options["max_task_retries"] = -1  # bounded by the restarts (module docstring)
+            options["retry_exceptions"] = (
+                [RetryableTaskError] if retries.retry_exceptions else False
+            )
+        generator = self.actor.run.options(**options).remote(
+            spec.ctx, retries, *task_args(spec.inputs)
+        )
         self._backend.drive_generator(spec, generator)
 
     def alive(self) -> bool:

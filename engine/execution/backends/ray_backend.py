@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import weakref
 from typing import Any
 
 from shardflow.engine.execution.arrow_memory import applied_memory_pool, apply_memory_pool
@@ -25,9 +25,11 @@ from shardflow.engine.execution.backends.base import (
     Backend,
     TaskSpec,
 )
+from shardflow.engine.execution.backends.daemon_pool import DaemonThreadPool
 from shardflow.engine.execution.backends.ray_actors import CpuLedger, RayActor, plan_pool
 from shardflow.engine.execution.backends.task_runner import BLOCK, DONE, ERROR, drive_task
 from shardflow.engine.execution.errors import (
+    DriverNodeLostError,
     TaskFailure,
     UserCodeError,
     WorkerCrashedError,
@@ -39,6 +41,8 @@ from shardflow.sdk.optional import require
 
 _remote_task = None
 _CANCEL_GRACE_S = 0.25
+#: Tasks started per CPU of the cluster (see RayBackend.max_in_flight).
+TASKS_PER_CPU = 4
 
 
 class RetryableTaskError(Exception):
@@ -55,8 +59,9 @@ class RetryableTaskError(Exception):
 
 
 def stream_blocks(transform, ctx, inputs, runs_before: int = 0):
-    """What a Ray task or actor call yields: each block's (rows, bytes, runs_before), then the
-    block; ``runs_before`` is how many times Ray ran the task before this run.
+    """What a Ray task or actor call yields: each block's (rows, bytes, runs_before, node),
+    then the block; ``runs_before`` is how many times Ray ran the task before this run,
+    ``node`` the id of the Ray node it runs on (``Dataset.stats()`` counts tasks per node).
 
     Metadata comes first so that the driver's ``ray.get`` of it raises a failed task's error.
     Every run of a task must yield as many items as the first one (Ray fails a rerun that
@@ -64,13 +69,30 @@ def stream_blocks(transform, ctx, inputs, runs_before: int = 0):
     """
     from shardflow.sdk import task_stats
 
+    node = _node_id()
     task_stats.reset()
     for block in transform(list(inputs), ctx):
-        yield (block.num_rows, block.nbytes, runs_before)
+        yield (block.num_rows, block.nbytes, runs_before, node)
         yield for_ray(block)
     counters = task_stats.take()
     if counters:  # per-task counters last, marked by a string where rows would be
-        yield ("counters", counters, runs_before)
+        yield ("counters", counters, runs_before, node)
+
+
+_NODE_ID: str | None = None
+
+
+def _node_id() -> str | None:
+    """The id of the Ray node this worker process runs on (None outside Ray)."""
+    global _NODE_ID
+    if _NODE_ID is None:
+        try:
+            import ray
+
+            _NODE_ID = ray.get_runtime_context().get_node_id()
+        except Exception:
+            return None
+    return _NODE_ID
 
 
 def _run_transform(transform, ctx, retry_exceptions, memory_pool, cuts, *inputs):
@@ -142,21 +164,95 @@ class RayBackend(Backend):
         self._cpus = max(1, int(resources.get("CPU", 1)))
         self._gpus = float(resources.get("GPU", 0))
         self._ledger = CpuLedger(float(resources.get("CPU", 1)))
-        self._drivers = self.drivers = ThreadPoolExecutor(
-            max_workers=64, thread_name_prefix="shardflow-ray"
+        # One thread follows each running task's stream of blocks (docs/scaling.md: the
+        # first limit on large clusters). Daemon threads: a task run in the driver (user code),
+        # a wait on a task that is being cancelled, or its cancellation never holds the
+        # program's exit (engine/execution/backends/daemon_pool.py).
+        self._drivers = self.drivers = DaemonThreadPool(
+            max(64, TASKS_PER_CPU * self._cpus + 16), "shardflow-ray"
         )
         self._generators: dict[int, Any] = {}
         self._cancelling: set = set()
         self._cancel_lock = threading.Lock()
-        self._cancellers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="shardflow-cancel")
+        self._cancellers = DaemonThreadPool(4, "shardflow-cancel")
+        self._task_functions: dict[tuple, Any] = {}
+        self._transforms: dict[int, tuple[Any, Any]] = {}  # id -> (weak reference, ObjectRef)
+        self._actor_nodes: list[str] = []  # nodes with CPUs, for placing actors in turn
+        self._actors_placed = 0
+        self.refresh()
+        from shardflow.engine.execution.backends.ray_node_watch import watch_local_raylet
+
+        watch_local_raylet(ray)  # says why the process ends if this driver's node dies
 
     def num_slots(self, kind: str) -> int:
         return self._cpus
 
-    def retries_failed_tasks(self, kind: str, on_actor: bool) -> bool:
-        # Ray tasks: Ray retries them (see the module's docstring). Actors are not restarted
-        # (their pool retries elsewhere), and driver tasks run in this process.
-        return not on_actor and kind != DRIVER
+    def max_in_flight(self, kind: str) -> int:
+        # Tasks beyond the CPUs wait in Ray, which then hands a finished task's worker
+        # lease to the next one instead of returning it and asking again: the driver spends
+        # about a third less CPU per task, and tasks start sooner (docs/scaling.md). DRIVER
+        # tasks run in this process.
+        if kind == DRIVER:
+            return self._cpus
+        return TASKS_PER_CPU * self._cpus
+
+    def retries_failed_tasks(self, kind: str, actor: Any) -> bool:
+        # Ray tasks: Ray retries them (see the module's docstring); calls of a restartable
+        # actor too (ray_actors.py). Driver tasks run in this process.
+        if actor is not None:
+            return bool(getattr(actor, "restartable", False))
+        return kind != DRIVER
+
+    def block_nodes(self, refs: list[Any]) -> list[frozenset[str]]:
+        """The nodes holding each block (a slice: its block's), from what this process owns
+        (``ray.experimental.get_local_object_locations``: no remote call); empty when
+        unknown."""
+        object_refs = [_object_ref(ref) for ref in refs]
+        known = [ref for ref in object_refs if ref is not None]
+        found = self._ray.experimental.get_local_object_locations(known) if known else {}
+        return [
+            frozenset((found.get(ref) or {}).get("node_ids") or ()) if ref is not None else _NONE
+            for ref in object_refs
+        ]
+
+    def actor_nodes(self, actors: list[Any]) -> list[str | None]:
+        """The node each Ray actor runs on (None while it is not placed yet)."""
+        from ray._private import state
+
+        nodes = []
+        for actor in actors:
+            info = state.actors(actor_id=actor._actor_id.hex()) or {}
+            nodes.append((info.get("Address") or {}).get("NodeID") or None)
+        return nodes
+
+    def refresh(self) -> None:
+        """Size the task slots and the actors' CPU reservation to the live nodes."""
+        resources = self._ray.cluster_resources()
+        cpus = float(resources.get("CPU", 1))
+        self._cpus = max(1, int(cpus))
+        self._gpus = float(resources.get("GPU", 0))
+        self._ledger.resize(cpus)
+        self._actor_nodes = sorted(
+            node["NodeID"]
+            for node in self._ray.nodes()
+            if node.get("Alive") and node.get("Resources", {}).get("CPU", 0) > 0
+        )
+
+    def next_actor_placement(self) -> Any:
+        """Where the next actor of a pool goes: the nodes with CPUs in turn, so that a
+        pool's actors spread over the cluster (and an actor pool with locality finds an
+        actor next to every block); ``soft``, so a node without room (or gone, when Ray
+        restarts the actor) leaves the choice to Ray. Ray's own ``"SPREAD"`` may put two
+        actors on one node while another's resources are still being returned."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        with self._cancel_lock:
+            nodes = self._actor_nodes
+            if not nodes:
+                return "SPREAD"
+            node = nodes[self._actors_placed % len(nodes)]
+            self._actors_placed += 1
+        return NodeAffinitySchedulingStrategy(node_id=node, soft=True)
 
     def launch(self, spec: TaskSpec) -> None:
         if spec.actor is not None:
@@ -169,21 +265,53 @@ class RayBackend(Backend):
         options = {
             "max_retries": retries.max_retries,  # also bounds rebuilding lost blocks
             "retry_exceptions": [RetryableTaskError] if retries.retry_exceptions else False,
+            "scheduling_strategy": scheduling_strategy(spec.inputs),
             **spec.remote_args,
         }
-        generator = _remote_task.options(
-            num_returns="streaming",
-            name=spec.op_name,
-            _generator_backpressure_num_objects=2,
-            **options,
-        ).remote(
-            spec.transform,
+        generator = self._task_function(spec.op_name, options).remote(
+            self._shared(spec.transform),
             spec.ctx,
             retries.retry_exceptions,
             applied_memory_pool(),
             *task_args(spec.inputs),
         )
         self.drive_generator(spec, generator)
+
+    def _task_function(self, op_name: str, options: dict[str, Any]) -> Any:
+        """The remote task with these options, made once per distinct options (Ray's
+        ``options()`` copies and checks them on every call)."""
+        key = (op_name, repr(sorted(options.items(), key=lambda item: item[0])))
+        function = self._task_functions.get(key)
+        if function is None:
+            function = _remote_task.options(
+                num_returns="streaming",
+                name=op_name,
+                _generator_backpressure_num_objects=2,
+                **options,
+            )
+            if len(self._task_functions) > 1024:
+                self._task_functions.clear()
+            self._task_functions[key] = function
+        return function
+
+    def _shared(self, transform: Any) -> Any:
+        """``transform`` in the object store, put there once per transform object: each
+        task then carries a reference instead of a pickle of it, so the driver pickles a
+        stage's functions (a model a closure holds) once, and each node fetches them once."""
+        key = id(transform)
+        with self._cancel_lock:
+            entry = self._transforms.get(key)
+            if entry is not None and entry[0]() is transform:
+                return entry[1]
+        try:
+            alive = weakref.ref(transform)
+        except TypeError:
+            return transform
+        ref = self._ray.put(transform)
+        with self._cancel_lock:
+            self._transforms = {k: v for k, v in self._transforms.items() if v[0]() is not None}
+            self._transforms[key] = (alive, ref)
+        return ref
 
     def drive_generator(self, spec: TaskSpec, generator: Any) -> None:
         """Follow a streaming generator (a task or an actor call) on a driver thread."""
@@ -229,21 +357,29 @@ class RayBackend(Backend):
         ray = self._ray
         counters = None
         retries = 0  # Ray's reruns of the task, as far as the blocks read from them tell
+        node = None  # where its last run ran
         try:
             while True:
-                if not spec.gate.acquire():
+                # The block's metadata first, room in the budget second: a task still queued
+                # in Ray (the executor starts more tasks than there are CPUs) must not hold
+                # room that a running task needs, or the running one waits for the budget
+                # while the queued one waits for its CPU. Taking the metadata lets the task
+                # make one block more (Ray's back pressure holds it at two objects, a
+                # block and its metadata), as much as it made ahead before.
+                if spec.gate.cancelled():
                     self._cancel_generator(spec.task_id, generator)
                     break
                 try:
                     meta_ref = next(generator)
                 except StopIteration:
-                    spec.gate.unused()
                     break
-                rows, nbytes, runs_before = ray.get(meta_ref)
+                rows, nbytes, runs_before, node = ray.get(meta_ref)
                 retries = max(retries, runs_before)
                 if rows == "counters":
-                    spec.gate.unused()
                     counters = nbytes
+                    break
+                if not spec.gate.acquire():
+                    self._cancel_generator(spec.task_id, generator)
                     break
                 block_ref = next(generator)
                 spec.gate.produced(nbytes)
@@ -252,6 +388,8 @@ class RayBackend(Backend):
                 )
             if retries:
                 counters = {**(counters or {}), "task_retries": retries}
+            if node is not None:
+                counters = {**(counters or {}), "node": node}
             spec.events.put((DONE, spec.task_id, counters, None))
         except BaseException as exc:
             spec.gate.unused()
@@ -308,6 +446,30 @@ class RayBackend(Backend):
         return self.put(item) if isinstance(item, pa.Table) else item
 
 
+_NONE: frozenset[str] = frozenset()
+
+
+def scheduling_strategy(inputs: list[Any]) -> str:
+    """Where Ray places a task, unless its stage says (``scheduling_strategy`` in its Ray
+    remote arguments): next to its input blocks when it has some in the object store
+    (``"DEFAULT"``: Ray leases a worker on the node holding most of the input's bytes, or
+    another when that one is full), else spread over the nodes (``"SPREAD"``, as Ray Data
+    places its tasks), so that reads and other tasks made from nothing use every node."""
+    for item in inputs:
+        if _object_ref(item) is not None:
+            return "DEFAULT"
+    return "SPREAD"
+
+
+def _object_ref(ref: Any) -> Any:
+    """The ObjectRef behind a block reference (a slice's block's), or None."""
+    if isinstance(ref, SliceRef):
+        ref = ref.parent
+    if isinstance(ref, RayRef):
+        return ref.object_ref
+    return ref if type(ref).__name__ == "ObjectRef" else None
+
+
 def task_args(inputs: list[Any]) -> list[Any]:
     """The arguments of a Ray task or actor call over ``inputs``: where to cut slices, then
     one argument per input.
@@ -343,6 +505,8 @@ def unwrap_ray_error(exc: BaseException) -> BaseException:
     if isinstance(cause, BaseException):
         return cause
     name = type(exc).__name__
+    if name == "LocalRayletDiedError":
+        return DriverNodeLostError(str(exc))
     crashed = ("WorkerCrashed", "ActorDied", "RayActorError", "ActorUnavailable", "ObjectLost")
     if any(word in name for word in crashed):
         return WorkerCrashedError(str(exc))

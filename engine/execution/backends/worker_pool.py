@@ -29,7 +29,15 @@ from shardflow.engine.execution.backends.process_worker import receive, send
 from shardflow.engine.execution.backends.task_runner import BLOCK, DONE, ERROR
 from shardflow.engine.execution.backends.zygote import receive_message, send_message
 from shardflow.engine.execution.errors import TaskFailure, WorkerCrashedError
-from shardflow.engine.execution.shm import ShmRef, for_transfer, received, remove_orphans, unlink
+from shardflow.engine.execution.shm import (
+    SHM_DIR_ENV,
+    ShmRef,
+    for_transfer,
+    private_folder,
+    received,
+    remove_files_of,
+    unlink,
+)
 from shardflow.sdk.block import BlockMetadata
 
 
@@ -40,9 +48,12 @@ class Zygote:
     _lock = threading.Lock()
 
     def __init__(self) -> None:
-        remove_orphans()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = {**os.environ, **child_environment()}
+        try:  # blocks to and from workers go through this run's private folder
+            env[SHM_DIR_ENV] = private_folder()
+        except OSError:  # no folder: blocks are pickled through the pipes instead
+            env[SHM_DIR_ENV] = ""
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         self._process = subprocess.Popen(
             [
@@ -155,6 +166,7 @@ class WorkerProcess:
             except ProcessLookupError:
                 pass
         self._close()
+        remove_files_of(self.pid)  # a block it wrote that the driver will never read
 
     def _close(self) -> None:
         self._ended = True

@@ -70,10 +70,15 @@ class PlanContext:
     target_max_block_size: int
     #: How many reduce tasks run at once (the backend's task slots).
     parallelism: int = 1
+    #: Partitions are never planned smaller than this (DataContext.target_min_block_size).
+    target_min_block_size: int = 1
 
     def partition_bytes(self) -> int:
-        """The largest partition the reduce side should handle comfortably."""
-        return max(1, min(self.target_max_block_size, self.memory_budget_bytes // 8))
+        """The largest partition the reduce side should handle comfortably: an eighth of the
+        budget, within the block size targets. A budget smaller than a block still gives
+        blocks of the minimum size (admitted one at a time), never millions of tiny ones."""
+        share = min(self.target_max_block_size, self.memory_budget_bytes // 8)
+        return max(1, self.target_min_block_size, share)
 
     def num_partitions(self, requested: int | None, runs: list[Run], default: int) -> int:
         """``requested`` when given, else ``default`` raised so partitions fit in memory."""

@@ -11,9 +11,19 @@ and what the backend can hold) whenever inputs wait and no actor has room, and s
 idle for ``DataContext.actor_pool_idle_timeout_s`` down to ``min_size``.
 
 Failures: a constructor that raises fails the execution once, with its traceback, and the
-pool is torn down. An actor that dies gives up its slot at once; its tasks are retried on
-other actors while ``max_retries`` allows (a replacement starts when the pool falls below
+pool is torn down. On Ray, an actor whose process or node died is restarted by Ray (on a
+live node) up to ``max_retries`` times, and Ray runs its interrupted tasks again there
+(engine/execution/backends/ray_actors.py). Elsewhere (and for an actor that Ray does not
+restart), an actor that dies gives up its slot at once; its tasks are retried on other
+actors while ``max_retries`` allows (a replacement starts when the pool falls below
 ``min_size``), then the crash surfaces.
+
+Locality (Ray, ``ExecutionOptions.actor_locality_enabled``, on by default): a task goes to
+the actor with room on the node that holds most of its input bytes, else to the least busy
+actor. Inputs keep their order, so once every actor is busy an actor that frees up takes the
+next input wherever it is; when ``DataContext.preserve_order`` is off (and a task takes one
+input), an actor with room instead takes the oldest of the next few inputs held on its node.
+``stats()`` reports the share of input bytes the actors found on their own node.
 """
 
 from __future__ import annotations
@@ -37,6 +47,10 @@ _pool_ids = itertools.count()
 #: more overlap than a local pipe).
 DEFAULT_IN_FLIGHT = {"local": 2, "ray": 4}
 
+#: With locality and no order to keep: how many queued inputs per actor an actor with room
+#: looks through for one held on its node.
+LOOKAHEAD_PER_ACTOR = 4
+
 
 @dataclass(eq=False)
 class _Actor:
@@ -46,6 +60,7 @@ class _Actor:
     in_flight: int = 0
     idle_since: float = field(default_factory=time.monotonic)
     tasks: set[int] = field(default_factory=set)
+    node: str | None = None  # the node its last task ran on (Ray)
 
 
 class ActorMapOperator(MapOperator):
@@ -83,6 +98,8 @@ class ActorMapOperator(MapOperator):
         self._task_actor: dict[int, _Actor] = {}
         self._plan: ActorPoolPlan | None = None
         self._in_flight_max = 1
+        self._locality = False
+        self._reorder = False
 
     # -- the pool -----------------------------------------------------------------------
 
@@ -95,6 +112,16 @@ class ActorMapOperator(MapOperator):
         backend = runtime.backend
         self._in_flight_max = self.strategy.max_tasks_in_flight_per_actor or DEFAULT_IN_FLIGHT.get(
             backend.name, 2
+        )
+        options = runtime.context.execution_options
+        self._locality = bool(options.actor_locality_enabled)
+        # Inputs may go out of order (to an actor on their node) only when the output's
+        # order need not follow them and each task takes one input.
+        self._reorder = (
+            self._locality
+            and not runtime.preserve_order
+            and not self.min_rows_per_task
+            and backend.block_nodes([]) is not None
         )
         self._plan = backend.plan_actor_pool(
             self.name,
@@ -113,8 +140,16 @@ class ActorMapOperator(MapOperator):
 
     def _start_actor(self) -> bool:
         remote_args = self.options.remote_args() if self.runtime.backend.name == "ray" else {}
+        most = self.max_task_retries
+        if most is None:
+            most = self.runtime.context.max_task_retries
         started = self.runtime.start_actor(
-            self, self.transform, self._plan.num_cpus, self._plan.num_gpus, remote_args
+            self,
+            self.transform,
+            self._plan.num_cpus,
+            self._plan.num_gpus,
+            remote_args,
+            max_restarts=-1 if most < 0 else most,
         )
         if started is None:  # its resources (GPUs) are taken for now: try again later
             return False
@@ -139,14 +174,57 @@ class ActorMapOperator(MapOperator):
         for actor in list(self._actors.values()):
             self._drop(actor, kill or not actor.ready)
 
-    def _free_actor(self) -> _Actor | None:
-        """The ready actor with the fewest queued tasks, if one has room."""
-        best = None
-        for actor in self._actors.values():
-            if actor.ready and actor.in_flight < self._in_flight_max:
-                if best is None or actor.in_flight < best.in_flight:
-                    best = actor
+    def _free_actor(self, inputs: list[Any] | None = None) -> _Actor | None:
+        """The ready actor with room for a task over ``inputs``: on the node holding most of
+        their bytes (locality, when known), else the one with the fewest queued tasks."""
+        free = [a for a in self._actors.values() if a.ready and a.in_flight < self._in_flight_max]
+        if not free:
+            return None
+        best = min(free, key=lambda a: a.in_flight)
+        if inputs and self._locality:
+            local = self._input_bytes_by_node(inputs)
+            if local:
+                best = max(free, key=lambda a: (local.get(self._node(a), 0), -a.in_flight))
+                self._count_locality(inputs, local.get(self._node(best), 0))
         return best
+
+    def _local_pick(self) -> tuple[_Actor, list[Any]]:
+        """Order not preserved, one input per task: the least busy free actor, with the
+        oldest of the next few inputs held on its node (else the oldest input)."""
+        actor = self._free_actor()
+        node = self._node(actor)
+        window = [
+            self._queue[i]
+            for i in range(min(len(self._queue), LOOKAHEAD_PER_ACTOR * len(self._actors)))
+        ]
+        found = self.runtime.backend.block_nodes([b.ref for b in window]) or ()
+        position = next((i for i, where in enumerate(found) if node in where), 0)
+        bundle = self._queue[position]
+        del self._queue[position]
+        self._queued_rows -= bundle.num_rows
+        self._queued_charge -= bundle.charge
+        local = bool(found) and node in found[position]
+        self._count_locality([bundle], (bundle.meta.size_bytes or 0) if local else 0)
+        return actor, [bundle]
+
+    def _input_bytes_by_node(self, inputs: list[Any]) -> dict[str, int]:
+        """Bytes of ``inputs`` held on each node (empty where the backend cannot tell)."""
+        nodes = self.runtime.backend.block_nodes([b.ref for b in inputs])
+        held: dict[str, int] = {}
+        for bundle, where in zip(inputs, nodes or ()):
+            for node in where:
+                held[node] = held.get(node, 0) + (bundle.meta.size_bytes or 0)
+        return held
+
+    def _count_locality(self, inputs: list[Any], local_bytes: int) -> None:
+        total = sum(b.meta.size_bytes or 0 for b in inputs)
+        local_bytes = min(local_bytes, total)
+        self.stats.local_input_bytes += local_bytes
+        self.stats.remote_input_bytes += total - local_bytes
+
+    @staticmethod
+    def _node(actor: _Actor) -> str | None:
+        return actor.node or getattr(actor.handle, "node_id", None)
 
     def _no_more_work(self) -> bool:
         return self.inputs_complete and not self._queue and not self._pool.retry_queue
@@ -193,13 +271,17 @@ class ActorMapOperator(MapOperator):
         return max(1, ready * self._in_flight_max)
 
     def launch_next(self) -> None:
-        actor = self._free_actor()
         if self._pool.retry_queue:
-            task = self._pool.relaunch(self._pool.retry_queue.popleft(), actor=actor.handle)
+            retried = self._pool.retry_queue.popleft()
+            actor = self._free_actor(retried.inputs)
+            task = self._pool.relaunch(retried, actor=actor.handle)
+        elif self._reorder:
+            actor, inputs = self._local_pick()
+            task = self._pool.launch(self.transform, inputs, self.kind, actor=actor.handle)
         else:
-            task = self._pool.launch(
-                self.transform, self._take_inputs(), self.kind, actor=actor.handle
-            )
+            inputs = self._take_inputs()
+            actor = self._free_actor(inputs)
+            task = self._pool.launch(self.transform, inputs, self.kind, actor=actor.handle)
         actor.in_flight += 1
         actor.tasks.add(task.task_id)
         self._task_actor[task.task_id] = actor
@@ -210,6 +292,8 @@ class ActorMapOperator(MapOperator):
             self._on_started(actor, event, payload)
             return
         actor = self._task_actor.get(task_id)
+        if actor is not None and event == DONE and payload and "node" in payload:
+            actor.node = payload["node"]  # where it runs now (Ray may have moved it)
         if actor is not None and event in (DONE, ERROR):
             del self._task_actor[task_id]
             actor.tasks.discard(task_id)

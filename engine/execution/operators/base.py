@@ -183,6 +183,23 @@ class OperatorRuntime:
         self.errored_blocks = 0  # failed tasks skipped under DataContext.max_errored_blocks
         self._spill_dir: str | None = None
         self._spill_lock = threading.Lock()
+        #: Operators that held back new work for want of room in the budget, and the one the
+        #: executor lets start a task anyway (see ``has_room``).
+        self.refused_for_room: set[int] = set()
+        self.room_granted: PhysicalOperator | None = None
+
+    def has_room(self, op: PhysicalOperator, nbytes: int) -> bool:
+        """Whether ``op`` may start work that makes about ``nbytes`` of new data (a read).
+
+        The budget decides, except that the executor may grant one start to an operator it
+        refused, when nothing else can move (see engine/memory.py)."""
+        if self.budget.has_room(nbytes):
+            return True
+        if self.room_granted is op:
+            self.room_granted = None
+            return True
+        self.refused_for_room.add(id(op))
+        return False
 
     # -- tasks --------------------------------------------------------------------------
 
@@ -228,10 +245,11 @@ class OperatorRuntime:
         num_gpus: float,
         remote_args: dict[str, Any] | None = None,
         on_exit: Callable[[], None] | None = None,
+        max_restarts: int = 0,
     ) -> tuple | None:
         """Start an actor of ``op``: ``(startup id, handle)``, or None when the backend has
         no room for it now. The startup id's DONE or ERROR event reaches ``op`` when the
-        actor's ``transform.setup()`` has run."""
+        actor's ``transform.setup()`` has run. ``max_restarts``: see ActorSpec."""
         actor_id = next(_task_ids)
         spec = ActorSpec(
             actor_id,
@@ -242,6 +260,7 @@ class OperatorRuntime:
             num_gpus,
             dict(remote_args or {}),
             on_exit,
+            max_restarts,
         )
         self._running[actor_id] = _RunningTask(op, ACTOR_STARTUP)
         handle = self.backend.start_actor(spec)

@@ -49,6 +49,11 @@ class ExchangeOperator(PhysicalOperator):
         self.min_bytes_per_prepare = min_bytes_per_prepare
         self.min_bytes_per_memory_run = min(min_bytes_per_memory_run, min_bytes_per_prepare)
         self._queues: list[deque[tuple[int, RefBundle]]] = [deque() for _ in inputs]
+        # Running totals of the queues (bytes of each, and charges of all): the scheduling
+        # loop asks for them every round, which summing the queues made quadratic.
+        self._queued_bytes = [0] * len(inputs)
+        self._queued_charge = 0
+        self._passed: set[int] = set()  # ids of the runs passed through to the output
         self._received = [0] * len(inputs)
         self._runs: list[Run] = []
         self._task_inputs: dict = {}
@@ -85,7 +90,18 @@ class ExchangeOperator(PhysicalOperator):
         if self.spec.prepare(input_index) is None and not self._must_spill():
             self._add_run(Run(input_index, bundle), (input_index, seq, 0))
             return
-        self._queues[input_index].append((seq, bundle))
+        self._enqueue(input_index, seq, bundle)
+
+    def _enqueue(self, index: int, seq: int, bundle: RefBundle) -> None:
+        self._queues[index].append((seq, bundle))
+        self._queued_bytes[index] += bundle.meta.size_bytes or 0
+        self._queued_charge += bundle.charge
+
+    def _dequeue(self, index: int) -> tuple[int, RefBundle]:
+        seq, bundle = self._queues[index].popleft()
+        self._queued_bytes[index] -= bundle.meta.size_bytes or 0
+        self._queued_charge -= bundle.charge
+        return seq, bundle
 
     def _must_spill(self) -> bool:
         """New runs go to disk once half the budget is in use (runs, or anything else)."""
@@ -103,8 +119,7 @@ class ExchangeOperator(PhysicalOperator):
         for index, queue_ in enumerate(self._queues):
             if not queue_:
                 continue
-            queued = sum(b.meta.size_bytes or 0 for _, b in queue_)
-            if self._inputs_done[index] or pressed or queued >= gather:
+            if self._inputs_done[index] or pressed or self._queued_bytes[index] >= gather:
                 return index
         return None
 
@@ -117,16 +132,16 @@ class ExchangeOperator(PhysicalOperator):
     def ready_input_bytes(self) -> int:
         if self._ready_queue() is None:
             return 0
-        return sum(b.charge for q in self._queues for _, b in q) or 1
+        return self._queued_charge or 1
 
     def _launch_prepare(self, index: int) -> None:
         queue_ = self._queues[index]
-        first_seq, first = queue_.popleft()
+        first_seq, first = self._dequeue(index)
         taken = [first]
         size = first.meta.size_bytes or 0
         gather = self._gather_bytes()
         while queue_ and size < gather:
-            taken.append(queue_.popleft()[1])
+            taken.append(self._dequeue(index)[1])
             size += taken[-1].meta.size_bytes or 0
         spill = self._must_spill()
         transform = self.spec.prepare_for(index, spill) or _identity
@@ -169,8 +184,9 @@ class ExchangeOperator(PhysicalOperator):
             self.runtime.budget.limit,
             context.target_max_block_size,
             self.runtime.backend.num_slots(THREAD),
+            context.target_min_block_size,
         )
-        self._plans = self.spec.plan(runs, ctx)
+        self._plans = [_read_back_if_spilled(plan) for plan in self.spec.plan(runs, ctx)]
 
     # -- reduce phase -------------------------------------------------------------------
 
@@ -187,6 +203,8 @@ class ExchangeOperator(PhysicalOperator):
         self._emit_passthrough()
         if self._next_plan >= len(self._plans):
             return None
+        if self._plans[self._next_plan].passthrough is not None:
+            return None  # emitted once the tasks before it are done (order)
         expected = self._plans[self._next_plan].expected_bytes or self._reduce.est_block_bytes
         if self._reduce.running and not self.runtime.budget.has_room(expected):
             return None
@@ -212,7 +230,7 @@ class ExchangeOperator(PhysicalOperator):
             bundle = self._plans[self._next_plan].passthrough
             self._next_plan += 1
             self._held_in_memory -= bundle.charge
-            self._runs = [r for r in self._runs if r.bundle is not bundle]
+            self._passed.add(id(bundle))  # no longer one of the runs this operator holds
             self.stats.rows_out += bundle.num_rows
             self.stats.bytes_out += bundle.meta.size_bytes or 0
             self._ready.append(bundle)
@@ -261,14 +279,16 @@ class ExchangeOperator(PhysicalOperator):
 
     def _release_runs(self) -> None:
         for run in self._runs:
-            self.runtime.budget.release(run.bundle.charge)
+            if id(run.bundle) not in self._passed:
+                self.runtime.budget.release(run.bundle.charge)
         self._runs = []
+        self._passed = set()
         self._held_in_memory = 0
 
     def held_bytes(self) -> int:
         return (
             self._held_in_memory
-            + sum(b.charge for q in self._queues for _, b in q)
+            + self._queued_charge
             + sum(b.charge for b in self._ready)
             + self._prepare.held_bytes()
             + self._reduce.held_bytes()
@@ -280,6 +300,8 @@ class ExchangeOperator(PhysicalOperator):
             for _, bundle in queue_:
                 self.runtime.budget.release(bundle.charge)
             queue_.clear()
+        self._queued_bytes = [0] * len(self._queues)
+        self._queued_charge = 0
         for bundle in self._ready:
             self.runtime.budget.release(bundle.charge)
         self._ready.clear()
@@ -314,6 +336,16 @@ class _Bounded:
         from shardflow.engine.execution.stages.transforms import split_large_blocks
 
         return split_large_blocks(iter(self.transform(inputs, ctx)), self.max_bytes)
+
+
+def _read_back_if_spilled(plan: ReducePlan) -> ReducePlan:
+    """A run passed through as output must be in memory: a spilled one is read back by a
+    task. Its file lives in the execution's spill folder, which is removed when the execution
+    ends, maybe before the consumer reads the block (or keeps it: ``materialize``)."""
+    bundle = plan.passthrough
+    if bundle is None or getattr(bundle.ref, "in_memory", True):
+        return plan
+    return ReducePlan([bundle.ref], _identity, bundle.meta.size_bytes or 0)
 
 
 def _identity(inputs: list[Any], ctx: Any) -> Any:

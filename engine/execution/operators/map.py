@@ -51,6 +51,7 @@ class MapOperator(PooledOperator):
         self.retry_exceptions = remote.get("retry_exceptions", False)
         self._queue: deque[RefBundle] = deque()
         self._queued_rows = 0
+        self._queued_charge = 0  # a running total: asked for every scheduling round
         self.inputs_received = 0
 
     def _input_drained(self) -> bool:
@@ -62,6 +63,7 @@ class MapOperator(PooledOperator):
     def _clear_input(self) -> None:
         self._queue.clear()
         self._queued_rows = 0
+        self._queued_charge = 0
 
     # -- inputs -------------------------------------------------------------------------
 
@@ -71,6 +73,7 @@ class MapOperator(PooledOperator):
             return
         self._queue.append(bundle)
         self._queued_rows += bundle.num_rows
+        self._queued_charge += bundle.charge
         self.inputs_received += 1
 
     def next_task_kind(self) -> str | None:
@@ -91,7 +94,7 @@ class MapOperator(PooledOperator):
             return False
         # A read task makes new data: start one only while the budget has room for a block.
         lazy = self._queue[0].is_lazy
-        return not (lazy and not self.runtime.budget.has_room(self._pool.est_block_bytes))
+        return not (lazy and not self.runtime.has_room(self, self._pool.est_block_bytes))
 
     def _take_inputs(self) -> list[RefBundle]:
         """The input bundles of the next task (enough rows for ``min_rows_per_task``)."""
@@ -102,6 +105,7 @@ class MapOperator(PooledOperator):
             taken.append(self._queue.popleft())
             rows += taken[-1].num_rows
         self._queued_rows -= rows
+        self._queued_charge -= sum(b.charge for b in taken)
         return taken
 
     def launch_next(self) -> None:
@@ -122,7 +126,7 @@ class MapOperator(PooledOperator):
         need = self.min_rows_per_task
         if need and not self.inputs_complete and self._queued_rows < need:
             return 0
-        return sum(b.charge for b in self._queue) or (1 if self._queue else 0)
+        return self._queued_charge or (1 if self._queue else 0)
 
     @property
     def stages(self) -> list[Any]:

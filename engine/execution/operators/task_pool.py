@@ -62,6 +62,16 @@ class BudgetGate:
         self._index = index
         self._reserved = 0
 
+    @property
+    def op(self) -> PhysicalOperator:
+        """The operator whose task waits here (the executor grants the most downstream)."""
+        return self._pool.op
+
+    @property
+    def index(self) -> int:
+        """The task's position in its operator (the oldest is granted first)."""
+        return self._index
+
     def _is_head(self) -> bool:
         return self._pool.ordered and self._pool.head == self._index
 
@@ -79,7 +89,7 @@ class BudgetGate:
         est = self._pool.est_block_bytes
         headroom = est if self._pool.ordered and not self._is_head() else 0
         budget = self._pool.runtime.budget
-        ok = budget.reserve(est, self._exempt, self._cancelled, headroom)
+        ok = budget.reserve(est, self._exempt, self._cancelled, headroom, waiter=self)
         self._reserved = est if ok else 0
         return ok
 
@@ -214,9 +224,7 @@ class TaskPool:
             gate = BudgetGate(self, task.index)
         spill_dir = self.runtime.spill_dir() if task.spilled else None
         name = task.index if task.name_index is None else task.name_index
-        task.retried_by_backend = self.runtime.backend.retries_failed_tasks(
-            task.kind, task.actor is not None
-        )
+        task.retried_by_backend = self.runtime.backend.retries_failed_tasks(task.kind, task.actor)
         task.task_id = self.runtime.launch(
             self.op,
             task.transform,
@@ -256,6 +264,8 @@ class TaskPool:
             if payload:  # per-task counters (sdk.task_stats), e.g. files skipped as unreadable
                 stats.skipped_files += payload.get("skipped_files", 0)
                 stats.tasks_retried += payload.get("task_retries", 0)  # by the backend
+                if "node" in payload:  # the Ray node it ran on
+                    stats.tasks_per_node[payload["node"]] += 1
             self._finish(task)
         elif event == ERROR:
             if self.op.cancelled:

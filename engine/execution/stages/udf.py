@@ -217,6 +217,31 @@ class BatchMapStage(UDFStage):
             ) from exc
 
 
+#: Row functions see a block's rows at most this many rows and about this many Arrow bytes at
+#: a time. As Python objects, rows take many times their Arrow size (a dict per row, an
+#: object per value: ~30x for rows of two integers): a block of a million rows held that way
+#: took ~500 MB in each worker, far beyond the memory budget, which counts blocks only. Each
+#: slice's rows go back to Arrow before the next slice is converted, and the fused transform
+#: joins the small outputs into blocks of the target size.
+ROW_SLICE_ROWS = 4096
+ROW_SLICE_BYTES = 1 << 20
+
+
+def row_slices(blocks: Iterator[Block]) -> Iterator[Block]:
+    """The input blocks cut into zero-copy slices of at most ``ROW_SLICE_ROWS`` rows and
+    about ``ROW_SLICE_BYTES`` (one row at least), for stages that turn rows into Python
+    objects."""
+    for block in blocks:
+        rows = block.num_rows
+        per_row = max(1, block.nbytes // max(1, rows))
+        step = max(1, min(ROW_SLICE_ROWS, ROW_SLICE_BYTES // per_row))
+        if rows <= step:
+            yield block
+            continue
+        for offset in range(0, rows, step):
+            yield block.slice(offset, step)
+
+
 def _writable(array: Any) -> Any:
     if isinstance(array, np.ndarray) and not array.flags.writeable:
         return array.copy()
@@ -230,7 +255,7 @@ class RowMapStage(UDFStage):
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
         fn = self._callable()
-        for block in blocks:
+        for block in row_slices(blocks):
             rows = block_to_rows(block)
             if is_async_callable(fn):
                 out = [r[0] for r in self._map_async(fn, iter(rows), ASYNC_ROW_CONCURRENCY)]
@@ -253,7 +278,7 @@ class FlatMapStage(UDFStage):
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
         fn = self._callable()
-        for block in blocks:
+        for block in row_slices(blocks):
             out: list[Any] = []
             rows = block_to_rows(block)
             if is_async_callable(fn):
@@ -289,7 +314,7 @@ class RowFilterStage(UDFStage):
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
         fn = self._callable()
-        for block in blocks:
+        for block in row_slices(blocks):
             rows = block_to_rows(block)
             if is_async_callable(fn):
                 mask = [bool(r[0]) for r in self._map_async(fn, iter(rows), ASYNC_ROW_CONCURRENCY)]

@@ -289,3 +289,25 @@ def test_worker_process_crash_is_reported(fresh_context):
     assert "exit code" not in message or "exit code 1" in message
     # the pool replaces the dead worker
     assert [r["x"] for r in sf.range(3).map(lambda r: {"x": r["id"]}).take_all()] == [0, 1, 2]
+
+
+class ContextOnlyError(Exception):
+    """An exception whose constructor refuses a message, as Ray's ActorDiedError does."""
+
+    def __init__(self, context: dict):
+        assert isinstance(context, dict)
+        super().__init__(context)
+
+    def __reduce__(self):
+        return (ContextOnlyError, self.args)
+
+
+def test_an_error_whose_type_refuses_a_message_is_raised_with_it_as_the_cause():
+    from shardflow.engine.execution.errors import TaskFailure, UserCodeError
+
+    original = ContextOnlyError({"actor": "gone"})
+    raised = TaskFailure("MapBatches(f)", original).to_exception()
+    assert isinstance(raised, UserCodeError)
+    assert isinstance(raised.__cause__, ContextOnlyError)
+    assert raised.__cause__.args == ({"actor": "gone"},)
+    assert "ContextOnlyError" in str(raised) and "MapBatches(f)" in str(raised)

@@ -36,6 +36,9 @@ class FreeGate:
     def unused(self) -> None:
         pass
 
+    def cancelled(self) -> bool:
+        return False
+
 
 class FakeBackend(Backend):
     """Runs each task in its own thread; records launches and cancellations."""

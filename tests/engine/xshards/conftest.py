@@ -42,3 +42,24 @@ def s3_store(xshards_s3_endpoint):
         "config_kwargs": {"s3": {"addressing_style": "path"}},
     }
     return f"s3://{name}", options
+
+
+@pytest.fixture(params=["local", "ray", "spark"])
+def orca_backend(request, fresh_context):
+    """Run the test with XShards on shardflow's local backend, on Ray, and on Spark local[2]
+    (the session of the ``spark`` fixture, joined by ``init_orca_context``)."""
+    import shardflow as sf
+    from shardflow.orca import init_orca_context, stop_orca_context
+
+    if request.param == "spark":
+        request.getfixturevalue("spark")
+        init_orca_context(cluster_mode="local", cores=2, backend="spark")
+        yield "spark"
+        stop_orca_context()
+        return
+    if request.param == "ray":
+        request.getfixturevalue("ray_session")
+        sf.init(backend="ray")
+    else:
+        sf.init(backend="local")
+    yield request.param

@@ -178,14 +178,16 @@ def test_split_tuples(backend):
     assert features.num_partitions() == 3
 
 
-def test_split_needs_tuples_of_one_length(backend):
-    with pytest.raises(ValueError, match="partition 0 holds a ndarray"):
-        XShards.partition(np.arange(4), 2).split()
+def test_split_of_other_shards_is_the_xshards_itself_and_lengths_must_agree(backend):
+    # As Orca: shards that are not tuples or lists (or have one item) split into [self].
+    shards = XShards.partition(np.arange(4), 2)
+    assert shards.split() == [shards]
     uneven = XShards.partition(np.arange(4), 2).transform_shard(
         lambda x: tuple(x) if x[0] else (x,)
     )
-    with pytest.raises(ValueError, match="different lengths: 1 and 2"):
+    with pytest.raises(ValueError, match="different split length: 1 and 2") as info:
         uneven.split()
+    assert isinstance(info.value, RuntimeError)  # Orca raises RuntimeError
 
 
 def test_zip_pairs_shards(backend):
@@ -202,11 +204,11 @@ def test_zip_needs_same_partitions(backend):
         XShards.partition(np.arange(9), 3).zip(XShards.partition(np.arange(9), 2))
     one_each = XShards.partition(np.arange(4), 2)
     two_and_one = XShards.partition(np.arange(6), 3).transform_shard(lambda x: (1,)).repartition(2)
-    zipped = one_each.zip(two_and_one)  # lazy: the counts are known only when it runs
+    # Both are computed to check them when zip is called, as Orca's default (eager) mode does.
     with pytest.raises(
-        ValueError, match="same number of shards in each partition; partition 0 has 1 and 2"
+        ValueError, match="same number of elements in each partition; partition 0 has 1 and 2"
     ):
-        zipped.collect()
+        one_each.zip(two_and_one)
 
 
 # -- repartition, partition_by --------------------------------------------------------------
@@ -355,8 +357,8 @@ def test_dataset_blocks_become_partitions_without_copy():
     df = pd.DataFrame({"a": np.arange(1000, dtype=np.int64)})
     ds = sf.from_pandas(df).materialize()
     block = ds._plan.source.blocks[0]
-    shards = ds.to_xshards().cache()
-    (ref,) = shards._cached[0]
+    shards = ds.to_xshards().cache().compute()
+    (ref,) = shards._blocks[0]
     from shardflow.engine.execution.refs import resolve
 
     table = resolve(ref)
@@ -389,8 +391,9 @@ def test_partitions_are_stable_through_fused_maps(backend):
 
 def test_cache_keeps_partitions(backend):
     calls = XShards.partition(np.arange(8), 4).transform_shard(lambda x: x + 1).cache()
-    assert calls.is_cached() and calls.num_partitions() == 4
+    assert calls.is_cached() and calls._blocks is None  # kept once computed, as Spark's cache
     np.testing.assert_array_equal(np.concatenate(calls.collect()), np.arange(8) + 1)
+    assert calls.num_partitions() == 4 and calls._blocks is not None
     calls.uncache()
     assert not calls.is_cached()
     np.testing.assert_array_equal(np.concatenate(calls.collect()), np.arange(8) + 1)
@@ -400,8 +403,8 @@ def test_dict_shards_become_rows_without_copy():
     from shardflow.engine.execution.refs import resolve
 
     data = {"x": np.arange(20, dtype=np.float64), "y": np.arange(20) % 2}
-    shards = XShards.partition(data, 2).cache()
-    stored = resolve(shards._cached[0][0])
+    shards = XShards.partition(data, 2).cache().compute()
+    stored = resolve(shards._blocks[0][0])
     rows = resolve(shards.to_dataset().materialize()._plan.source.blocks[0])
     assert rows.schema.metadata is None
     for name in ("x", "y"):

@@ -33,7 +33,8 @@ def test_the_doc_has_the_seed_examples():
         assert call in text, call
 
 
-def test_examples_run(backend, tmp_path, monkeypatch):
+def test_examples_run(orca_backend, tmp_path, monkeypatch):
+    backend = orca_backend
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     ran = 0

@@ -49,3 +49,43 @@ def test_ray_xshards_transform_and_back(on_ray):
 def test_to_ray_needs_the_ray_backend(fresh_context):
     with pytest.raises(RuntimeError, match="shardflow.init\\(backend='ray'\\)"):
         XShards.partition(np.arange(4), 2).to_ray()
+
+
+class _Worker:
+    def get_node_ip(self):
+        import ray
+
+        return ray.util.get_node_ip_address()
+
+    def scale(self, partition, factor):
+        return [shard * factor for shard in partition]
+
+    def total(self, *partitions):
+        return int(sum(int(s.sum()) for p in partitions for s in p))
+
+
+def test_ray_xshards_with_actors(on_ray):
+    ray = on_ray
+    actors = [ray.remote(num_cpus=0)(_Worker).remote() for _ in range(3)]
+    ray_shards = XShards.partition(np.arange(14), 7).to_ray()
+    assignments, ips, assigned = ray_shards.assign_partitions_to_actors(actors)
+    assert sorted(len(a) for a in assignments) == [2, 2, 3]
+    assert sorted(p for a in assignments for p in a) == list(range(7))
+    assert len(assigned) == 3 and set(ips) == {ray.util.get_node_ip_address()}
+    scaled = ray_shards.transform_shards_with_actors(actors, lambda a, ref: a.scale.remote(ref, 10))
+    assert isinstance(scaled, RayXShards) and scaled.num_partitions() == 7
+    assert np.concatenate(scaled.collect()).tolist() == (np.arange(14) * 10).tolist()
+    sums = ray_shards.reduce_partitions_for_actors(actors, lambda a, refs: a.total.remote(*refs))
+    assert len(sums) == 3 and sum(sums) == int(np.arange(14).sum())
+    refs = ray_shards.get_partition_refs()
+    rebuilt = RayXShards.from_partition_refs({"127.0.0.1": [1, 0]}, {0: refs[1], 1: refs[0]})
+    assert [a.tolist() for a in rebuilt.collect()] == [[2, 3], [0, 1]]
+    few = XShards.partition(np.arange(4), 2).to_ray()
+    assignments, _, assigned = few.assign_partitions_to_actors(actors)
+    assert len(assigned) == 2 and sorted(p for a in assignments for p in a) == [0, 1]
+    with pytest.raises(RuntimeError, match="smaller than number of actors"):
+        few.reduce_partitions_for_actors(actors, lambda a, refs: a.total.remote(*refs))
+    with pytest.raises(RuntimeError, match="get_node_ip"):
+        ray_shards.assign_partitions_to_actors([object()])
+    with pytest.raises(ValueError, match="0 .. n-1"):
+        RayXShards.from_partition_refs({"x": [0, 2]}, {0: refs[0], 2: refs[2]})

@@ -193,7 +193,12 @@ def main() -> None:
             consume("actor", datasets["actor"], work)
             result["actor_error"] = None
         except Exception as exc:  # an actor's output cannot be rebuilt (see the test)
-            result["actor_error"] = f"{type(exc).__name__}: {exc}"[:2000]
+            chain: list[str] = []
+            cause: BaseException | None = exc
+            while cause is not None and len(chain) < 8:
+                chain.append(type(cause).__name__)
+                cause = cause.__cause__
+            result["actor_error"] = f"{' <- '.join(chain)}: {exc}"[:2000]
         with open(runs_log) as log:
             result["map_runs_after"] = log.read().split()
         pids |= tree_pids()

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import shardflow as sf
-from shardflow.engine.execution import spill
+from shardflow.engine.execution import private_dirs, spill
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "exchange_memory.py")
 BUDGET_MIB = 64
@@ -99,7 +99,7 @@ def test_folders_of_dead_processes_are_swept():
     ).stdout.strip()
     orphan = tempfile.mkdtemp(prefix=f"shardflow-spill-{dead}-")
     open(os.path.join(orphan, "x.arrow"), "w").close()
-    spill._swept = False
+    private_dirs._swept.clear()
     fresh = spill.make_spill_dir()
     try:
         assert not os.path.exists(orphan)
@@ -117,3 +117,14 @@ def test_ray_backend_exchanges_do_not_spill_themselves(backend):
     ids = np.concatenate([b["id"] for b in ds.iter_batches(batch_size=None)])
     assert np.array_equal(np.sort(ids), np.arange(200_000))
     assert "spilled" not in ds.stats()
+
+
+def test_spilled_runs_passed_through_outlive_the_execution(fresh_context):
+    """randomize_block_order passes its runs through as output: spilled ones are read back
+    before the execution's spill folder goes, so a materialized result stays readable."""
+    fresh_context.memory_budget_bytes = 1 << 20
+    ds = _wide(300_000).randomize_block_order(seed=3).materialize()
+    assert "spilled" in ds.stats().lower()
+    assert not _my_spill_dirs()
+    ids = np.concatenate([b["id"] for b in ds.iter_batches(batch_size=None)])
+    assert np.array_equal(np.sort(ids), np.arange(300_000))
