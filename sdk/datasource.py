@@ -219,6 +219,16 @@ class Datasource:
         """
         return False
 
+    def reads_in_driver(self) -> bool:
+        """Whether the read tasks must run in the driver process, whatever the backend: they
+        use a handle that cannot leave it (a SparkSession, a client of another system).
+
+        Called on the driver when the read is planned. Such tasks run in a thread of the
+        driver (on Ray too, whose object store then receives their blocks from the driver)
+        and nothing that follows them fuses into actors. Default False.
+        """
+        return False
+
     # -- pushdowns ------------------------------------------------------------------------
     #
     # The optimizer calls apply_projection / apply_predicate (and apply_limit) on the driver

@@ -35,6 +35,9 @@ EXTRAS: dict[str, str] = {
     "google_crc32c": "tfrecords",
     "google.protobuf": "tfrecords",
     "msgpack": "webdataset",
+    "dask": "dask",
+    "modin": "modin",
+    "tensorflow": "tensorflow",
     "pyspark": "spark",
 }
 """Top-level module of each optional dependency to the shardflow extra that installs it."""

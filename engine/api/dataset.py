@@ -20,6 +20,7 @@ from shardflow.engine.api.file_writes import FileWriteMixin
 from shardflow.engine.api.grouped_data import AggregateMixin
 from shardflow.engine.api.iceberg import IcebergWriteMixin
 from shardflow.engine.api.info import DatasetInfoMixin
+from shardflow.engine.api.interop.methods import InteropMixin
 from shardflow.engine.api.iteration import IterationMixin
 from shardflow.engine.api.lance import LanceWriteMixin
 from shardflow.engine.api.map import MapMixin
@@ -60,6 +61,7 @@ class Dataset(
     DeltaWriteMixin,
     WebDatasetWriteMixin,
     TFRecordsWriteMixin,
+    InteropMixin,
 ):
     """A distributed-style collection of rows, stored as Arrow blocks and computed lazily.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -10,6 +11,17 @@ from shardflow.engine.execution.backends.base import Backend
 
 _lock = threading.Lock()
 _backends: dict = {}
+
+
+def _forget_backends_in_child() -> None:
+    """A forked child (a PyTorch DataLoader worker, say) builds backends of its own: the
+    parent's thread pools and worker processes did not come along."""
+    global _lock, _backends
+    _lock = threading.Lock()
+    _backends = {}
+
+
+os.register_at_fork(after_in_child=_forget_backends_in_child)
 
 
 def init(backend: str = "local", address: str | None = None, **ray_init_kwargs: Any) -> None:

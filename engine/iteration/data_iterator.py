@@ -203,6 +203,94 @@ class DataIterator:
         options.update(batch_format=batch_format, collate_fn=collate, finalize_fn=finalize)
         return EpochIterable(lambda: self._epoch_batches(**options))
 
+    def iter_tf_batches(
+        self,
+        *,
+        prefetch_batches: int = 1,
+        batch_size: int | None = 256,
+        dtypes: Any = None,
+        drop_last: bool = False,
+        local_shuffle_buffer_size: int | None = None,
+        local_shuffle_seed: int | None = None,
+    ) -> Iterable[Any]:
+        """Return an iterable over batches of TensorFlow tensors; each ``iter()`` is one
+        epoch. See :meth:`Dataset.iter_tf_batches`."""
+        from shardflow.engine.api.interop.tensorflow import iter_tf_batches
+
+        return iter_tf_batches(
+            self,
+            dtypes=dtypes,
+            prefetch_batches=prefetch_batches,
+            batch_size=batch_size,
+            drop_last=drop_last,
+            local_shuffle_buffer_size=local_shuffle_buffer_size,
+            local_shuffle_seed=local_shuffle_seed,
+        )
+
+    def to_tf(
+        self,
+        feature_columns: str | list[str],
+        label_columns: str | list[str],
+        *,
+        additional_columns: str | list[str] | None = None,
+        prefetch_batches: int = 1,
+        batch_size: int = 1,
+        drop_last: bool = False,
+        local_shuffle_buffer_size: int | None = None,
+        local_shuffle_seed: int | None = None,
+        feature_type_spec: Any = None,
+        label_type_spec: Any = None,
+        additional_type_spec: Any = None,
+    ) -> Any:
+        """Return a ``tf.data.Dataset`` over this iterator's rows; see :meth:`Dataset.to_tf`."""
+        from shardflow.engine.api.interop.tensorflow import to_tf
+
+        return to_tf(
+            self,
+            feature_columns,
+            label_columns,
+            additional_columns=additional_columns,
+            prefetch_batches=prefetch_batches,
+            batch_size=batch_size,
+            drop_last=drop_last,
+            local_shuffle_buffer_size=local_shuffle_buffer_size,
+            local_shuffle_seed=local_shuffle_seed,
+            feature_type_spec=feature_type_spec,
+            label_type_spec=label_type_spec,
+            additional_type_spec=additional_type_spec,
+        )
+
+    def to_torch(self, **options: Any) -> Any:
+        """Return a ``torch.utils.data.IterableDataset`` of ``(features, label)`` batches;
+        see :meth:`Dataset.to_torch` for the arguments (all keyword-only)."""
+        from shardflow.engine.api.dataset import Dataset
+
+        source = getattr(self, "_dataset", None)
+        if isinstance(source, Dataset):
+            return source.to_torch(**options)
+        from shardflow.sdk.optional import require
+
+        require("torch", "torch", "DataIterator.to_torch")
+        from shardflow.engine.api.interop.torch_dataset import to_torch
+
+        defaults = {
+            "label_column": None,
+            "feature_columns": None,
+            "label_column_dtype": None,
+            "feature_column_dtypes": None,
+            "batch_size": 1,
+            "prefetch_batches": 1,
+            "drop_last": False,
+            "local_shuffle_buffer_size": None,
+            "local_shuffle_seed": None,
+            "unsqueeze_label_tensor": True,
+            "unsqueeze_feature_tensors": True,
+        }
+        unknown = sorted(set(options) - set(defaults))
+        if unknown:
+            raise TypeError(f"to_torch() got unexpected keyword arguments {unknown}.")
+        return to_torch(self, **{**defaults, **options})
+
     def _epoch_batches(self, **options: Any) -> Iterator[Any]:
         epoch = self._start_epoch()
         blocks = _resolved(epoch.items())

@@ -218,6 +218,7 @@ class _Fusion:
         self.options: MapOptions = DEFAULT_MAP_OPTIONS
         self.read_limit: int | None = getattr(source, "concurrency", None) if self.reads else None
         self.python_reads = self.reads and _reads_hold_the_gil(source.datasource)
+        self.driver_reads = self.reads and datasource_reads_in_driver(source.datasource)
 
     def accepts(self, options: MapOptions) -> bool:
         return not (self.stages or self.reads) or self.options.fuses_with(options)
@@ -236,6 +237,8 @@ class _Fusion:
         options = op.options
         if not (self.stages or self.reads) or options.num_gpus or self.read_limit is not None:
             return False
+        if self.driver_reads:
+            return False
         if not self.options.fuses_with(DEFAULT_MAP_OPTIONS):
             return False
         if any(getattr(stage, "is_class", False) for stage in self.stages):
@@ -248,6 +251,7 @@ class _Fusion:
         self.options = DEFAULT_MAP_OPTIONS
         self.read_limit = None
         self.python_reads = False
+        self.driver_reads = False
 
     def close(self, planner: Planner, upstream: PhysicalOperator) -> PhysicalOperator:
         if not self.stages and not self.reads:
@@ -259,7 +263,12 @@ class _Fusion:
             self.context.target_max_block_size,
         )
         name = "->".join(self.names) if self.names else "Map"
-        kind = _choose_kind(transform, name, planner.backend.name, self.context, self.python_reads)
+        if self.driver_reads:
+            kind = DRIVER
+        else:
+            kind = _choose_kind(
+                transform, name, planner.backend.name, self.context, self.python_reads
+            )
         limit = _task_limit(self.options, planner.backend.name, self.context)
         if self.read_limit is not None:
             limit = self.read_limit if limit is None else min(limit, self.read_limit)
@@ -375,6 +384,11 @@ def _write_operator(op: Write, upstream: PhysicalOperator, min_bytes: int) -> Ma
 
 def _reads_hold_the_gil(datasource: Any) -> bool:
     method = getattr(datasource, "reads_hold_the_gil", None)  # not on Ray Data's datasources
+    return bool(method()) if callable(method) else False
+
+
+def datasource_reads_in_driver(datasource: Any) -> bool:
+    method = getattr(datasource, "reads_in_driver", None)  # not on Ray Data's datasources
     return bool(method()) if callable(method) else False
 
 

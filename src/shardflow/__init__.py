@@ -49,6 +49,11 @@ if TYPE_CHECKING:
         read_text,
     )
     from shardflow.engine.api.iceberg import read_iceberg
+    from shardflow.engine.api.interop.dask import from_dask
+    from shardflow.engine.api.interop.modin import from_modin
+    from shardflow.engine.api.interop.ray_data import from_ray_data
+    from shardflow.engine.api.interop.spark import from_spark
+    from shardflow.engine.api.interop.tensorflow import from_tf
     from shardflow.engine.api.lance import read_lance
     from shardflow.engine.api.schema import Schema
     from shardflow.engine.api.sql import read_sql
@@ -117,10 +122,15 @@ __all__ = [
     "from_arrow",
     "from_blocks",
     "from_daft",
+    "from_dask",
     "from_huggingface",
     "from_items",
+    "from_modin",
     "from_numpy",
     "from_pandas",
+    "from_ray_data",
+    "from_spark",
+    "from_tf",
     "from_torch",
     "init",
     "lit",
@@ -190,6 +200,11 @@ _EXPORTS = {
     "range": "shardflow.engine.api.create",
     "range_tensor": "shardflow.engine.api.create",
     "read_datasource": "shardflow.engine.api.create",
+    "from_dask": "shardflow.engine.api.interop.dask",
+    "from_modin": "shardflow.engine.api.interop.modin",
+    "from_ray_data": "shardflow.engine.api.interop.ray_data",
+    "from_spark": "shardflow.engine.api.interop.spark",
+    "from_tf": "shardflow.engine.api.interop.tensorflow",
     "init": "shardflow.engine.execution.runtime",
     "Schema": "shardflow.engine.api.schema",
     "XShards": "shardflow.engine.xshards.shards",

@@ -589,3 +589,98 @@ def test_debug_limit_shuffles_the_first_blocks(rd, sfm):
 
     assert limited(rd) == []
     assert limited(sfm) == [0, 1, 2, 3]
+
+
+@differs(
+    "from_dask",
+    reason="the partitions are computed when the dataset runs, one read task each, so they "
+    "stream under the memory budget (Ray Data computes the whole frame when from_dask is "
+    "called); blocks are Arrow tables, so pandas string columns are large_string and "
+    "to_pandas gives ArrowDtype columns (Ray Data keeps the pandas partitions as blocks).",
+)
+def test_from_dask_is_lazy_and_arrow(rd, sfm):
+    pytest.importorskip("dask.dataframe")
+    import dask.dataframe as dd
+    import pandas as pd
+
+    calls = []
+
+    def mark(frame):
+        calls.append(len(frame))
+        return frame
+
+    ddf = dd.from_pandas(pd.DataFrame({"a": range(6), "s": list("abcdef")}), npartitions=2)
+    ddf = ddf.map_partitions(mark, meta=ddf._meta)
+    ours = sfm.from_dask(ddf)
+    assert calls == []  # nothing computed yet
+    assert [r["a"] for r in ours.take_all()] == list(range(6))
+    assert ours.schema().base_schema.field("s").type == pa.large_string()
+    theirs = rd.from_dask(ddf)
+    assert [r["a"] for r in theirs.take_all()] == list(range(6))
+    assert isinstance(next(iter(theirs.iter_batches(batch_format=None))), pd.DataFrame)
+
+
+@differs(
+    "from_tf",
+    reason="the elements are read when the dataset runs, by one streaming task in the driver "
+    "(Ray Data loads every element when from_tf is called).",
+)
+def test_from_tf_is_lazy(rd, sfm):
+    tf = pytest.importorskip("tensorflow")
+
+    seen = []
+
+    def note(x):
+        seen.append(1)
+        return x
+
+    data = tf.data.Dataset.range(5).map(lambda x: tf.py_function(note, [x], tf.int64))
+    ours = sfm.from_tf(data)
+    assert seen == []
+    assert [r["item"] for r in ours.take_all()] == list(range(5))
+    assert [r["item"] for r in rd.from_tf(data).take_all()] == list(range(5))
+
+
+@differs(
+    "Dataset.to_torch",
+    "DataIterator.to_torch",
+    reason="kept on Dataset and DataIterator (Ray Data 2.60 has only the deprecated "
+    "DataIterator.to_torch, to be removed after October 2026), and its IterableDataset may be "
+    "read by a torch DataLoader with several workers, each reading its share of the read "
+    "tasks, so every row comes once per epoch (Ray Data's repeats the whole dataset in every "
+    "worker); an empty feature column list raises when to_torch is called (Ray Data: when "
+    "iterated).",
+)
+def test_to_torch_shares_rows_among_dataloader_workers(rd, sfm):
+    torch = pytest.importorskip("torch")
+
+    ds = sfm.range(40, override_num_blocks=4).to_torch(batch_size=5)
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=None, num_workers=2, multiprocessing_context="spawn"
+    )
+    ids = sorted(int(v) for features, _ in loader for v in features.flatten())
+    assert ids == list(range(40))
+    assert not hasattr(rd.range(8), "to_torch")
+    theirs = rd.range(8, override_num_blocks=2).iterator().to_torch(batch_size=4)
+    assert sum(len(f) for f, _ in theirs) == 8
+    rd.range(2).iterator().to_torch(feature_columns={"x": []})  # no error until iterated
+    with pytest.raises(ValueError, match="may not be empty"):
+        sfm.range(2).iterator().to_torch(feature_columns={"x": []})
+
+
+@differs(
+    "from_spark",
+    "Dataset.to_spark",
+    "from_modin",
+    "Dataset.to_modin",
+    reason="work with any SparkSession and any Modin engine (Ray Data needs RayDP for Spark and "
+    "Modin on Ray); from_spark streams Spark's Arrow batches through the driver one partition "
+    "at a time, to_spark stages Parquet files that Spark's executors read "
+    "(tests/engine/api/interop/).",
+)
+def test_spark_and_modin_need_no_ray_plugins(rd, sfm):
+    pytest.importorskip("pyspark")
+    with pytest.raises(Exception):  # noqa: B017 (without RayDP Ray Data cannot start)
+        rd.from_spark(object())
+    with pytest.raises(TypeError, match="pyspark.sql.DataFrame"):
+        sfm.from_spark(object())
