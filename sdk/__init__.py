@@ -12,6 +12,7 @@ from shardflow.sdk.block import (
     rows_to_block,
     to_block,
 )
+from shardflow.sdk.block_accessor import BlockAccessor
 from shardflow.sdk.datasink import Datasink, TaskCancelled, TaskContext, WriteResult
 from shardflow.sdk.datasource import Datasource, ReadTask
 from shardflow.sdk.expressions import Expr, ExprVisitor, UnsupportedExpressionError, col, lit
@@ -42,6 +43,7 @@ __all__ = [
     "TaskCancelled",
     "WriteCommitError",
     "Block",
+    "BlockAccessor",
     "BlockBasedFileDatasink",
     "BlockMetadata",
     "FileBasedDatasource",

@@ -25,9 +25,10 @@ import pyarrow as pa
 if TYPE_CHECKING:
     import pandas
 
-from shardflow.sdk.object_column import is_object_type, objects_to_arrow, objects_to_numpy
+    from shardflow.sdk.pandas_batches import PandasConversion
+
+from shardflow.sdk.object_column import is_object_type, objects_to_numpy
 from shardflow.sdk.python_values import (
-    is_plain_arrow_type,
     is_torch_tensor,
     object_ndarray_to_arrow,
     tensor_to_numpy,
@@ -68,16 +69,20 @@ class BlockMetadata:
 def validate_batch_format(batch_format: str | None) -> str:
     """Return the canonical batch format name, raising ValueError for unknown ones.
 
-    ``"default"`` means ``"numpy"`` and None the blocks' own format, ``"pyarrow"``, as in
-    Ray Data (whose blocks may also be pandas DataFrames; shardflow's are always Arrow).
+    ``"default"`` means ``"numpy"``; None (or ``"native"``) the blocks' own format, as in
+    Ray Data: a pandas DataFrame for data that came from pandas frames (``from_pandas``,
+    which Ray Data keeps as pandas blocks), else the ``pyarrow.Table``.
     """
     if batch_format == "default":
         return "numpy"
-    if batch_format is None:
-        return "pyarrow"
+    if batch_format is None or batch_format == "native":
+        return "native"
     if batch_format not in BATCH_FORMATS:
+        # Ray Data's words first: code matches them with pytest.raises(match=...).
         raise ValueError(
-            f"batch_format must be one of {BATCH_FORMATS} (or 'default'), got {batch_format!r}."
+            f"The given batch format {batch_format} isn't allowed (must be one of "
+            f"{[*BATCH_FORMATS, None]}): batch_format takes {BATCH_FORMATS}, 'default' or "
+            f"None, got {batch_format!r}."
         )
     return batch_format
 
@@ -249,11 +254,24 @@ def numpy_batch_to_block(batch: Mapping[str, Any]) -> Block:
         if isinstance(values, (pa.Array, pa.ChunkedArray)):
             arrays[str(name)] = values
             continue
+        if _is_arrow_backed_series(values):  # a pandas column of Arrow's type: kept as is
+            arrays[str(name)] = pa.Array.from_pandas(values)
+            continue
         values = tensor_to_numpy(values)
         if not isinstance(values, np.ndarray):
             values = _list_to_ndarray(values)
         arrays[str(name)] = _ndarray_to_arrow(values)
     return pa.table(arrays)
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _is_arrow_backed_series(values: Any) -> bool:
+    dtype = getattr(values, "dtype", None)
+    return type(dtype).__name__ == "ArrowDtype" and type(values).__name__ == "Series"
 
 
 def _list_to_ndarray(values: Any) -> np.ndarray:
@@ -279,6 +297,7 @@ def to_block(data: Any) -> Block:
 
     Raises:
         TypeError: if ``data`` is none of the supported batch types.
+        ValueError: for a list (of rows), with Ray Data's words: wrap rows in a dict of arrays.
     """
     if isinstance(data, pa.Table):
         return data
@@ -289,66 +308,41 @@ def to_block(data: Any) -> Block:
     import pandas as pd
 
     if isinstance(data, pd.DataFrame):
-        return _pandas_to_block(data)
+        from shardflow.sdk.pandas_batches import pandas_to_block
+
+        return pandas_to_block(data)
+    if isinstance(data, list):  # Ray Data's ValueError (and words) for a list of rows
+        raise ValueError(
+            f"Error validating {_short_repr(data)}: Standalone Python objects are not allowed. "
+            "To use Python objects in a dataset, wrap them in a dict of numpy arrays, e.g., "
+            "return `{'item': batch}` instead of just `batch`."
+        )
     raise TypeError(
         "A batch must be a pyarrow.Table, a pandas.DataFrame or a dict of column name to "
         f"numpy array; got {type(data).__name__}."
     )
 
 
-def _pandas_to_block(df: pandas.DataFrame) -> Block:
-    columns = {}
-    for name in df.columns:
-        series = df[name]
-        if series.dtype == object and len(series) and isinstance(series.iloc[0], np.ndarray):
-            columns[str(name)] = _ndarray_to_arrow(series.to_numpy())
-        elif series.dtype == object:
-            try:
-                columns[str(name)] = pa.Array.from_pandas(series)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-                columns[str(name)] = objects_to_arrow(series.tolist())
-        else:
-            columns[str(name)] = pa.Array.from_pandas(series)
-    return pa.table(columns) if columns else pa.table({}).slice(0, 0)
+def block_to_batch(
+    block: Block, batch_format: str, pandas: PandasConversion | None = None
+) -> DataBatch:
+    """Convert a block to a batch in ``batch_format`` ("numpy", "pandas" or "pyarrow").
 
-
-def block_to_batch(block: Block, batch_format: str) -> DataBatch:
-    """Convert a block to a batch in ``batch_format`` ("numpy", "pandas" or "pyarrow")."""
+    ``pandas`` says how a pandas batch gets its dtypes (Ray Data's DataContext settings;
+    see shardflow.sdk.pandas_batches); the default is Ray Data's default.
+    """
     batch_format = validate_batch_format(batch_format)
+    if batch_format == "native":
+        from shardflow.sdk.pandas_batches import is_pandas_block
+
+        batch_format = "pandas" if is_pandas_block(block) else "pyarrow"
     if batch_format == "pyarrow":
         return block
     if batch_format == "numpy":
         return {name: _column_to_numpy(block.column(name)) for name in block.column_names}
-    return _block_to_pandas(block)
+    from shardflow.sdk.pandas_batches import DEFAULT, block_to_pandas
 
-
-def _block_to_pandas(block: Block) -> pandas.DataFrame:
-    import pandas as pd
-
-    plain = {}
-    tensor_columns = {}
-    for name in block.column_names:
-        column = block.column(name)
-        if _is_tensor_type(column.type) or is_object_type(column.type):
-            arrays = _column_to_numpy(column)
-            cells = np.empty(len(arrays), dtype=object)
-            cells[:] = list(arrays)
-            tensor_columns[name] = cells
-        else:
-            plain[name] = column
-    if plain:
-        df = pa.table(plain).to_pandas(types_mapper=_pandas_dtype_of)
-    else:
-        df = pd.DataFrame(index=range(block.num_rows))
-    for name, cells in tensor_columns.items():
-        df[name] = cells
-    return df[block.column_names] if block.column_names else df
-
-
-def _pandas_dtype_of(arrow_type: pa.DataType) -> Any:
-    import pandas as pd
-
-    return pd.ArrowDtype(arrow_type) if is_plain_arrow_type(arrow_type) else None
+    return block_to_pandas(block, pandas or DEFAULT)
 
 
 def block_to_rows(block: Block) -> list[dict[str, Any]]:
@@ -466,3 +460,12 @@ def _tensor_ndim(arrow_type: pa.DataType) -> int:
     if isinstance(arrow_type, pa.FixedShapeTensorType):
         return len(arrow_type.shape)
     return arrow_type.storage_type.field("shape").type.list_size
+
+
+def __getattr__(name: str) -> Any:
+    """``BlockAccessor`` (shardflow.sdk.block_accessor), under Ray Data's module name."""
+    if name == "BlockAccessor":
+        from shardflow.sdk.block_accessor import BlockAccessor
+
+        return BlockAccessor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,6 +13,7 @@ schema tells the types of the results without running user code.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,8 +32,10 @@ from shardflow.sdk.expressions import (
     IsInExpr,
     IsNullExpr,
     LiteralExpr,
+    MonotonicallyIncreasingIdExpr,
     NotExpr,
     UDFExpr,
+    UUIDExpr,
 )
 
 DOWNLOAD_THREADS = 16
@@ -72,8 +75,9 @@ class ArrowEvaluator(ExprVisitor[Any]):
         dry_run: Call no user function and read no file (see the module docstring).
     """
 
-    def __init__(self, table: pa.Table, dry_run: bool = False):
+    def __init__(self, table: pa.Table, dry_run: bool = False, position: RowPosition | None = None):
         self.table, self.dry_run = table, dry_run
+        self.position = position or RowPosition()
 
     def visit_column(self, expr: ColumnExpr) -> Any:
         if expr.name not in self.table.column_names:
@@ -118,6 +122,17 @@ class ArrowEvaluator(ExprVisitor[Any]):
         result = expr.fn(*args, **kwargs)
         return _as_arrow(result, getattr(expr.fn, "__name__", type(expr.fn).__name__))
 
+    def visit_monotonically_increasing_id(self, expr: MonotonicallyIncreasingIdExpr) -> Any:
+        rows = 0 if self.dry_run else self.table.num_rows
+        first = (self.position.task_idx << ROW_BITS) + self.position.first_row
+        return pa.array(np.arange(first, first + rows, dtype=np.int64))
+
+    def visit_uuid(self, expr: UUIDExpr) -> Any:
+        import uuid
+
+        rows = 0 if self.dry_run else self.table.num_rows
+        return pa.array([str(uuid.uuid4()) for _ in range(rows)], type=pa.string())
+
     def visit_download(self, expr: DownloadExpr) -> Any:
         if self.dry_run:
             return pa.array([], type=pa.binary())
@@ -140,9 +155,25 @@ def _as_arrow(result: Any, fn_name: str) -> Any:
     )
 
 
-def evaluate(expr: Expr, table: pa.Table, dry_run: bool = False) -> pa.ChunkedArray:
+#: monotonically_increasing_id(): the bits of a row's number within its task, below the
+#: task's index (Ray Data's layout).
+ROW_BITS = 33
+
+
+@dataclass(frozen=True)
+class RowPosition:
+    """Where a table's rows are: the index of the task evaluating it and the number, within
+    that task, of its first row (for ``monotonically_increasing_id``)."""
+
+    task_idx: int = 0
+    first_row: int = 0
+
+
+def evaluate(
+    expr: Expr, table: pa.Table, dry_run: bool = False, position: RowPosition | None = None
+) -> pa.ChunkedArray:
     """The values of ``expr`` for each row of ``table`` (a constant is repeated per row)."""
-    value = ArrowEvaluator(table, dry_run).visit(expr)
+    value = ArrowEvaluator(table, dry_run, position).visit(expr)
     if isinstance(value, pa.ChunkedArray):
         result = value
     elif isinstance(value, pa.Array):

@@ -22,6 +22,7 @@ Examples:
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Iterable, Iterator
 from typing import (
     Any,
@@ -45,7 +46,7 @@ _ALL_OPS = COMPARISONS + BOOLEAN_OPS + ARITHMETIC_OPS
 FLIPPED_COMPARISONS = {"==": "==", "!=": "!=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
 
 # Kinds whose evaluation calls Python code (a user function, a download) rather than Arrow.
-PYTHON_KINDS = frozenset({"udf", "download"})
+PYTHON_KINDS = frozenset({"udf", "download", "uuid", "monotonically_increasing_id"})
 
 
 class UnsupportedExpressionError(ValueError):
@@ -466,6 +467,60 @@ class DownloadExpr(Expr):
         return f"download({self.uri_column_name!r})"
 
 
+class UUIDExpr(Expr):
+    """A new random UUID (version 4) per row, as a string; build it with :func:`uuid`."""
+
+    kind = "uuid"
+
+    def __repr__(self) -> str:
+        return "UUID()"
+
+
+def uuid() -> UUIDExpr:
+    """An expression giving each row a new random identifier: a UUID4 string, as Ray Data's
+    ``uuid()``. Each evaluation draws new identifiers.
+
+    Returns:
+        A :class:`UUIDExpr`.
+
+    Examples:
+        >>> import shardflow as sf
+        >>> from shardflow.expressions import uuid
+        >>> rows = sf.range(2).with_column("key", uuid()).take_all()
+        >>> [len(r["key"]) for r in rows]
+        [36, 36]
+    """
+    return UUIDExpr()
+
+
+class MonotonicallyIncreasingIdExpr(Expr):
+    """Unique, increasing ids per task; build it with :func:`monotonically_increasing_id`."""
+
+    kind = "monotonically_increasing_id"
+
+    def __repr__(self) -> str:
+        return "monotonically_increasing_id()"
+
+
+def monotonically_increasing_id() -> MonotonicallyIncreasingIdExpr:
+    """An expression giving each row a unique int64 id, as Ray Data's
+    ``monotonically_increasing_id()``: the task's index in the upper 31 bits and the row's
+    number among the rows the task handled in the lower 33, so ids increase within a task
+    and are unique, but not consecutive across tasks.
+
+    Returns:
+        A :class:`MonotonicallyIncreasingIdExpr`.
+
+    Examples:
+        >>> import shardflow as sf
+        >>> from shardflow.expressions import monotonically_increasing_id
+        >>> ds = sf.range(4, override_num_blocks=2)
+        >>> ds.with_column("uid", monotonically_increasing_id()).take_all()
+        [{'id': 0, 'uid': 0}, {'id': 1, 'uid': 1}, {'id': 2, 'uid': 8589934592}, {'id': 3, 'uid': 8589934593}]
+    """
+    return MonotonicallyIncreasingIdExpr()
+
+
 def _callable_name(fn: Any) -> str:
     return getattr(fn, "__name__", None) or type(fn).__name__
 
@@ -538,6 +593,12 @@ class ExprVisitor(Generic[T]):
     def visit_download(self, expr: DownloadExpr) -> T:
         return self.visit_unsupported(expr)
 
+    def visit_uuid(self, expr: UUIDExpr) -> T:
+        return self.visit_unsupported(expr)
+
+    def visit_monotonically_increasing_id(self, expr: MonotonicallyIncreasingIdExpr) -> T:
+        return self.visit_unsupported(expr)
+
 
 def conjuncts(expr: Expr) -> list:
     """The terms of a chain of ``&``: ``a & (b & c)`` gives ``[a, b, c]``."""
@@ -598,6 +659,9 @@ class _LazyInstance:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._instance is None:
             self._instance = self.cls(*self.args, **self.kwargs)
+        call = self._instance.__call__
+        if inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call):
+            return _run_async_call(self._instance, args, kwargs)
         return self._instance(*args, **kwargs)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -613,6 +677,23 @@ class _LazyInstance:
         )
 
     __hash__ = object.__hash__
+
+
+def _run_async_call(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """An async ``__call__``'s result, awaited on an event loop of its own, as Ray Data runs
+    callable classes in expressions: a coroutine's value, or an async generator's last item
+    (None when it yields nothing). An ``async def`` function (not a class) is not awaited,
+    in Ray Data either: it fails as a UDF returning a coroutine."""
+    import asyncio
+
+    async def last_item() -> Any:
+        result = instance(*args, **kwargs)
+        if inspect.isasyncgen(result):
+            items = [item async for item in result]
+            return items[-1] if items else None
+        return await result
+
+    return asyncio.run(last_item())
 
 
 def _expr_args(
@@ -665,6 +746,66 @@ def udf(return_dtype: DataType) -> Callable[[Any], Any]:
         return build
 
     return decorate
+
+
+def pyarrow_udf(return_dtype: DataType) -> Callable[[Callable[..., Any]], Callable[..., UDFExpr]]:
+    """Make a function of PyArrow arrays usable in expressions, as Ray Data's ``pyarrow_udf``.
+
+    The function receives a ``pyarrow`` array for each column argument (a pandas Series or
+    NumPy array given as a literal argument is converted to one) and returns one value per
+    row. Like :func:`udf`, the result is opaque to the optimizer: filters on it are not
+    pushed into reads.
+
+    Args:
+        return_dtype: The :class:`DataType` of the values returned.
+
+    Returns:
+        A decorator turning the function into a builder of :class:`UDFExpr`.
+
+    Examples:
+        >>> import pyarrow.compute as pc
+        >>> import shardflow as sf
+        >>> from shardflow.datatype import DataType
+        >>> from shardflow.expressions import col, pyarrow_udf
+        >>> @pyarrow_udf(return_dtype=DataType.string())
+        ... def shout(x):
+        ...     return pc.utf8_upper(x)
+        >>> sf.from_items([{"s": "hi"}]).with_column("loud", shout(col("s"))).take_all()
+        [{'s': 'hi', 'loud': 'HI'}]
+    """
+    make_udf = udf(return_dtype)
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., UDFExpr]:
+        if isinstance(fn, type) or not callable(fn):
+            raise TypeError(f"pyarrow_udf decorates a function, got {fn!r}.")
+        return make_udf(_ArrowInputs(fn))
+
+    return decorate
+
+
+class _ArrowInputs:
+    """Calls ``fn`` with pandas Series and NumPy arrays among its arguments as Arrow arrays."""
+
+    def __init__(self, fn: Callable[..., Any]):
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+        self.__doc__ = getattr(fn, "__doc__", None)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(
+            *(_as_arrow_input(a) for a in args),
+            **{k: _as_arrow_input(v) for k, v in kwargs.items()},
+        )
+
+
+def _as_arrow_input(value: Any) -> Any:
+    import numpy as np
+
+    if type(value).__name__ == "Series" and hasattr(value, "to_numpy"):
+        return pa.Array.from_pandas(value)
+    if isinstance(value, np.ndarray):
+        return pa.array(value)
+    return value
 
 
 def _udf_class(cls: type, return_dtype: DataType) -> type:

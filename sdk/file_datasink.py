@@ -223,6 +223,7 @@ class FileDatasink(Datasink):
         self.mode = mode
         self._skip_write = False
         self._retry = RetryConfig.from_policy(retry)
+        self._retry_given = retry is not None
         self._write_id = ""
         self._staging = ""
         self._created_root: str | None = None
@@ -288,6 +289,12 @@ class FileDatasink(Datasink):
         return {"identity": self._identity.to_json(), "mode": self.mode.value, "dest": self.path}
 
     # -- driver: start ------------------------------------------------------------------
+
+    def use_context_retry(self, config: RetryConfig) -> None:
+        """Called by the engine before ``on_write_start``: the retry policy of the current
+        DataContext (its ``retry`` and ``retried_io_errors``), unless one was given."""
+        if not self._retry_given:
+            self._retry = config
 
     def on_write_start(self, schema: pa.Schema | None = None) -> None:
         fs, dest = self._fs, self._path
@@ -425,11 +432,14 @@ class FileDatasink(Datasink):
         counts = [0, 0]  # rows and bytes, for the journal of a resumable write
 
         def counted() -> Iterator[Block]:
+            from shardflow.sdk.pandas_batches import strip_frame_dtypes
+
             for block in blocks:
                 if block.num_rows:
                     counts[0] += block.num_rows
                     counts[1] += block.nbytes
-                yield block
+                # Files hold Arrow's types only, not the pandas dtypes from_pandas recorded.
+                yield strip_frame_dtypes(block)
 
         staged = self._write_task(counted(), namer)
         if self._journal is not None:
@@ -676,15 +686,23 @@ class BlockBasedFileDatasink(FileDatasink):
     """A file sink writing one file per write task (per group of blocks with ``min_rows_per_file``).
 
     Subclasses implement ``write_block_to_file(self, block, f)``, writing ``block`` into the
-    open binary file ``f``. It runs in a worker and may be retried on a fresh file. A
+    open binary file ``f``; ``block`` is a :class:`~shardflow.sdk.block_accessor.BlockAccessor`
+    as in Ray Data (``block.to_arrow()`` gives the ``pyarrow.Table``), so sinks written for
+    Ray Data run unchanged. It runs in a worker and may be retried on a fresh file. A
     subclass that can write a file block by block also implements ``open_block_writer``:
-    its write tasks then stream, holding one block at a time instead of a whole file's.
+    its write tasks then stream, holding one block (a ``pyarrow.Table``) at a time instead
+    of a whole file's.
     """
 
-    def write_block_to_file(self, block: Block, f: Any) -> None:
+    def write_block_to_file(self, block: Any, f: Any) -> None:
         raise NotImplementedError(
             f"{type(self).__name__} must implement write_block_to_file(block, f)."
         )
+
+    def _write_table_to_file(self, block: Block, f: Any) -> None:
+        from shardflow.sdk.block_accessor import BlockAccessor
+
+        self.write_block_to_file(BlockAccessor.for_block(block), f)
 
     def open_block_writer(self, f: Any, block: Block) -> BlockFileWriter | None:
         """A :class:`~shardflow.sdk.file_writing.BlockFileWriter` for a new file ``f`` whose
@@ -715,7 +733,7 @@ class BlockBasedFileDatasink(FileDatasink):
             try:
                 writer = self.open_block_writer(stream, block)
                 if writer is None:
-                    writer = WholeFileWriter(self.write_block_to_file, stream)
+                    writer = WholeFileWriter(self._write_table_to_file, stream)
             except BaseException:
                 stream.close()
                 raise
@@ -735,7 +753,7 @@ class BlockBasedFileDatasink(FileDatasink):
     ) -> list[str]:
         """Write ``block`` as one whole file (with retries)."""
         relative = namer.block_file(block, block_index, folder)
-        return [self._write_file(relative, lambda f: self.write_block_to_file(block, f))]
+        return [self._write_file(relative, lambda f: self._write_table_to_file(block, f))]
 
 
 class RowBasedFileDatasink(FileDatasink):

@@ -46,16 +46,37 @@ _DEFAULT_MIN_BLOCK_BYTES = 1024 * 1024
 class FileShuffleConfig:
     """Shuffle the order of input files, reproducibly when ``seed`` is given.
 
+    Args:
+        seed: The base seed, or None for a different order on every execution.
+        reseed_after_execution: With a seed: True (the default, as in Ray Data) gives each
+            execution of the dataset a different order derived from ``seed`` and the
+            execution's number; False the same order every time.
+
+    Raises:
+        ValueError: if ``seed`` is neither an int nor None.
+
     Examples:
         >>> from shardflow.sdk.file_datasource import FileShuffleConfig
-        >>> FileShuffleConfig(seed=42)
-        FileShuffleConfig(seed=42)
+        >>> FileShuffleConfig(seed=42, reseed_after_execution=False)
+        FileShuffleConfig(seed=42, reseed_after_execution=False)
     """
 
     seed: int | None = None
+    reseed_after_execution: bool = True
+
+    def __post_init__(self) -> None:
+        if self.seed is not None and not isinstance(self.seed, int):
+            raise ValueError("Seed must be an integer or None.")
+
+    def get_seed(self, execution_idx: int = 0) -> int | None:
+        """The seed of the file order of execution number ``execution_idx``."""
+        from shardflow.sdk.random_seeds import derived_seed
+
+        return derived_seed(self.seed, self.reseed_after_execution, execution_idx)
 
 
 _HIVE = object()  # marks the default partitioning argument
+_CLASS_EXTENSIONS = object()  # marks the default file_extensions argument: the class's own
 
 
 class FileBasedDatasource(Datasource):
@@ -105,8 +126,8 @@ class FileBasedDatasource(Datasource):
         partition_filter: A :class:`PathPartitionFilter`, or a function of the dict of
             partition values returning True for files to read.
         include_paths: Add a ``path`` column naming each row's file.
-        file_extensions: Read only files with these extensions; the format's default when
-            None.
+        file_extensions: Read only files with these extensions; None reads every file; left
+            out, the format's own list (``_FILE_EXTENSIONS``).
         ignore_missing_paths: Skip paths that do not exist instead of raising.
         shuffle: ``"files"`` or a :class:`FileShuffleConfig` to shuffle the order of files.
         on_bad_file: ``"raise"`` (default): an unreadable file raises an error naming it;
@@ -140,7 +161,7 @@ class FileBasedDatasource(Datasource):
         partitioning: Partitioning | None = _HIVE,  # type: ignore[assignment]
         partition_filter: PathPartitionFilter | Callable[[dict[str, Any]], bool] | None = None,
         include_paths: bool = False,
-        file_extensions: list[str] | None = None,
+        file_extensions: Any = _CLASS_EXTENSIONS,
         ignore_missing_paths: bool = False,
         shuffle: str | FileShuffleConfig | None = None,
         on_bad_file: str = "raise",
@@ -168,6 +189,8 @@ class FileBasedDatasource(Datasource):
             raise ValueError(
                 f"shuffle must be None, 'files' or a FileShuffleConfig, got {shuffle!r}."
             )
+        if file_extensions is _CLASS_EXTENSIONS:
+            file_extensions = self._FILE_EXTENSIONS
         if file_extensions is not None:
             if isinstance(file_extensions, str) or not all(
                 isinstance(e, str) for e in file_extensions
@@ -183,11 +206,11 @@ class FileBasedDatasource(Datasource):
         self._partition_filter = partition_filter
         as_filter_fn(partition_filter)  # validates the type
         self._include_paths = bool(include_paths)
-        self._file_extensions = (
-            list(file_extensions) if file_extensions is not None else self._FILE_EXTENSIONS
-        )
+        # None reads every file, as in Ray Data; left out, the format's own extensions.
+        self._file_extensions = list(file_extensions) if file_extensions is not None else None
         self._ignore_missing_paths = bool(ignore_missing_paths)
         self._shuffle = shuffle
+        self._shuffle_executions = 0
         self._on_bad_file = on_bad_file
         self._file_args = file_args
         self._units: list[FileUnit] | None = None
@@ -305,7 +328,11 @@ class FileBasedDatasource(Datasource):
         if not units:
             return []
         if self._shuffle is not None:
-            seed = self._shuffle.seed if isinstance(self._shuffle, FileShuffleConfig) else None
+            seed = None
+            if isinstance(self._shuffle, FileShuffleConfig):
+                # Read tasks are planned once per execution: count the executions.
+                seed = self._shuffle.get_seed(self._shuffle_executions)
+                self._shuffle_executions += 1
             random.Random(seed).shuffle(units)
         parallelism = max(1, int(parallelism))
         known = [u.size for u in units if u.size is not None]
@@ -435,6 +462,12 @@ class FileBasedDatasource(Datasource):
         """
         args = dict(self._open_stream_args)
         native = getattr(self, "_native", None)
+        if self._is_snappy(path, args):  # Arrow cannot stream Snappy: decoded here
+            from shardflow.sdk.snappy_frames import open_snappy_frames
+
+            args.pop("compression", None)
+            raw = native.open_input(path, None) if native is not None and not args else None
+            return open_snappy_frames(raw or self._fs.open(path, "rb", **args), path)
         if native is not None and (native.random_access or not self._RANDOM_ACCESS):
             ok, codec = stream_compression(path, args, self._INFER_COMPRESSION)
             if ok:
@@ -442,6 +475,14 @@ class FileBasedDatasource(Datasource):
         if self._INFER_COMPRESSION:
             args.setdefault("compression", "infer")
         return self._fs.open(path, "rb", **args)
+
+    def _is_snappy(self, path: str, args: dict[str, Any]) -> bool:
+        """Whether ``path`` is read as a Snappy-framed stream (``compression="snappy"``, or
+        a ``.snappy`` name where compression is inferred, as Ray Data does)."""
+        compression = args.get("compression", "infer" if self._INFER_COMPRESSION else None)
+        if compression == "snappy":
+            return True
+        return compression == "infer" and path.lower().endswith(".snappy")
 
     def _read_file(self, f: Any, unit: FileUnit) -> Iterator[Block]:
         """Read one unit (a file or a split); by default ``_read_stream(f, unit.path)``."""

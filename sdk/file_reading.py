@@ -23,7 +23,7 @@ import pyarrow as pa
 from shardflow.sdk import task_stats
 from shardflow.sdk.block import Block, concat_blocks, to_block
 from shardflow.sdk.input_identity import DoneInputs, InputItem, InputPiece, as_ranges
-from shardflow.sdk.retry import RetryConfig, is_transient_error
+from shardflow.sdk.retry import RetryConfig
 
 logger = logging.getLogger(__name__)
 
@@ -229,7 +229,7 @@ class FileReadTask:
             except Exception as exc:
                 if isinstance(exc, _PROGRAM_ERRORS) and not isinstance(exc, pa.ArrowException):
                     raise  # a bug, not a bad file (Arrow's type errors are about the data)
-                if is_transient_error(exc) and attempt < self.retry.max_attempts:
+                if self.retry.is_retryable(exc) and attempt < self.retry.max_attempts:
                     wait = self.retry.backoff_s(attempt)
                     logger.info(
                         "Transient error reading %s (attempt %d of %d), retrying in %.2fs: %s: %s",
@@ -243,7 +243,7 @@ class FileReadTask:
                     time.sleep(wait)
                     attempt += 1
                     continue
-                if skip_bad and not is_transient_error(exc):
+                if skip_bad and not self.retry.is_retryable(exc):
                     logger.warning(
                         "Skipping unreadable file %s: %s: %s", where, type(exc).__name__, exc
                     )

@@ -45,6 +45,9 @@ class PythonObjectType(pa.ExtensionType):
     def __reduce__(self) -> tuple[Any, ...]:
         return PythonObjectType, ()
 
+    def __hash__(self) -> int:  # types are kept in sets (schema unification)
+        return hash(EXTENSION_NAME)
+
     def to_pandas_dtype(self) -> np.dtype:
         return np.dtype(object)
 

@@ -84,11 +84,15 @@ class RetryConfig:
         max_attempts: Attempts per operation, including the first.
         initial_backoff_s: Wait before the first retry; doubles each time, with jitter.
         max_backoff_s: Upper bound of one wait.
+        retried_errors: Fragments of error messages that mark an error as transient beyond
+            those recognised anyway (``DataContext.retried_io_errors``, Ray Data's setting:
+            an error is retried when its message contains one of them).
     """
 
     max_attempts: int = 5
     initial_backoff_s: float = 0.2
     max_backoff_s: float = 10.0
+    retried_errors: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
@@ -97,6 +101,19 @@ class RetryConfig:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}.")
         if self.initial_backoff_s < 0 or self.max_backoff_s < 0:
             raise ValueError("Backoff times must be >= 0.")
+        errors = self.retried_errors
+        if isinstance(errors, str) or not all(isinstance(e, str) for e in errors):
+            raise TypeError(f"retried_errors must be a sequence of strings, got {errors!r}.")
+        object.__setattr__(self, "retried_errors", tuple(errors))
+
+    def is_retryable(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is transient, or its message (or a cause's) holds one of
+        ``retried_errors``."""
+        if is_transient_error(exc):
+            return True
+        if not self.retried_errors:
+            return False
+        return any(m in str(err) for err in _chain(exc) for m in self.retried_errors)
 
     @classmethod
     def from_policy(cls, policy: Any) -> RetryConfig:
@@ -114,8 +131,18 @@ class RetryConfig:
 
     @classmethod
     def from_data_context(cls, data_context: Any) -> RetryConfig:
-        """The retry policy of an engine DataContext (or the defaults when None)."""
-        return cls.from_policy(getattr(data_context, "retry", None))
+        """The retry policy of an engine DataContext (or the defaults when None), with its
+        ``retried_io_errors``."""
+        policy = cls.from_policy(getattr(data_context, "retry", None))
+        errors = tuple(getattr(data_context, "retried_io_errors", None) or ())
+        if not errors:
+            return policy
+        return cls(
+            max_attempts=policy.max_attempts,
+            initial_backoff_s=policy.initial_backoff_s,
+            max_backoff_s=policy.max_backoff_s,
+            retried_errors=errors,
+        )
 
     def backoff_s(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
@@ -177,7 +204,7 @@ def call_with_retry(
     *,
     description: str,
     config: RetryConfig | None = None,
-    is_retryable: Callable[[BaseException], bool] = is_transient_error,
+    is_retryable: Callable[[BaseException], bool] | None = None,
 ) -> T:
     """Call ``fn`` until it succeeds, retrying transient errors with exponential backoff.
 
@@ -185,7 +212,8 @@ def call_with_retry(
         fn: The operation; it must be safe to repeat.
         description: What is attempted, for logs (e.g. ``"list s3://bucket/prefix"``).
         config: The retry policy; defaults to :class:`RetryConfig`.
-        is_retryable: Decides which errors get another attempt.
+        is_retryable: Decides which errors get another attempt; by default
+            ``config.is_retryable`` (transient errors, and ``config.retried_errors``).
 
     Returns:
         What ``fn`` returned.
@@ -196,6 +224,7 @@ def call_with_retry(
         42
     """
     config = config or RetryConfig()
+    is_retryable = is_retryable or config.is_retryable
     attempt = 1
     while True:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from shardflow.sdk.block import Block
+from shardflow.sdk.block_accessor import as_table
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
 from shardflow.sdk.file_writing import BlockFileWriter
 
@@ -28,7 +29,8 @@ class CSVDatasink(BlockBasedFileDatasink):
     def get_name(self) -> str:
         return "CSV"
 
-    def write_block_to_file(self, block: Block, f: Any) -> None:
+    def write_block_to_file(self, block: Any, f: Any) -> None:
+        block = as_table(block)  # a BlockAccessor from the file layer, or a table
         import pyarrow.csv as pacsv
 
         pacsv.write_csv(block, f, write_options=self.write_options)

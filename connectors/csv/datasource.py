@@ -36,7 +36,7 @@ _CSV_ARGS = ("read_options", "parse_options", "convert_options")
 class CSVDatasource(FileBasedDatasource):
     """Reads CSV files. See :func:`shardflow.read_csv` for the arguments."""
 
-    _FILE_EXTENSIONS = ["csv", "csv.gz", "csv.bz2", "csv.zst", "csv.lz4", "csv.br"]
+    _FILE_EXTENSIONS = None  # every file, as Ray Data's read_csv
     _ENCODING_RATIO = 1.5
     _INFER_COMPRESSION = True
     _PROBE_BYTES = 1024 * 1024

@@ -21,7 +21,8 @@ from shardflow.sdk.file_datasource import FileBasedDatasource
 from shardflow.sdk.optional import require
 
 IMAGE_COLUMN = "image"
-IMAGE_EXTENSIONS = ["png", "jpg", "jpeg", "tif", "tiff", "bmp", "gif", "webp"]
+# Ray Data's default list; WebP files are read when named or given in file_extensions.
+IMAGE_EXTENSIONS = ["png", "jpg", "jpeg", "tif", "tiff", "bmp", "gif"]
 # Pillow modes whose pixels are one uint8 per band: their arrays' type is known in advance.
 _UINT8_MODES = (
     "L",

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shardflow.sdk.block import Block
+from shardflow.sdk.block_accessor import as_table
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
 from shardflow.sdk.file_writing import AppendingWriter, BlockFileWriter
 
@@ -34,7 +35,8 @@ class JSONDatasink(BlockBasedFileDatasink):
     def open_block_writer(self, f: Any, block: Block) -> BlockFileWriter:
         return AppendingWriter(self.write_block_to_file, f)  # JSON Lines append
 
-    def write_block_to_file(self, block: Block, f: Any) -> None:
+    def write_block_to_file(self, block: Any, f: Any) -> None:
+        block = as_table(block)  # a BlockAccessor from the file layer, or a table
         from shardflow.sdk.block import block_to_batch
 
         args = dict(self.pandas_json_args)

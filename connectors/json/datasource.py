@@ -56,19 +56,18 @@ class JSONLineDecodeError(json.JSONDecodeError):
 class JSONDatasource(FileBasedDatasource):
     """Reads JSON and JSON Lines files. See :func:`shardflow.read_json` for the arguments."""
 
+    # Ray Data's list (bz2-compressed files are read when named, or with file_extensions).
     _FILE_EXTENSIONS = [
         "json",
         "jsonl",
         "json.gz",
         "jsonl.gz",
-        "json.bz2",
-        "jsonl.bz2",
+        "json.br",
+        "jsonl.br",
         "json.zst",
         "jsonl.zst",
         "json.lz4",
         "jsonl.lz4",
-        "json.br",
-        "jsonl.br",
     ]
     _ENCODING_RATIO = 1.0
     _INFER_COMPRESSION = True

@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardflow.sdk.block import Block, block_to_batch
+from shardflow.sdk.block import block_to_batch
+from shardflow.sdk.block_accessor import as_table
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
 
 
@@ -34,7 +35,8 @@ class NumpyDatasink(BlockBasedFileDatasink):
             )
         super().on_write_start(schema)
 
-    def write_block_to_file(self, block: Block, f: Any) -> None:
+    def write_block_to_file(self, block: Any, f: Any) -> None:
+        block = as_table(block)  # a BlockAccessor from the file layer, or a table
         if self.column not in block.column_names:
             raise ValueError(
                 f"Column {self.column!r} is not in the data; it has {block.column_names}."

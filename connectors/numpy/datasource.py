@@ -74,7 +74,7 @@ def _check_dtype(dtype: np.dtype) -> None:
 class NumpyDatasource(FileBasedDatasource):
     """Reads ``.npy`` and ``.npz`` files. See :func:`shardflow.read_numpy` for the arguments."""
 
-    _FILE_EXTENSIONS = ["npy", "npz"]
+    _FILE_EXTENSIONS = ["npy"]  # as Ray Data; .npz files are read when named or listed
 
     def __init__(self, paths: Any, **kwargs: Any):
         super().__init__(paths, **kwargs)

@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from shardflow.connectors.parquet.block_writer import ParquetBlockWriter
 from shardflow.sdk.block import Block
+from shardflow.sdk.block_accessor import as_table
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
 from shardflow.sdk.file_datasource import conform_to_schema
 from shardflow.sdk.filename_provider import TaskFileNamer
@@ -137,7 +138,8 @@ class ParquetDatasink(BlockBasedFileDatasink):
         args.pop("schema", None)
         return ParquetBlockWriter(f, block, args)
 
-    def write_block_to_file(self, block: Block, f: Any) -> None:
+    def write_block_to_file(self, block: Any, f: Any) -> None:
+        block = as_table(block)  # a BlockAccessor from the file layer, or a table
         writer = self.open_block_writer(f, block)
         writer.write(block)
         writer.close()

@@ -65,9 +65,16 @@ class ParquetDatasource(FileBasedDatasource):
         batch_size: int | None = None,
         include_row_hash: bool = False,
         dataset_kwargs: dict[str, Any] | None = None,
+        tensor_column_schema: dict[str, Any] | None = None,
         **kwargs: Any,
     ):
         super().__init__(paths, **kwargs)
+        if tensor_column_schema is not None and not isinstance(tensor_column_schema, dict):
+            raise TypeError(
+                "tensor_column_schema must be a dict of column name to (dtype, shape), got "
+                f"{type(tensor_column_schema).__name__}."
+            )
+        self._tensor_column_schema = tensor_column_schema
         if self._file_args:
             raise TypeError(f"Unknown arguments for read_parquet: {sorted(self._file_args)}.")
         self._include_row_hash = bool(include_row_hash)
@@ -188,6 +195,16 @@ class ParquetDatasource(FileBasedDatasource):
         return combined
 
     def _read_file(self, f: Any, unit: FileUnit) -> Iterator[Block]:
+        blocks = self._read_columns(f, unit)
+        if not self._tensor_column_schema:
+            yield from blocks
+            return
+        from shardflow.sdk.tensor_types import decode_tensor_columns
+
+        for block in blocks:
+            yield decode_tensor_columns(block, self._tensor_column_schema)
+
+    def _read_columns(self, f: Any, unit: FileUnit) -> Iterator[Block]:
         import pyarrow.compute as pc
 
         partition_expression = None

@@ -115,7 +115,11 @@ class RangeDatasource(Datasource):
         if self.tensor_shape is None:
             value_type = pa.int64()
         else:
-            value_type = pa.fixed_shape_tensor(pa.int64(), list(self.tensor_shape))
+            shape = list(self.tensor_shape)
+            # With the permutation spelled out, as NumPy arrays' tensor columns have it.
+            value_type = pa.fixed_shape_tensor(
+                pa.int64(), shape, permutation=list(range(len(shape)))
+            )
         schema = pa.schema([(self.column, value_type)])
         tasks = []
         for lo, hi in zip(bounds[:-1], bounds[1:]):

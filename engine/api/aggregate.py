@@ -79,8 +79,8 @@ class AggregateFn:
     ):
         if (accumulate_row is None) == (accumulate_block is None):
             raise ValueError("Exactly one of accumulate_row or accumulate_block must be provided.")
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"Non-empty string has to be provided as name (got {name!r}).")
+        if not isinstance(name, str):
+            raise TypeError("`name` must be provided.")
         if accumulate_block is None:
             row_fn = accumulate_row
 
@@ -117,6 +117,11 @@ class AggregateFn:
         """Whether the aggregation needs a numeric column."""
         return False
 
+    def output_field(self, input_schema: pa.Schema) -> pa.Field | None:
+        """The output column's field for input of ``input_schema``, when known without
+        running (None here: the type comes from the values)."""
+        return None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
 
@@ -138,8 +143,10 @@ class AggregateFnV2(AggregateFn, abc.ABC):
     def __init__(
         self, name: str, zero_factory: Callable[[], Any], *, on: str | None, ignore_nulls: bool
     ):
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"Non-empty string has to be provided as name (got {name!r}).")
+        if not name:
+            raise ValueError(f"Non-empty string has to be provided as name (got {name})")
+        if not isinstance(name, str):
+            raise TypeError("`name` must be provided.")
         if on is not None and not isinstance(on, str):
             raise ValueError(f"`on` must be a column name or None, got {on!r}.")
         self._target_col_name = on
@@ -206,6 +213,32 @@ class AggregateFnV2(AggregateFn, abc.ABC):
         return accumulator if is_null(accumulator) else value
 
 
+class VectorizedAggregateFnV2(AggregateFnV2):
+    """Base class of aggregations whose partial accumulators combine as a whole column.
+
+    Subclasses implement ``aggregate_block(block)`` and ``_combine_column(column)``, which
+    merges a column of partial accumulators (a pyarrow array) into one. shardflow folds
+    accumulators two at a time, each fold being ``_combine_column`` of a two-row column, so
+    the result is the same as combining the whole column at once.
+    """
+
+    def combine(self, current_accumulator: Any, new: Any) -> Any:
+        return self._combine_column(_column_of_two(current_accumulator, new))
+
+    @abc.abstractmethod
+    def _combine_column(self, accumulator_col: pa.Array) -> Any:
+        """One accumulator from a column of partial accumulators."""
+
+
+def _column_of_two(a: Any, b: Any) -> pa.Array:
+    try:
+        return pa.array([a, b])
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        from shardflow.sdk.block import to_block
+
+        return to_block({"v": [a, b]}).column(0).combine_chunks()
+
+
 def _column(block: Block, name: str) -> pa.ChunkedArray:
     return block.column(name)
 
@@ -214,7 +247,7 @@ def _scalar(value: pa.Scalar) -> Any:
     return value.as_py()
 
 
-class Count(AggregateFnV2):
+class Count(VectorizedAggregateFnV2):
     """Number of rows, or of values of column ``on`` (nulls counted unless ``ignore_nulls``).
 
     Examples:
@@ -240,8 +273,11 @@ class Count(AggregateFnV2):
     def combine(self, current_accumulator: int, new: int) -> int:
         return current_accumulator + new
 
+    def _combine_column(self, accumulator_col: pa.Array) -> Any:
+        return _scalar(pc.sum(accumulator_col, skip_nulls=self._ignore_nulls))
 
-class Sum(AggregateFnV2):
+
+class Sum(VectorizedAggregateFnV2):
     """Sum of column ``on``."""
 
     def __init__(
@@ -262,8 +298,11 @@ class Sum(AggregateFnV2):
     def combine(self, current_accumulator: Any, new: Any) -> Any:
         return current_accumulator + new
 
+    def _combine_column(self, accumulator_col: pa.Array) -> Any:
+        return _scalar(pc.sum(accumulator_col, skip_nulls=self._ignore_nulls))
 
-class Min(AggregateFnV2):
+
+class Min(VectorizedAggregateFnV2):
     """Minimum of column ``on``."""
 
     def __init__(
@@ -281,8 +320,11 @@ class Min(AggregateFnV2):
     def combine(self, current_accumulator: Any, new: Any) -> Any:
         return min(current_accumulator, new)
 
+    def _combine_column(self, accumulator_col: pa.Array) -> Any:
+        return _scalar(pc.min(accumulator_col, skip_nulls=self._ignore_nulls))
 
-class Max(AggregateFnV2):
+
+class Max(VectorizedAggregateFnV2):
     """Maximum of column ``on``."""
 
     def __init__(
@@ -299,6 +341,9 @@ class Max(AggregateFnV2):
 
     def combine(self, current_accumulator: Any, new: Any) -> Any:
         return max(current_accumulator, new)
+
+    def _combine_column(self, accumulator_col: pa.Array) -> Any:
+        return _scalar(pc.max(accumulator_col, skip_nulls=self._ignore_nulls))
 
 
 class Mean(AggregateFnV2):
@@ -373,7 +418,7 @@ class Std(AggregateFnV2):
         return float("nan") if n - self._ddof <= 0 else math.sqrt(m2 / (n - self._ddof))
 
 
-class AbsMax(AggregateFnV2):
+class AbsMax(VectorizedAggregateFnV2):
     """Largest absolute value of column ``on``."""
 
     def __init__(
@@ -403,8 +448,11 @@ class AbsMax(AggregateFnV2):
     def combine(self, current_accumulator: Any, new: Any) -> Any:
         return max(current_accumulator, new)
 
+    def _combine_column(self, accumulator_col: pa.Array) -> Any:
+        return _scalar(pc.max(accumulator_col, skip_nulls=self._ignore_nulls))
 
-class Quantile(AggregateFnV2):
+
+class Quantile(VectorizedAggregateFnV2):
     """The ``q`` quantile of column ``on`` (linear interpolation, as pyarrow.compute.quantile)."""
 
     def __init__(
@@ -428,6 +476,9 @@ class Quantile(AggregateFnV2):
     def combine(self, current_accumulator: Any, new: Any) -> Any:
         return list(current_accumulator) + list(new)
 
+    def _combine_column(self, accumulator_col: pa.Array) -> Any:
+        return pc.list_flatten(accumulator_col).to_pylist()
+
     def finalize(self, accumulator: Any) -> Any:
         values = [v for v in accumulator if v is not None]
         if not values or (not self._ignore_nulls and len(values) < len(accumulator)):
@@ -435,118 +486,10 @@ class Quantile(AggregateFnV2):
         return pc.quantile(pa.array(values), q=self._q)[0].as_py()
 
 
-class Unique(AggregateFnV2):
-    """The distinct values of column ``on`` (as a list; nulls kept unless ``ignore_nulls``)."""
-
-    def __init__(
-        self,
-        on: str | None = None,
-        ignore_nulls: bool = False,
-        alias_name: str | None = None,
-        encode_lists: Any = None,
-    ):
-        super().__init__(alias_name or f"unique({on})", set, on=on, ignore_nulls=ignore_nulls)
-        self._encode_lists = encode_lists
-
-    def aggregate_block(self, block: Block) -> Any:
-        column = _column(block, self._target_col_name)
-        if self._encode_lists and pa.types.is_list(column.type):
-            column = pc.list_flatten(column)
-        if self._ignore_nulls:
-            column = column.drop_null()
-        return _canonical_set(pc.unique(column).to_pylist())
-
-    def combine(self, current_accumulator: Any, new: Any) -> Any:
-        return _canonical_set(current_accumulator) | _canonical_set(new)
-
-    def finalize(self, accumulator: Any) -> Any:
-        return list(accumulator)
-
-
-def _canonical_set(values: Any) -> set:
-    out = set()
-    for v in values:
-        if isinstance(v, list):
-            v = tuple(v)
-        out.add(float("nan") if isinstance(v, float) and math.isnan(v) else v)
-    return _dedupe_nan(out)
-
-
-def _dedupe_nan(values: set) -> set:
-    nans = [v for v in values if isinstance(v, float) and math.isnan(v)]
-    if len(nans) <= 1:
-        return values
-    return {v for v in values if not (isinstance(v, float) and math.isnan(v))} | {nans[0]}
-
-
-class ApproximateQuantile(AggregateFnV2):
-    """Approximate quantiles of column ``on`` with a KLL sketch (needs ``datasketches``).
-
-    Args:
-        on: The column.
-        quantiles: The quantiles to estimate, each between 0 and 1.
-        quantile_precision: The sketch's ``k``; larger is more accurate.
-        alias_name: Name of the output column.
-    """
-
-    def __init__(
-        self,
-        on: str,
-        quantiles: list[float],
-        quantile_precision: int = 800,
-        alias_name: str | None = None,
-    ):
-        try:
-            import datasketches  # noqa: F401
-        except ImportError as exc:
-            raise ImportError(
-                "ApproximateQuantile needs the 'datasketches' package: pip install datasketches"
-            ) from exc
-        self._quantiles = list(quantiles)
-        self._k = quantile_precision
-        super().__init__(
-            alias_name or f"approx_quantile({on})", self._sketch, on=on, ignore_nulls=True
-        )
-
-    def numeric_only(self) -> bool:
-        return True
-
-    def _sketch(self) -> Any:
-        from datasketches import kll_doubles_sketch
-
-        return kll_doubles_sketch(self._k)
-
-    def aggregate_block(self, block: Block) -> Any:
-        import numpy as np
-
-        sketch = self._sketch()
-        values = _column(block, self._target_col_name).drop_null()
-        sketch.update(
-            np.array(pc.cast(values, pa.float64()).to_numpy(), dtype=np.float64, copy=True)
-        )
-        return sketch.serialize()
-
-    def combine(self, current_accumulator: Any, new: Any) -> Any:
-        from datasketches import kll_doubles_sketch
-
-        merged = kll_doubles_sketch.deserialize(current_accumulator)
-        merged.merge(kll_doubles_sketch.deserialize(new))
-        return merged.serialize()
-
-    def finalize(self, accumulator: Any) -> Any:
-        from datasketches import kll_doubles_sketch
-
-        sketch = kll_doubles_sketch.deserialize(accumulator)
-        if sketch.is_empty():
-            return None
-        return [sketch.get_quantile(q) for q in self._quantiles]
-
-
 __all__ = [
     "AbsMax",
     "AggregateFn",
     "AggregateFnV2",
-    "ApproximateQuantile",
     "Count",
     "Max",
     "Mean",
@@ -554,5 +497,6 @@ __all__ = [
     "Quantile",
     "Std",
     "Sum",
-    "Unique",
+    "VectorizedAggregateFnV2",
+    "is_null",
 ]

@@ -289,8 +289,8 @@ def compute_strategy(
     is_class = is_callable_class(fn)
     if not is_class and fn_constructor_args is not None:
         raise ValueError(
-            "fn_constructor_args can only be given when fn is a callable class; got the "
-            f"function {_describe(fn)}."
+            "``fn_constructor_args`` can only be specified if providing a callable class "
+            f"instance for ``fn``, but got: the function {_describe(fn)}."
         )
     if compute is not None:
         if compute == "tasks":

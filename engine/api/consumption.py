@@ -137,7 +137,7 @@ class ConsumptionMixin:
         batch_size = validate_batch_size(batch_size, allow_none=False)
         batch_format = validate_batch_format(batch_format)
         block = concat_blocks(self._execute_blocks(self.limit(batch_size)._plan))
-        return block_to_batch(block, batch_format)
+        return block_to_batch(block, batch_format, DataContext.get_current().pandas_conversion())
 
     def show(self, limit: int = 20) -> None:
         """Print the first ``limit`` rows."""
@@ -259,7 +259,7 @@ class ConsumptionMixin:
         block = concat_blocks(self._execute_blocks(plan))
         if limit is not None and block.num_rows > limit:
             raise ValueError(f"The dataset has more than {limit} rows; raise the limit.")
-        return block_to_batch(block, "pandas")
+        return block_to_batch(block, "pandas", DataContext.get_current().pandas_conversion())
 
     def to_arrow_refs(self) -> list[Any]:
         """References to the output blocks: ObjectRefs on Ray, the tables themselves locally."""

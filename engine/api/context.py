@@ -19,6 +19,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from shardflow.engine.api.context_configs import (
+    AutoscalingConfig,
+    DeltaConfig,
+    IcebergConfig,
+    LanceConfig,
+    ShuffleStrategy,
+)
 from shardflow.engine.api.execution_options import ExecutionOptions, warn_once
 
 _ENV_DISABLE_BARS = "SHARDFLOW_DISABLE_PROGRESS_BARS"
@@ -36,6 +43,22 @@ def _physical_memory() -> int:
         import psutil
 
         return int(psutil.virtual_memory().total)
+
+
+# Ray Data 2.60's DataContext.retried_io_errors.
+RAY_RETRIED_IO_ERRORS = (
+    "AWS Error INTERNAL_FAILURE",
+    "AWS Error NETWORK_CONNECTION",
+    "AWS Error SLOW_DOWN",
+    "AWS Error UNKNOWN (HTTP status 503)",
+    "AWS Error SERVICE_UNAVAILABLE",
+)
+
+
+def _native_tensor_format() -> Any:
+    from shardflow.sdk.tensor_types import FixedShapeTensorFormat
+
+    return FixedShapeTensorFormat.ARROW_NATIVE
 
 
 def _bars_enabled_by_env() -> bool:
@@ -112,6 +135,28 @@ class DataContext:
             streaming reads and writes (see engine/execution/arrow_memory.py). Arrow's C++ code that
             takes no pool from Python uses the pool chosen when pyarrow was imported:
             jemalloc when ``import shardflow`` came first (see shardflow/_arrow_pool.py).
+        enable_arrow_backed_pandas_conversion: pandas batches, ``to_pandas`` and the groups
+            of ``map_groups`` give Arrow's standard types as ``pd.ArrowDtype`` columns
+            (True, Ray Data 2.60's default), or as NumPy dtypes (False: nulls of integer
+            columns become NaN in float64, timestamps keep their unit). Arrow-backed
+            columns lack some NumPy operations (``%``), in Ray Data too.
+        enable_tensor_extension_casting: pandas batches give tensor columns as object
+            columns of NumPy arrays (True, the default), or as ``TensorArray`` columns
+            (False; shardflow.extensions), as Ray Data does.
+        pandas_block_ignore_metadata: Ignore pandas metadata stored with the data when
+            blocks become DataFrames.
+        arrow_fixed_shape_tensor_format: Ray Data's choice of tensor type. shardflow always
+            stores tensors as Arrow's canonical types, Ray Data's
+            ``FixedShapeTensorFormat.ARROW_NATIVE`` (the default here); V1 and V2, Ray Data's
+            own types, are accepted with a warning that nothing changes.
+        retried_io_errors: Fragments of error messages: a read or write of a file, or a
+            listing, that fails with an error whose message holds one of them is retried
+            like the transient errors shardflow recognises anyway (throttling, 5xx,
+            dropped connections). Ray Data's default list (AWS errors) to begin with.
+        shuffle_strategy: Ray Data's choice of shuffle algorithm (a ``ShuffleStrategy``);
+            shardflow's exchanges give the same rows whichever is set.
+        autoscaling_config: Ray Data's actor-pool autoscaling thresholds.
+        iceberg_config, lance_config, delta_config: Retry settings of those connectors.
 
     Examples:
         >>> import shardflow as sf
@@ -139,6 +184,16 @@ class DataContext:
     )
     enable_operator_progress_bars: bool = True
     arrow_memory_pool: str | None = "jemalloc"
+    enable_arrow_backed_pandas_conversion: bool = True
+    enable_tensor_extension_casting: bool = True
+    pandas_block_ignore_metadata: bool = False
+    arrow_fixed_shape_tensor_format: Any = field(default_factory=_native_tensor_format)
+    retried_io_errors: list[str] = field(default_factory=lambda: list(RAY_RETRIED_IO_ERRORS))
+    shuffle_strategy: ShuffleStrategy = ShuffleStrategy.SHUFFLE_V2
+    autoscaling_config: AutoscalingConfig = field(default_factory=AutoscalingConfig)
+    iceberg_config: IcebergConfig = field(default_factory=IcebergConfig)
+    lance_config: LanceConfig = field(default_factory=LanceConfig)
+    delta_config: DeltaConfig = field(default_factory=DeltaConfig)
     _kv_configs: dict[str, Any] = field(default_factory=dict, repr=False)
 
     _current: DataContext | None = None
@@ -158,6 +213,8 @@ class DataContext:
                 object.__setattr__(self, name, value)
                 value._bind(self, push="execution_options" in self.__dict__ and _initialised(self))
                 return
+            if name == "arrow_fixed_shape_tensor_format":
+                _check_tensor_format(value)
             object.__setattr__(self, name, value)
             return
         if name in RAY_ALIASES:
@@ -199,6 +256,17 @@ class DataContext:
     def remove_config(self, key: str) -> None:
         """Remove a key-value setting (nothing happens when it is not set)."""
         self._kv_configs.pop(key, None)
+
+    def pandas_conversion(self) -> Any:
+        """The settings that say how blocks become pandas DataFrames, for the tasks of an
+        execution (a shardflow.sdk.pandas_batches.PandasConversion)."""
+        from shardflow.sdk.pandas_batches import PandasConversion
+
+        return PandasConversion(
+            arrow_backed=bool(self.enable_arrow_backed_pandas_conversion),
+            tensors_as_ndarrays=bool(self.enable_tensor_extension_casting),
+            ignore_metadata=bool(self.pandas_block_ignore_metadata),
+        )
 
     def copy(self) -> DataContext:
         """A deep copy of this context."""
@@ -288,6 +356,23 @@ class DataContext:
             raise ValueError(f"DataContext.backend must be 'local' or 'ray', got {self.backend!r}.")
 
 
+def _check_tensor_format(value: Any) -> None:
+    from shardflow.sdk.tensor_types import FixedShapeTensorFormat
+
+    if not isinstance(value, FixedShapeTensorFormat):
+        raise TypeError(
+            "DataContext.arrow_fixed_shape_tensor_format must be a FixedShapeTensorFormat "
+            f"(shardflow.extensions), got {value!r}."
+        )
+    if value is not FixedShapeTensorFormat.ARROW_NATIVE:
+        warn_once(
+            "DataContext.arrow_fixed_shape_tensor_format",
+            f"DataContext.arrow_fixed_shape_tensor_format = {value}: shardflow always stores "
+            "tensors as Arrow's canonical types (FixedShapeTensorFormat.ARROW_NATIVE); setting "
+            "it has no effect.",
+        )
+
+
 def _initialised(context: DataContext) -> bool:
     return "_kv_configs" in context.__dict__
 
@@ -307,7 +392,6 @@ RAY_ONLY_SETTINGS: dict[str, Any] = {
         True,
         False,
     ),  # errors are both: see engine/execution/errors.py
-    "enable_tensor_extension_casting": (True,),
     "use_ray_tqdm": (True, False),
     "enable_rich_progress_bars": (False,),
     "enable_progress_bar_name_truncation": (True, False),
@@ -320,8 +404,6 @@ RAY_ONLY_SETTINGS: dict[str, Any] = {
     "enable_pandas_block": _NEVER,
     "streaming_read_buffer_size": _NEVER,
     "actor_prefetcher_enabled": _NEVER,
-    "autoscaling_config": _NEVER,
-    "shuffle_strategy": _NEVER,
     "pipeline_push_based_shuffle_reduce_tasks": _NEVER,
     "default_hash_shuffle_parallelism": _NEVER,
     "shuffle_compression": _NEVER,
@@ -348,8 +430,7 @@ RAY_ONLY_SETTINGS: dict[str, Any] = {
     "min_parallelism": _NEVER,
     "read_op_min_num_blocks": _NEVER,
     "use_datasource_v2": _NEVER,
-    "arrow_fixed_shape_tensor_format": _NEVER,
-    "use_arrow_tensor_v2": _NEVER,
+    "use_arrow_tensor_v2": (True,),  # deprecated in Ray Data; V2 holds tensors of any size
     "enable_fallback_to_arrow_object_ext_type": _NEVER,
     "accurate_map_phase_timing": _NEVER,
     "per_stage_map_timing": _NEVER,
@@ -369,10 +450,6 @@ RAY_ONLY_SETTINGS: dict[str, Any] = {
     "s3_try_create_dir": _NEVER,
     "wait_for_min_actors_s": _NEVER,
     "max_tasks_in_flight_per_actor": _NEVER,
-    "retried_io_errors": _NEVER,
-    "lance_config": _NEVER,
-    "iceberg_config": _NEVER,
-    "delta_config": _NEVER,
     "enable_per_node_metrics": _NEVER,
     "enable_stats_summary_collection": _NEVER,
     "override_object_store_memory_limit_fraction": _NEVER,
@@ -384,8 +461,6 @@ RAY_ONLY_SETTINGS: dict[str, Any] = {
     "enable_dynamic_output_queue_size_backpressure": _NEVER,
     "enable_lineage_reconstruction_resource_accounting": _NEVER,
     "enforce_schemas": _NEVER,
-    "pandas_block_ignore_metadata": _NEVER,
-    "enable_arrow_backed_pandas_conversion": _NEVER,
     "batch_to_block_arrow_format": _NEVER,
     "custom_execution_callback_classes": _NEVER,
     "default_map_logical_memory_enabled": _NEVER,
@@ -394,3 +469,13 @@ RAY_ONLY_SETTINGS: dict[str, Any] = {
     "checkpoint_config": _NEVER,
     "target_shuffle_max_block_size": _NEVER,
 }
+
+
+def current_pandas_conversion() -> Any:
+    """``DataContext.get_current().pandas_conversion()``: what a stage or an iterator made
+    now captures, so that its tasks convert batches with the settings of this moment."""
+    return DataContext.get_current().pandas_conversion()
+
+
+DatasetContext = DataContext
+"""Ray Data's older name of :class:`DataContext`."""

@@ -286,7 +286,11 @@ def from_pandas(
                 f"from_pandas: the DataFrame has duplicate column names {duplicated}; a "
                 "dataset's columns need unique names. Rename them first (df.columns = [...])."
             )
-    blocks = [to_block(df) for df in dfs]
+    from shardflow.sdk.pandas_batches import pandas_to_block
+
+    # Each column remembers its pandas dtype, so that to_pandas and pandas batches give the
+    # frame back as it was (Ray Data keeps such frames as pandas blocks).
+    blocks = [pandas_to_block(df, record_dtypes=True) for df in dfs]
     if override_num_blocks is not None:
         from shardflow.sdk.block import concat_blocks
 

@@ -332,6 +332,12 @@ class Dataset(
 
             identity, listing = write_identity(self._plan, datasink, resume)
             bind(identity, listing, resume)
+        use_context_retry = getattr(datasink, "use_context_retry", None)
+        if use_context_retry is not None:  # file sinks: DataContext.retry, retried_io_errors
+            from shardflow.engine.api.context import DataContext
+            from shardflow.sdk.retry import RetryConfig
+
+            use_context_retry(RetryConfig.from_data_context(DataContext.get_current()))
         datasink.on_write_start(self._cheap_schema())
         if getattr(datasink, "already_committed", False):
             return  # an interrupted run of this same write was committed just now

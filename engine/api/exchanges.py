@@ -40,12 +40,12 @@ def _positive_int(value: Any, name: str, allow_none: bool = True) -> int | None:
     return value
 
 
-def _seed(seed: Any) -> int | None:
-    if seed is None:
-        return None
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int or None, got {seed!r}.")
-    return seed
+def _seed(seed: Any) -> Any:
+    """An int, a RandomSeedConfig or None (resolved to one seed per execution when planned);
+    Ray Data's ValueError for anything else."""
+    from shardflow.sdk.random_seeds import check_seed
+
+    return check_seed(seed)
 
 
 def key_columns(key: Any, method: str, allow_empty: bool = False) -> tuple[str, ...]:
@@ -84,7 +84,7 @@ class ExchangeMixin:
     def _with(self, op: Any) -> Any:  # provided by Dataset
         raise NotImplementedError
 
-    def random_shuffle(self, *, seed: int | None = None, num_blocks: int | None = None) -> Any:
+    def random_shuffle(self, *, seed: Any = None, num_blocks: int | None = None) -> Any:
         """Randomly shuffle the rows of this dataset.
 
         Every output block mixes rows of every input block. With a seed, the result depends
@@ -92,8 +92,11 @@ class ExchangeMixin:
         disk when the data exceeds the memory budget.
 
         Args:
-            seed: Fix the random order.
-            num_blocks: Number of output blocks; by default as many as input blocks.
+            seed: Fix the random order: an int (the same order on every execution) or a
+                ``RandomSeedConfig`` (with ``reseed_after_execution``, a different order on
+                each execution, derived from its seed).
+            num_blocks: Number of output blocks; by default as many as input blocks (a
+                shardflow extension: Ray Data 2.60 raises for it).
 
         Returns:
             The shuffled dataset.
@@ -105,7 +108,7 @@ class ExchangeMixin:
         """
         return self._with(RandomShuffle(_seed(seed), _positive_int(num_blocks, "num_blocks")))
 
-    def randomize_block_order(self, *, seed: int | None = None) -> Any:
+    def randomize_block_order(self, *, seed: Any = None) -> Any:
         """Shuffle the order of the blocks (rows within a block keep their order).
 
         Examples:
@@ -115,7 +118,7 @@ class ExchangeMixin:
         """
         return self._with(RandomizeBlockOrder(_seed(seed)))
 
-    def random_sample(self, fraction: float, *, seed: int | None = None) -> Any:
+    def random_sample(self, fraction: float, *, seed: Any = None) -> Any:
         """Keep each row with probability ``fraction``.
 
         Examples:
@@ -123,12 +126,8 @@ class ExchangeMixin:
             >>> 0 < sf.range(1000).random_sample(0.5, seed=3).count() < 1000
             True
         """
-        if (
-            isinstance(fraction, bool)
-            or not isinstance(fraction, (int, float))
-            or not 0 <= fraction <= 1
-        ):
-            raise ValueError(f"random_sample: fraction must be between 0 and 1, got {fraction!r}.")
+        if fraction < 0 or fraction > 1:  # Ray Data's check (a TypeError for a non-number)
+            raise ValueError("Fraction must be between 0 and 1.")
         return self._with(RandomSample(float(fraction), _seed(seed)))
 
     def repartition(

@@ -19,7 +19,7 @@ from shardflow.engine.execution.stages.transforms import Stage
 from shardflow.engine.plan.logical import MapLike
 from shardflow.sdk.block import Block
 from shardflow.sdk.datasink import TaskContext
-from shardflow.sdk.expression_eval import evaluate
+from shardflow.sdk.expression_eval import RowPosition, evaluate
 from shardflow.sdk.expressions import DownloadExpr, Expr
 
 
@@ -66,8 +66,13 @@ class WithColumnsStage(Stage):
         self.columns, self.name = columns, name
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
+        rows_before = 0
         for block in blocks:
-            values = [(name, evaluate(expr, block)) for name, expr in self.columns]
+            position = RowPosition(ctx.task_idx, rows_before)
+            values = [
+                (name, evaluate(expr, block, position=position)) for name, expr in self.columns
+            ]
+            rows_before += block.num_rows
             yield add_columns(block, values)
 
 

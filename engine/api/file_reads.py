@@ -72,6 +72,7 @@ def read_parquet(
     filter: Any = None,
     storage_options: dict[str, Any] | None = None,
     on_bad_file: str = "raise",
+    tensor_column_schema: dict[str, tuple[Any, tuple[int, ...]]] | None = None,
     **arrow_parquet_args: Any,
 ) -> Any:
     """Read Parquet files into a Dataset.
@@ -98,6 +99,9 @@ def read_parquet(
         filter: A ``pyarrow.dataset`` expression; row groups that cannot match are skipped.
         storage_options: fsspec options such as credentials or ``client_kwargs``.
         on_bad_file: ``"raise"`` or ``"skip"`` (log, skip and count unreadable files).
+        tensor_column_schema: A dict of column name to ``(numpy dtype, shape)``: those
+            binary columns hold tensors as raw C-ordered bytes (``ndarray.tobytes()``) and
+            are read as tensor columns.
         arrow_parquet_args: ``batch_size`` (rows per batch read), and ``dataset_kwargs``
             (deprecated, as in Ray Data: ``pyarrow.dataset.ParquetFileFormat`` options;
             ValueError for ``partitioning`` or ``filters`` in it).
@@ -118,6 +122,7 @@ def read_parquet(
         schema=schema,
         filter=filter,
         include_row_hash=include_row_hash,
+        tensor_column_schema=tensor_column_schema,
         **arrow_parquet_args,
         **_common(locals()),
     )

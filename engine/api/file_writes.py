@@ -32,9 +32,11 @@ from shardflow.sdk.save_mode import SaveMode
 
 
 def _retry_policy() -> Any:
+    """The current DataContext's retry policy, with its ``retried_io_errors``."""
     from shardflow.engine.api.context import DataContext
+    from shardflow.sdk.retry import RetryConfig
 
-    return DataContext.get_current().retry
+    return RetryConfig.from_data_context(DataContext.get_current())
 
 
 _SINK_ARGS = (

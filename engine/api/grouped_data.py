@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from shardflow.engine.api.aggregate import AggregateFn, Count, Max, Mean, Min, Std, Sum, Unique
+from shardflow.engine.api.aggregate import AggregateFn, Count, Max, Mean, Min, Std, Sum
+from shardflow.engine.api.aggregate_collections import Unique
 from shardflow.engine.api.exchanges import _positive_int, check_columns_exist, key_columns
-from shardflow.engine.plan.logical import Aggregate, LogicalPlan, MapGroups, UDFCall
+from shardflow.engine.execution.errors import missing_column_message
+from shardflow.engine.plan.logical import Aggregate, LogicalPlan, MapGroups
 from shardflow.sdk.block import validate_batch_format
 
 
@@ -33,10 +35,7 @@ def _check_agg_columns(ds: Any, aggs: Sequence[Any]) -> None:
     for agg in aggs:
         for column in agg.target_columns():
             if column not in schema.names:
-                raise ValueError(
-                    f"{agg.name}: there's no column '{column}' in the dataset. The dataset has "
-                    f"columns: {schema.names}"
-                )
+                raise ValueError(missing_column_message(column, schema.names))
             if agg.numeric_only() and not _is_numeric(schema.field(column).type):
                 raise ValueError(
                     f"{agg.name}: column '{column}' has type {schema.field(column).type}, but "
@@ -138,11 +137,20 @@ class GroupedData:
         Args:
             fn: A function, or a callable class (constructed once per task).
             zero_copy_batch: Accepted for compatibility; group batches are always fresh.
-            batch_format: ``"numpy"`` (``"default"``), ``"pandas"`` or ``"pyarrow"``.
+            batch_format: ``"default"`` (a pandas DataFrame, as Ray Data's code gives),
+                ``"pandas"``, ``"numpy"``, ``"pyarrow"``, or None (the block itself, a
+                ``pyarrow.Table``).
             fn_args: Extra positional arguments for ``fn``.
             fn_kwargs: Extra keyword arguments for ``fn``.
             fn_constructor_args: Constructor arguments when ``fn`` is a class.
             fn_constructor_kwargs: Constructor keyword arguments when ``fn`` is a class.
+            num_cpus: As in ``map_batches`` (checked the same way); the groups are processed
+                in the exchange's reduce tasks.
+            num_gpus: As in ``map_batches``.
+            memory: As in ``map_batches``.
+            concurrency: As in ``map_batches``.
+            compute: As in ``map_batches``.
+            ray_remote_args_fn: As in ``map_batches``.
 
         Returns:
             A dataset of ``fn``'s outputs, groups in key order.
@@ -153,35 +161,74 @@ class GroupedData:
             >>> ds.groupby("k").map_groups(lambda b: {"k": b["k"][:1], "n": [len(b["v"])]}).take_all()
             [{'k': 0, 'n': 3}, {'k': 1, 'n': 3}]
         """
-        if not callable(fn):
-            raise TypeError(
-                f"map_groups needs a function (or a callable class); got {type(fn).__name__}."
-            )
-        unsupported = {
-            "compute": compute,
-            "num_cpus": num_cpus,
-            "num_gpus": num_gpus,
-            "memory": memory,
-            "concurrency": concurrency,
-            "ray_remote_args_fn": ray_remote_args_fn,
-            **ray_remote_args,
-        }
-        given = sorted(k for k, v in unsupported.items() if v is not None)
-        if given:
-            raise ValueError(f"map_groups does not support {given} yet; remove them.")
-        if fn_args is not None and not isinstance(fn_args, (list, tuple)):
-            raise TypeError(f"fn_args must be a list or tuple, got {type(fn_args).__name__}.")
-        if fn_kwargs is not None and not isinstance(fn_kwargs, dict):
-            raise TypeError(f"fn_kwargs must be a dict, got {type(fn_kwargs).__name__}.")
-        udf = UDFCall(
+        from shardflow.engine.api.compute import resolve_map_options
+        from shardflow.engine.api.map import _check_fn, _udf
+
+        _check_fn(fn, "map_groups")
+        udf = _udf(fn, fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs)
+        # Checked as map_batches checks them; the function runs in the exchange's reduce
+        # tasks, one call per group, a class constructed once per task.
+        resolve_map_options(
             fn,
-            tuple(fn_args or ()),
-            dict(fn_kwargs or {}),
-            tuple(fn_constructor_args or ()),
-            dict(fn_constructor_kwargs or {}),
+            method="map_groups",
+            compute=compute,
+            concurrency=concurrency,
+            fn_constructor_args=fn_constructor_args,
+            num_cpus=num_cpus,
+            num_gpus=num_gpus,
+            memory=memory,
+            ray_remote_args_fn=ray_remote_args_fn,
+            ray_remote_args=ray_remote_args,
         )
-        fmt = validate_batch_format(batch_format)
+        # Ray Data's code hands groups of table blocks to the function as pandas DataFrames
+        # by default (its docstring says NumPy; its code wins).
+        if batch_format in ("default", "native"):
+            fmt = "pandas"
+        else:
+            fmt = validate_batch_format(batch_format)
         return self._dataset._with(MapGroups(self._keys, udf, fmt, self._num_partitions))
+
+    def with_column(self, column_name: str, expr: Any, **ray_remote_args: Any) -> Any:
+        """Add (or replace) column ``column_name`` with an expression evaluated within each
+        group: every row is kept, with the new column appended.
+
+        Args:
+            column_name: Name of the column to add.
+            expr: An expression (``col``, ``lit``, operators, ``udf`` functions).
+            **ray_remote_args: Resource arguments of the tasks, as in ``map_groups``.
+
+        Returns:
+            A new Dataset of all rows and columns plus the new column, groups in key order.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> from shardflow.expressions import col
+            >>> ds = sf.from_items([{"g": 1, "v": 1}, {"g": 1, "v": 2}])
+            >>> ds.groupby("g").with_column("v2", col("v") * 2).take_all()
+            [{'g': 1, 'v': 1, 'v2': 2}, {'g': 1, 'v': 2, 'v2': 4}]
+        """
+        from shardflow.sdk.expressions import DownloadExpr, Expr
+
+        if not isinstance(column_name, str) or not column_name:
+            raise ValueError(f"column_name must be a non-empty string, got: {column_name!r}")
+        if not isinstance(expr, Expr):
+            raise TypeError("expr must be a Ray Data expression created via the expression API.")
+        if isinstance(expr, DownloadExpr):
+            raise TypeError("GroupedData.with_column does not yet support download expressions.")
+        return self.map_groups(
+            _with_group_column,
+            batch_format=None,
+            fn_kwargs={"column_name": column_name, "expr": expr},
+            **ray_remote_args,
+        )
+
+
+def _with_group_column(block: Any, column_name: str, expr: Any) -> Any:
+    """One group's block with the expression's column set (GroupedData.with_column)."""
+    from shardflow.engine.api.expressions import add_columns
+    from shardflow.sdk.expression_eval import evaluate
+
+    return add_columns(block, [(column_name, evaluate(expr, block))])
 
 
 class AggregateMixin:

@@ -261,10 +261,12 @@ class SplitMixin:
             test_size: A fraction in (0, 1) of the rows, or a number of rows.
             shuffle: Shuffle the rows first (``random_shuffle(seed=seed)``).
             seed: Seed of the shuffle.
-            stratify: Not supported yet; must be None.
+            stratify: A column: each of its classes is split in proportion, the last
+                ``int(n * test_size)`` rows of a class of ``n`` rows going to the test set.
+                Not with ``shuffle``.
 
         Returns:
-            ``(train, test)``.
+            ``(train, test)``, both materialized.
 
         Examples:
             >>> import shardflow as sf
@@ -272,26 +274,68 @@ class SplitMixin:
             >>> train.count(), test.take_all()
             (7, [{'id': 7}, {'id': 8}, {'id': 9}])
         """
-        if stratify is not None:
-            raise NotImplementedError("train_test_split(stratify=...) is not supported yet.")
+        from shardflow.engine.api.train_test import (
+            check_test_fraction,
+            stratified_train_test_split,
+        )
+
         ds = self.random_shuffle(seed=seed) if shuffle else self  # type: ignore[attr-defined]
+        if not isinstance(test_size, (int, float)):
+            raise TypeError(f"`test_size` must be int or float got {type(test_size)}.")
+        if shuffle and stratify is not None:
+            raise ValueError(
+                "Cannot specify both 'shuffle=True' and 'stratify' parameters. Stratified "
+                "splitting maintains class proportions and is incompatible with shuffling."
+            )
+        if stratify is not None:
+            return stratified_train_test_split(ds, test_size, stratify)
         if isinstance(test_size, float):
-            if not 0 < test_size < 1:
-                raise ValueError(
-                    f"If `test_size` is a float, it must be between 0 and 1. Got {test_size}."
-                )
+            check_test_fraction(test_size)
             train, test = ds.split_proportionately([1 - test_size])
             return train, test
-        if isinstance(test_size, bool) or not isinstance(test_size, int) or test_size <= 0:
-            raise ValueError(
-                f"test_size must be a positive int or a float in (0, 1), got {test_size!r}."
-            )
         refs, metas = _materialized_parts(ds)
         total = sum(m.num_rows or 0 for m in metas)
-        if test_size >= total:
+        if test_size <= 0 or test_size >= total:
             raise ValueError(
-                f"If `test_size` is an int, it must be smaller than the size of the dataset "
-                f"({total}). Got {test_size}."
+                "If `test_size` is an int, it must be bigger than 0 and smaller than the size "
+                f"of the dataset ({total}). Got {test_size}."
             )
         train, test = _cut(refs, metas, [0, total - test_size, total], "Split")
         return train, test
+
+    def streaming_train_test_split(
+        self,
+        test_size: float,
+        *,
+        split_type: str = "random",
+        hash_column: str | None = None,
+        seed: int | None = None,
+        **ray_remote_kwargs: Any,
+    ) -> tuple[Any, Any]:
+        """Split into train and test datasets as rows stream, without materializing.
+
+        Args:
+            test_size: The fraction of rows for the test set, in (0, 1).
+            split_type: ``"random"`` (each row goes to test with probability ``test_size``;
+                with ``seed``, the same rows on every run while blocks come in the same
+                tasks) or ``"hash"`` (by a hash of ``hash_column``'s value, the same on every
+                run and machine).
+            hash_column: The column hashed by a hash split.
+            seed: Seed of a random split.
+            **ray_remote_kwargs: Accepted as Ray Data does; the flags are set in the tasks
+                that produce the rows.
+
+        Returns:
+            ``(train, test)``, two lazy datasets that each read this one when they run.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> train, test = sf.range(8).streaming_train_test_split(
+            ...     0.25, split_type="hash", hash_column="id"
+            ... )
+            >>> train.count() + test.count()
+            8
+        """
+        from shardflow.engine.api.train_test import streaming_train_test_split
+
+        return streaming_train_test_split(self, test_size, split_type, hash_column, seed)

@@ -15,7 +15,17 @@ __all__ = [
     "UserCodeError",
     "UserCodeException",
     "WorkerCrashedError",
+    "missing_column_message",
 ]
+
+
+def missing_column_message(column: str, names: list[str]) -> str:
+    """Ray Data's words for a column an aggregation, a sort or a groupby names that the data
+    lacks (users match them in ``pytest.raises``)."""
+    return (
+        f"You specified the column '{column}', but there's no such column in the dataset. "
+        f"The dataset has columns: {names}"
+    )
 
 
 class UserCodeException(Exception):

@@ -29,7 +29,10 @@ def validate_batch_size(batch_size: Any, *, allow_none: bool = True) -> int | No
             f"got {batch_size!r}."
         )
     if batch_size <= 0:
-        raise ValueError(f"batch_size must be > 0, got {batch_size}.")
+        # Ray Data's words first: code matches them with pytest.raises(match=...).
+        raise ValueError(
+            f"Batch size can't be negative or 0: batch_size must be > 0, got {batch_size}."
+        )
     return batch_size
 
 
@@ -77,6 +80,7 @@ def iter_batches_from_blocks(
     collate_fn: Callable[[Any], Any] | None = None,
     finalize_fn: Callable[[Any], Any] | None = None,
     on_stop: Callable[[], None] | None = None,
+    pandas: Any = None,
 ) -> Iterator[Any]:
     """Rebatch a block stream to ``batch_size`` rows in ``batch_format``.
 
@@ -101,7 +105,7 @@ def iter_batches_from_blocks(
                 continue
             if drop_last and batch_size is not None and block.num_rows < batch_size:
                 return
-            batch = block_to_batch(block, batch_format)
+            batch = block_to_batch(block, batch_format, pandas)
             if collate_fn is not None:
                 batch = collate_fn(batch)
             if finalize_fn is not None:

@@ -54,6 +54,37 @@ class PandasBatchCollateFn(CollateFn["pandas.DataFrame"]):
     """A collate function receiving each batch as a ``pandas.DataFrame``."""
 
 
+class DefaultCollateFn(ArrowBatchCollateFn):
+    """The collation ``iter_torch_batches`` applies by default: one tensor per column.
+
+    Args:
+        dtypes: A torch dtype for every column, or a dict of column name to dtype; None
+            infers each column's.
+        combine_chunks: Accepted as Ray Data takes it; the columns of each batch are always
+            one tensor each here.
+        num_workers: Accepted as Ray Data takes it (its conversion thread pool's size).
+
+    Examples:
+        >>> import shardflow as sf
+        >>> from shardflow.collate_fn import DefaultCollateFn
+        >>> batches = sf.range(4).iter_torch_batches(batch_size=2, collate_fn=DefaultCollateFn())
+        >>> next(iter(batches))  # doctest: +SKIP
+        {'id': tensor([0, 1])}
+    """
+
+    def __init__(self, dtypes: Any = None, combine_chunks: bool = False, num_workers: int = 4):
+        super().__init__()
+        self.dtypes = dtypes
+        self.combine_chunks = combine_chunks
+        self.num_workers = num_workers
+
+    def __call__(self, batch: Any) -> Any:
+        from shardflow.engine.iteration.torch_batches import ArrowToTensors, import_torch
+
+        import_torch()
+        return ArrowToTensors(self.dtypes, copy=True)(batch)
+
+
 def collate_batch_format(collate_fn: Any) -> str:
     """The batch format ``collate_fn`` receives; ValueError for something not callable."""
     if isinstance(collate_fn, ArrowBatchCollateFn):

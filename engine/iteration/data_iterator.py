@@ -295,7 +295,9 @@ class DataIterator:
         epoch = self._start_epoch()
         blocks = _resolved(epoch.items())
         try:
-            yield from iter_batches_from_blocks(blocks, on_stop=epoch.interrupt, **options)
+            yield from iter_batches_from_blocks(
+                blocks, on_stop=epoch.interrupt, pandas=_pandas_conversion(), **options
+            )
         finally:
             blocks.close()
             epoch.interrupt()
@@ -417,3 +419,10 @@ def _batch_options(
         "local_shuffle_buffer_size": local_shuffle_buffer_size,
         "local_shuffle_seed": local_shuffle_seed,
     }
+
+
+def _pandas_conversion() -> Any:
+    """How this epoch's pandas batches get their dtypes: the settings current when it starts."""
+    from shardflow.engine.api.context import DataContext
+
+    return DataContext.get_current().pandas_conversion()

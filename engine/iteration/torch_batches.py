@@ -67,22 +67,44 @@ class ArrowToTensors:
         self._copy = copy
 
     def __call__(self, batch: Block) -> dict[str, Any]:
+        import pyarrow as pa
         import torch
 
         arrays = block_to_batch(batch, "numpy")
         out = {}
         for name, array in arrays.items():
+            column = batch.column(name)
+            if pa.types.is_null(column.type):
+                # A column of nulls only is float32 NaNs, as Ray Data gives it.
+                array = np.full(batch.num_rows, np.nan, dtype=np.float32)
+            elif array.dtype == object:
+                _raise_not_a_tensor(name, array, column)
             dtype = self._dtypes.get(name) if isinstance(self._dtypes, Mapping) else self._dtypes
             out[name] = _to_tensor(torch, name, array, dtype, self._copy)
         return out
 
 
+class TensorConversionError(RuntimeError, TypeError):
+    """A column of Python objects that cannot become a tensor: a RuntimeError, as Ray Data
+    raises, and a TypeError (what shardflow raised before)."""
+
+
+def _raise_not_a_tensor(name: str, array: np.ndarray, column: Any) -> None:
+    import pyarrow as pa
+
+    message = (
+        f"Column {name!r} cannot become a tensor: its values are {_describe_object(array)}. "
+        "Select numeric columns, or pass a collate_fn that converts this column."
+    )
+    kind = column.type
+    if (pa.types.is_string(kind) or pa.types.is_large_string(kind)) and not column.null_count:
+        # Ray Data's NumPy batch holds these as a NumPy string array, which torch rejects
+        # with a TypeError; with a null among them it is an object array (RuntimeError).
+        raise TypeError(message)
+    raise TensorConversionError(message)
+
+
 def _to_tensor(torch: Any, name: str, array: np.ndarray, dtype: Any, copy: bool) -> Any:
-    if array.dtype == object:
-        raise TypeError(
-            f"Column {name!r} cannot become a tensor: its values are {_describe_object(array)}. "
-            "Select numeric columns, or pass a collate_fn that converts this column."
-        )
     with warnings.catch_warnings():
         # Arrow-backed arrays are read-only; torch warns about sharing them.
         warnings.simplefilter("ignore")

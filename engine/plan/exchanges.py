@@ -31,6 +31,7 @@ from shardflow.engine.plan.logical import (
     Union,
     Zip,
 )
+from shardflow.sdk.random_seeds import seed_for_execution
 
 
 def plan_special(planner: Any, op: Any, last: PhysicalOperator) -> PhysicalOperator:
@@ -65,9 +66,9 @@ def _run_bytes(context: Any) -> int:
 
 def _exchange_spec(op: Any) -> Any:
     if isinstance(op, RandomShuffle):
-        return RandomShuffleSpec(op.seed, op.num_blocks)
+        return RandomShuffleSpec(seed_for_execution(op.seed), op.num_blocks)
     if isinstance(op, RandomizeBlockOrder):
-        return RandomizeBlockOrderSpec(op.seed)
+        return RandomizeBlockOrderSpec(seed_for_execution(op.seed))
     if isinstance(op, Sort):
         return SortSpec(op.key, op.boundaries)
     if isinstance(op, TopK):
@@ -75,7 +76,16 @@ def _exchange_spec(op: Any) -> Any:
     if isinstance(op, Aggregate):
         return AggregateSpec(op.keys, op.aggs, op.num_partitions)
     if isinstance(op, MapGroups):
-        return MapGroupsSpec(op.keys, op.udf, op.batch_format, op.name, op.num_partitions)
+        from shardflow.engine.api.context import current_pandas_conversion
+
+        return MapGroupsSpec(
+            op.keys,
+            op.udf,
+            op.batch_format,
+            op.name,
+            op.num_partitions,
+            current_pandas_conversion(),
+        )
     if isinstance(op, Repartition):
         if op.keys:
             return KeyedRepartitionSpec(

@@ -141,6 +141,9 @@ class Project(MapLike):
     select: tuple[str, ...] | None = None
     drop: tuple[str, ...] | None = None
     rename: dict[str, str] | None = None
+    # Added by the optimizer (not asked for by the user): a missing column is reported as
+    # the operation it serves reports it, a ValueError naming the column.
+    implicit: bool = False
     row_preserving = True
 
     @property
@@ -169,7 +172,7 @@ class RandomSample(MapLike):
     """Keep each row with probability ``fraction``."""
 
     fraction: float
-    seed: int | None = None
+    seed: Any = None  # an int, a RandomSeedConfig or None
 
     @property
     def name(self) -> str:
@@ -220,14 +223,14 @@ class SortKey:
 
 @dataclass(frozen=True, eq=False)
 class RandomShuffle:
-    seed: int | None = None
+    seed: Any = None  # an int, a RandomSeedConfig or None
     num_blocks: int | None = None
     name: str = "RandomShuffle"
 
 
 @dataclass(frozen=True, eq=False)
 class RandomizeBlockOrder:
-    seed: int | None = None
+    seed: Any = None  # an int, a RandomSeedConfig or None
     name: str = "RandomizeBlockOrder"
 
 

@@ -64,7 +64,7 @@ def _project_before_aggregate(plan: LogicalPlan) -> LogicalPlan:
         return plan
     for op in ops[:position]:
         needed += [c for c in sorted(op.expr.referenced_columns()) if c not in needed]
-    ops.insert(0, Project(select=tuple(needed)))
+    ops.insert(0, Project(select=tuple(needed), implicit=True))
     return replace(plan, ops=tuple(ops))
 
 

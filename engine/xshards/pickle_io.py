@@ -23,6 +23,7 @@ from shardflow.engine.xshards.encoding import decode, encode
 from shardflow.engine.xshards.execution import TaskListSource, source_dataset
 from shardflow.engine.xshards.stages import KeepStage, MapShards
 from shardflow.sdk.block import Block, BlockMetadata
+from shardflow.sdk.block_accessor import as_table
 from shardflow.sdk.datasink import TaskContext
 from shardflow.sdk.datasource import ReadTask
 from shardflow.sdk.file_datasink import BlockBasedFileDatasink
@@ -75,7 +76,8 @@ class PickleShardsDatasink(BlockBasedFileDatasink):
             staged += self._write_part(block, "", namer, index)
         return staged
 
-    def write_block_to_file(self, block: Block, f: Any) -> None:
+    def write_block_to_file(self, block: Any, f: Any) -> None:
+        block = as_table(block)  # a BlockAccessor from the file layer, or a table
         write_partition(decode(block), f, self.batch_size)
 
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from shardflow.engine.api.audio import read_audio
     from shardflow.engine.api.avro import read_avro
     from shardflow.engine.api.compute import ActorPoolStrategy, TaskPoolStrategy
-    from shardflow.engine.api.context import DataContext, RetryPolicy
+    from shardflow.engine.api.context import DataContext, DatasetContext, RetryPolicy
     from shardflow.engine.api.create import (
         from_arrow,
         from_blocks,
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from shardflow.engine.api.webdataset import read_webdataset
     from shardflow.engine.execution.errors import UserCodeError, WorkerCrashedError
     from shardflow.engine.execution.runtime import init
-    from shardflow.engine.iteration.data_iterator import DataIterator
+    from shardflow.engine.iteration.data_iterator import DataIterator, DatasetIterator
     from shardflow.engine.xshards.shards import XShards
     from shardflow.sdk import (
         Block,
@@ -82,6 +82,7 @@ if TYPE_CHECKING:
     from shardflow.sdk.file_datasource import FileShuffleConfig
     from shardflow.sdk.filename_provider import FilenameProvider
     from shardflow.sdk.partitioning import Partitioning, PathPartitionFilter
+    from shardflow.sdk.random_seeds import RandomSeedConfig
     from shardflow.sdk.save_mode import SaveMode
 
 __version__ = "0.1.0"
@@ -93,6 +94,8 @@ __all__ = [
     "BlockMetadata",
     "DataContext",
     "DataIterator",
+    "DatasetContext",
+    "DatasetIterator",
     "ExecutionOptions",
     "ExecutionResources",
     "FileShuffleConfig",
@@ -102,6 +105,7 @@ __all__ = [
     "Datasource",
     "Partitioning",
     "PathPartitionFilter",
+    "RandomSeedConfig",
     "ReadTask",
     "RetryPolicy",
     "RowBasedFileDatasink",
@@ -160,8 +164,10 @@ _EXPORTS = {
     "ActorPoolStrategy": "shardflow.engine.api.compute",
     "TaskPoolStrategy": "shardflow.engine.api.compute",
     "DataContext": "shardflow.engine.api.context",
+    "DatasetContext": "shardflow.engine.api.context",
     "RetryPolicy": "shardflow.engine.api.context",
     "DataIterator": "shardflow.engine.iteration.data_iterator",
+    "DatasetIterator": "shardflow.engine.iteration.data_iterator",
     "Dataset": "shardflow.engine.api.dataset",
     "UserCodeError": "shardflow.engine.execution.errors",
     "WorkerCrashedError": "shardflow.engine.execution.errors",
@@ -221,8 +227,20 @@ _EXPORTS = {
     "Partitioning": "shardflow.sdk.partitioning",
     "PathPartitionFilter": "shardflow.sdk.partitioning",
     "SaveMode": "shardflow.sdk.save_mode",
+    "RandomSeedConfig": "shardflow.sdk.random_seeds",
 }
-_SUBMODULES = ("xshards", "orca", "exceptions", "expressions", "datatype")
+_SUBMODULES = (
+    "xshards",
+    "orca",
+    "exceptions",
+    "expressions",
+    "datatype",
+    "aggregate",
+    "extensions",
+    "collate_fn",
+    "datasource",
+    "context",
+)
 
 
 def __getattr__(name: str) -> Any:

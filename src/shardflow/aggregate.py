@@ -4,7 +4,6 @@ from shardflow.engine.api.aggregate import (
     AbsMax,
     AggregateFn,
     AggregateFnV2,
-    ApproximateQuantile,
     Count,
     Max,
     Mean,
@@ -12,7 +11,14 @@ from shardflow.engine.api.aggregate import (
     Quantile,
     Std,
     Sum,
-    Unique,
+    VectorizedAggregateFnV2,
+)
+from shardflow.engine.api.aggregate_collections import AsList, CountDistinct, Unique, ValueCounter
+from shardflow.engine.api.aggregate_profiles import (
+    ApproximateQuantile,
+    ApproximateTopK,
+    MissingValuePercentage,
+    ZeroPercentage,
 )
 
 __all__ = [
@@ -20,12 +26,19 @@ __all__ = [
     "AggregateFn",
     "AggregateFnV2",
     "ApproximateQuantile",
+    "ApproximateTopK",
+    "AsList",
     "Count",
+    "CountDistinct",
     "Max",
     "Mean",
     "Min",
+    "MissingValuePercentage",
     "Quantile",
     "Std",
     "Sum",
     "Unique",
+    "ValueCounter",
+    "VectorizedAggregateFnV2",
+    "ZeroPercentage",
 ]

@@ -3,8 +3,15 @@
 from shardflow.engine.iteration.collate import (
     ArrowBatchCollateFn,
     CollateFn,
+    DefaultCollateFn,
     NumpyBatchCollateFn,
     PandasBatchCollateFn,
 )
 
-__all__ = ["ArrowBatchCollateFn", "CollateFn", "NumpyBatchCollateFn", "PandasBatchCollateFn"]
+__all__ = [
+    "ArrowBatchCollateFn",
+    "CollateFn",
+    "DefaultCollateFn",
+    "NumpyBatchCollateFn",
+    "PandasBatchCollateFn",
+]

@@ -20,12 +20,17 @@ from shardflow.sdk.expressions import (
     IsInExpr,
     IsNullExpr,
     LiteralExpr,
+    MonotonicallyIncreasingIdExpr,
     NotExpr,
     UDFExpr,
+    UUIDExpr,
     col,
     download,
     lit,
+    monotonically_increasing_id,
+    pyarrow_udf,
     udf,
+    uuid,
 )
 
 __all__ = [
@@ -39,10 +44,15 @@ __all__ = [
     "IsInExpr",
     "IsNullExpr",
     "LiteralExpr",
+    "MonotonicallyIncreasingIdExpr",
     "NotExpr",
     "UDFExpr",
+    "UUIDExpr",
     "col",
     "download",
     "lit",
+    "monotonically_increasing_id",
+    "pyarrow_udf",
     "udf",
+    "uuid",
 ]

@@ -119,3 +119,26 @@ def block_sizes_and_switches(m, tmp):
             isinstance(context.target_max_block_size, int),
             kept,
         ]
+
+
+@case(
+    "context.ShuffleStrategy",
+    "DataContext.shuffle_strategy",
+    "DataContext.retried_io_errors",
+    note="shuffle strategies, the retried I/O errors",
+)
+def shuffle_and_io_settings(m, tmp):
+    """ShuffleStrategy's members; the setting takes one; retried_io_errors' default list
+    (debug_limit_shuffle_execution_to_num_blocks: test_documented_differences.py)"""
+    from importlib import import_module
+
+    strategy = import_module(f"{m.__name__}.context").ShuffleStrategy
+    context = m.DataContext.get_current()
+    with _restored(context, "shuffle_strategy"):
+        context.shuffle_strategy = strategy.HASH_SHUFFLE
+        chosen = context.shuffle_strategy
+    return [
+        [(s.name, s.value) for s in strategy],
+        chosen == strategy.HASH_SHUFFLE,
+        list(context.retried_io_errors),
+    ]

@@ -143,3 +143,92 @@ def concurrency_below_one(m, tmp):
         _raises(lambda: ds.map_batches(Identity, concurrency=0).take_all()),
         _raises(lambda: ds.map(lambda r: r, concurrency=-1).take_all()),
     ]
+
+
+def _ray_names_of_task_errors(m):
+    """The exception classes Ray users catch around a failing task, from ``m``'s modules."""
+    exceptions = submodule(m, "exceptions")
+    if m.__name__ == "ray.data":
+        import ray.exceptions
+
+        return ray.exceptions.RayTaskError, exceptions.UserCodeException
+    return exceptions.RayTaskError, exceptions.UserCodeException
+
+
+@case(
+    "exceptions.UserCodeException",
+    "exceptions.RayTaskError",
+    "exceptions.RayDataUserCodeException",
+    note="a UDF error caught as RayTaskError (ray.exceptions) and UserCodeException",
+)
+def task_errors_under_rays_names(m, tmp):
+    """except RayTaskError and except UserCodeException catch a failing map"""
+    task_error, user_code = _ray_names_of_task_errors(m)
+    try:
+        m.range(2).map(_fail).take_all()
+        out = ["no error"]
+    except Exception as exc:
+        out = [isinstance(exc, task_error), isinstance(exc, user_code)]
+    out.append(issubclass(submodule(m, "exceptions").RayDataUserCodeException, Exception))
+    out.append(issubclass(submodule(m, "exceptions").SystemException, Exception))
+    return out
+
+
+# Calls that raise a ValueError, and the words of Ray Data's message that users match with
+# ``pytest.raises(ValueError, match=...)``.
+VALUE_ERROR_WORDINGS = [
+    (lambda ds: ds.map_batches(lambda b: b, batch_format="xx").take_all(), "isn't allowed"),
+    (lambda ds: ds.map_batches(lambda b: b, batch_size=0), "Batch size can't be negative or 0"),
+    (
+        lambda ds: ds.map_batches(lambda b: b, fn_constructor_args=(1,)),
+        "can only be specified if providing a callable class",
+    ),
+    (lambda ds: ds.split(0), "The number of splits 0 is not positive"),
+    (lambda ds: ds.split_at_indices([3, 1]), "indices must be sorted"),
+    (lambda ds: ds.split_proportionately([0.5, 0.6]), "proportions must sum to less than 1"),
+    (lambda ds: ds.train_test_split(test_size=1.5), "must be bigger than 0 and smaller than 1"),
+    (lambda ds: ds.random_sample(1.5), "Fraction must be between 0 and 1"),
+    (lambda ds: ds.zip(ds.limit(3)).take_all(), "Cannot zip datasets of different number of rows"),
+    (
+        lambda ds: ds.rename_columns(["a", "b"]),
+        r"rename_columns requires 'names': \['a', 'b'\] length match",
+    ),
+    (lambda ds: ds.sort("nope").take_all(), "You specified the column 'nope', but there's no"),
+    (lambda ds: ds.groupby("nope").count().take_all(), "but there's no such column"),
+]
+
+
+@case(
+    "Dataset.map_batches",
+    "Dataset.split",
+    "Dataset.split_at_indices",
+    "Dataset.split_proportionately",
+    "Dataset.train_test_split",
+    "Dataset.random_sample",
+    "Dataset.zip",
+    "Dataset.rename_columns",
+    "Dataset.sort",
+    "Dataset.groupby",
+    note="ValueErrors carry Ray Data's words (what pytest.raises(match=...) looks for)",
+)
+def value_error_wordings(m, tmp):
+    """each call raises a ValueError whose message Ray Data's words match"""
+    import re
+
+    ds = m.range(4, override_num_blocks=1)
+    out = []
+    for call, words in VALUE_ERROR_WORDINGS:
+        try:
+            call(ds)
+            out.append("no error")
+        except ValueError as exc:
+            out.append(bool(re.search(words, str(exc))))
+    return out
+
+
+@case("Dataset.zip", note="zip of datasets with the same column names renames Ray Data's way")
+def zip_renames_clashing_columns(m, tmp):
+    """x, y twice: x_1, y_1; three datasets: _1 and _2 suffixes; the schema's names"""
+    a = m.from_items([{"x": 1, "y": 2}], override_num_blocks=1)
+    b = m.from_items([{"x": 3, "y": 4}], override_num_blocks=1)
+    return [a.zip(b).take_all(), a.zip(b, b).take_all(), a.zip(b).schema().names]

@@ -198,3 +198,100 @@ def expression_filters(m, tmp):
         dotted.filter(expr=col("x.y") > 2).take_all(),
         ds.filter(expr=col("n").is_null() | (col("a") % 2 == 0)).take_all(),
     ]
+
+
+class AsyncAddOffset:
+    """A callable class with an async ``__call__``, made a udf in the case below."""
+
+    def __init__(self, offset):
+        self.offset = offset
+
+    async def __call__(self, x):
+        import asyncio
+
+        await asyncio.sleep(0)
+        return pc.add(x, self.offset)
+
+
+class AsyncYieldTwice:
+    """A callable class whose ``__call__`` is an async generator: its last item counts."""
+
+    async def __call__(self, x):
+        yield pc.add(x, 1)
+        yield pc.add(x, 2)
+
+
+async def _async_plus_one(x):
+    return pc.add(x, 1)
+
+
+@case(
+    "expressions.udf",
+    "Dataset.with_column",
+    note="async udfs: callable classes are awaited, async functions fail",
+)
+def async_udfs(m, tmp):
+    """an async __call__'s value, an async generator's last item; an async def fails"""
+    e, dt = submodule(m, "expressions"), submodule(m, "datatype")
+    col, int64 = e.col, dt.DataType.int64()
+    ds = m.from_items(ROWS, override_num_blocks=1)
+    awaited = e.udf(return_dtype=int64)(AsyncAddOffset)(3)
+    last = e.udf(return_dtype=int64)(AsyncYieldTwice)()
+    function = e.udf(return_dtype=int64)(_async_plus_one)
+    return [
+        _with(ds, awaited(col("a"))),
+        _with(ds, last(col("a"))),
+        raised_at_run(m, lambda: ds.with_column("c", function(col("a"))).take_all()),
+    ]
+
+
+def _upper_first(x, width):
+    return pc.utf8_slice_codeunits(pc.utf8_upper(x), 0, width)
+
+
+def _is_arrow(x):
+    return pa.array([isinstance(x, (pa.Array, pa.ChunkedArray))] * len(x))
+
+
+@case("expressions.pyarrow_udf", note="udfs over PyArrow arrays")
+def pyarrow_udfs(m, tmp):
+    """a pyarrow_udf of a column and a literal; its inputs are Arrow arrays; its type"""
+    e, dt = submodule(m, "expressions"), submodule(m, "datatype")
+    upper = e.pyarrow_udf(return_dtype=dt.DataType.string())(_upper_first)
+    arrow_input = e.pyarrow_udf(return_dtype=dt.DataType.bool())(_is_arrow)
+    ds = m.from_items(ROWS, override_num_blocks=1)
+    out = ds.with_column("c", upper(e.col("s"), 1))
+    return [out.take_all(), out.schema(), _with(ds, arrow_input(e.col("a")))]
+
+
+@case("expressions.uuid", "expressions.UUIDExpr", note="a UUID4 string per row")
+def uuid_expressions(m, tmp):
+    """the column's type, each value a UUID4, all different, new ones on each execution"""
+    import uuid
+
+    e = submodule(m, "expressions")
+    ds = m.range(20, override_num_blocks=2).with_column("key", e.uuid())
+    first, second = [r["key"] for r in ds.take_all()], [r["key"] for r in ds.take_all()]
+    return [
+        ds.schema(),
+        {uuid.UUID(k).version for k in first},
+        len(set(first)),
+        set(first) & set(second),
+        repr(e.uuid()),
+    ]
+
+
+@case(
+    "expressions.monotonically_increasing_id",
+    "expressions.MonotonicallyIncreasingIdExpr",
+    note="ids with the task's index in the upper bits",
+)
+def monotonically_increasing_ids(m, tmp):
+    """ids of two one-block tasks; the column type; ids after a filter"""
+    e = submodule(m, "expressions")
+    ds = m.range(6, override_num_blocks=2)
+    return [
+        ds.with_column("uid", e.monotonically_increasing_id()).take_all(),
+        ds.with_column("uid", e.monotonically_increasing_id()).schema(),
+        ds.filter(expr="id != 1").with_column("uid", e.monotonically_increasing_id()).take_all(),
+    ]

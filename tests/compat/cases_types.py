@@ -78,15 +78,23 @@ def pandas_dtypes(m, tmp):
 
 @case("Dataset.iter_batches", "Dataset.take_batch", "Dataset.map_batches")
 def batch_format_none_is_native(m, tmp):
-    """batch_format=None gives the block itself (an Arrow table for Arrow data)"""
+    """batch_format=None gives the block itself: an Arrow table, or a DataFrame for frames"""
     ds = m.range(3)
     names = ds.map_batches(
+        lambda b: {"t": np.array([type(b).__name__] * len(b))}, batch_format=None
+    )
+    frame = m.from_pandas(pd.DataFrame({"a": [1, 2], "o": pd.Series(["x", None], dtype=object)}))
+    seen = frame.map_batches(
         lambda b: {"t": np.array([type(b).__name__] * len(b))}, batch_format=None
     )
     return [
         type(next(iter(ds.iter_batches(batch_format=None)))),
         type(ds.take_batch(batch_format=None)),
         names.take(1),
+        # data from pandas frames: a DataFrame (Ray Data keeps them as pandas blocks)
+        next(iter(frame.iter_batches(batch_format=None))),
+        type(frame.take_batch(batch_format=None)),
+        seen.take(1),
     ]
 
 

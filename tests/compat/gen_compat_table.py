@@ -5,7 +5,9 @@ is "same" when a differential case covers it (the suite asserts identical result
 "different" when a test in test_documented_differences.py registers a deliberate
 difference, "not tested yet" when shardflow has it but no case covers it, and "not yet" when
 shardflow lacks it. To extend the table, add cases (``@case(...)``) or differences
-(``@differs(...)``); names come from ``ray.data.__all__`` and Dataset's public methods.
+(``@differs(...)``); names come from ``ray.data.__all__``, the modules
+``aggregate``, ``expressions``, ``context``, ``datasource`` and ``extensions``, and the public
+methods of Dataset, GroupedData and DataIterator.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ CASE_MODULES = tuple(
     sorted(f[:-3] for f in os.listdir(HERE) if f.startswith("cases_") and f.endswith(".py"))
 ) + ("test_documented_differences", "test_a2a_vs_ray")
 
+
+# ray.data's modules whose names are also ray.data's top-level names.
+REEXPORTING_MODULES = ("context", "datasource", "extensions")
 
 # Deliberate differences that belong to no single name (kept short; each is tested in the
 # suite named).
@@ -93,7 +98,25 @@ def _load() -> tuple[dict[str, list[str]], dict[str, str]]:
             covered.setdefault(name, []).append(case_.name)
     for name, tests in COVERED_BY_TESTS.items():
         covered.setdefault(name, []).extend(tests)
+    _cover_reexports(covered)
     return covered, DIFFERENCES
+
+
+def _cover_reexports(covered: dict[str, list[str]]) -> None:
+    """``datasource.ReadTask`` is ``ray.data.ReadTask``: a case covering one covers both,
+    when shardflow's two names are one object as well."""
+    import ray.data as rd
+
+    import shardflow
+
+    for module_name in REEXPORTING_MODULES:
+        module = importlib.import_module(f"ray.data.{module_name}")
+        for name in _public_names(module):
+            ours = _shardflow_object(module_name)
+            same_in_ray = getattr(rd, name, None) is getattr(module, name, object())
+            same_here = getattr(shardflow, name, None) is getattr(ours, name, object())
+            if name in covered and same_in_ray and same_here:
+                covered.setdefault(f"{module_name}.{name}", []).extend(covered[name])
 
 
 def _ray_names() -> tuple[list[str], list[str]]:
@@ -102,7 +125,7 @@ def _ray_names() -> tuple[list[str], list[str]]:
         import ray.data as rd
     functions = sorted(n for n in rd.__all__ if not n[0].isupper())
     classes = sorted(n for n in rd.__all__ if n[0].isupper())
-    from ray.data import aggregate, expressions
+    from ray.data import aggregate, context, datasource, expressions, extensions
     from ray.data.grouped_data import GroupedData
 
     methods = sorted(
@@ -113,11 +136,25 @@ def _ray_names() -> tuple[list[str], list[str]]:
     )
     extras = sorted(
         f"{module.__name__.rsplit('.', 1)[1]}.{n}"
-        for module in (aggregate, expressions)
-        for n in getattr(module, "__all__", [])
-        if not n.startswith("_")
+        for module in (aggregate, expressions, context, datasource, extensions)
+        for n in _public_names(module)
     )
     return functions + classes + extras, methods
+
+
+def _public_names(module: object) -> list[str]:
+    """``module.__all__``, or (for a module without one, as ``ray.data.context``) the
+    public classes and functions it defines itself."""
+    names = getattr(module, "__all__", None)
+    if names is None:
+        own = getattr(module, "__name__", "")
+        names = [
+            n
+            for n, value in vars(module).items()
+            if isinstance(value, type) or callable(value)
+            if getattr(value, "__module__", None) == own
+        ]
+    return [n for n in names if not n.startswith("_")]
 
 
 def _shardflow_has(name: str) -> bool:
@@ -166,7 +203,8 @@ def render() -> str:
         "",
         "shardflow offers Ray Data's API: code written for `ray.data` runs after changing the",
         "import to `import shardflow as sf`. This page lists `ray.data`'s public names",
-        "(`ray.data.__all__` and the public methods of `Dataset`) and their status:",
+        "(`ray.data.__all__`, the names of `ray.data.aggregate`, `expressions`, `context`,",
+        "`datasource` and `extensions`, and the public methods of `Dataset`) and their status:",
         "",
         "- **same**: the differential suite (tests/compat) runs the same code on both and finds",
         "  the same rows, dtypes, schemas, files and exception types;",

@@ -4,20 +4,27 @@ from __future__ import annotations
 
 import cases_a2a  # noqa: F401
 import cases_actors  # noqa: F401
+import cases_aggregate  # noqa: F401
 import cases_api  # noqa: F401  (registers cases)
 import cases_context  # noqa: F401
 import cases_delta  # noqa: F401
 import cases_errors  # noqa: F401
 import cases_expressions  # noqa: F401
 import cases_frameworks  # noqa: F401
+import cases_grouping  # noqa: F401
 import cases_iceberg  # noqa: F401
 import cases_interop  # noqa: F401
+import cases_io  # noqa: F401
 import cases_media  # noqa: F401
 import cases_ml_formats  # noqa: F401
+import cases_pandas  # noqa: F401
 import cases_paths  # noqa: F401
+import cases_random  # noqa: F401
 import cases_reads  # noqa: F401
 import cases_sql  # noqa: F401
 import cases_surface  # noqa: F401
+import cases_tensors  # noqa: F401
+import cases_torch  # noqa: F401
 import cases_types  # noqa: F401
 import cases_writes  # noqa: F401
 import pytest

@@ -74,21 +74,6 @@ def test_row_hash_values_and_filter_argument(rd, sfm, tmp_path):
 
 
 @differs(
-    "Dataset.iter_batches",
-    reason="blocks are always Arrow tables, so batch_format=None gives a pyarrow.Table even for data "
-    "that came from pandas (Ray Data keeps pandas blocks and gives a DataFrame).",
-)
-def test_native_batches_are_arrow(rd, sfm):
-    import pandas as pd
-
-    frame = pd.DataFrame({"a": [1, 2]})
-    assert isinstance(
-        next(iter(rd.from_pandas(frame).iter_batches(batch_format=None))), pd.DataFrame
-    )
-    assert isinstance(next(iter(sfm.from_pandas(frame).iter_batches(batch_format=None))), pa.Table)
-
-
-@differs(
     "from_items",
     reason="Python objects without an Arrow type become a column of shardflow's own extension type; "
     "pandas shows it as dtype object (Ray Data: its PythonObjectDtype), and a Parquet file "
@@ -101,28 +86,6 @@ def test_object_columns_are_not_unpickled_from_files(sfm, tmp_path):
     back = sfm.read_parquet(tmp_path / "o").take_all()
     assert isinstance(back[0]["o"], bytes)
     assert str(sfm.from_items([{"o": Payload(1)}]).to_pandas()["o"].dtype) == "object"
-
-
-@differs(
-    "FileDatasink",
-    reason="subclasses receive a pyarrow.Table in write_block_to_file (Ray Data: a BlockAccessor, "
-    "whose to_arrow() gives the table) and an fsspec file object.",
-)
-def test_block_sinks_receive_tables(sfm, tmp_path):
-    import shardflow.sdk as sdk
-
-    seen = []
-
-    class Probe(sdk.BlockBasedFileDatasink):
-        def __init__(self, path):
-            super().__init__(path, file_format="txt")
-
-        def write_block_to_file(self, block, f):
-            seen.append(type(block))
-            f.write(b"x")
-
-    sfm.range(2, override_num_blocks=1).write_datasink(Probe(str(tmp_path / "p")))
-    assert seen == [pa.Table]
 
 
 class _AddOne:
@@ -258,6 +221,43 @@ def test_glob_patterns_are_expanded_when_no_such_path_exists(rd, sfm, tmp_path):
     assert sfm.read_parquet(str(tmp_path / "q?")).count() == 1
     with pytest.raises(FileNotFoundError):  # Ray Data cuts the path at the '?'
         rd.read_parquet(str(tmp_path / "q?")).count()
+
+
+@differs(
+    "extensions.ArrowTensorType",
+    "extensions.ArrowTensorTypeV2",
+    "extensions.FixedShapeTensorFormat",
+    "DataContext.arrow_fixed_shape_tensor_format",
+    reason="tensor columns are always Arrow's canonical fixed_shape_tensor / "
+    "variable_shape_tensor types, which Ray Data gives with "
+    "arrow_fixed_shape_tensor_format = FixedShapeTensorFormat.ARROW_NATIVE (the default here; "
+    "Ray Data's default, V2, is an extension type of its own, ArrowTensorTypeV2), so files stay "
+    "readable by other Arrow tools. ArrowTensorType(shape, dtype) and ArrowTensorTypeV2(...) "
+    "build the canonical type, and isinstance() with either holds for every fixed-shape tensor "
+    "type; setting V1 or V2 warns that nothing changes.",
+)
+def test_tensor_columns_are_arrows_canonical_type(rd, sfm):
+    import numpy as np
+    import ray.data.extensions as ray_ext
+
+    import shardflow.extensions as sf_ext
+
+    data = np.zeros((2, 3, 4), dtype=np.float32)
+    ray_type = rd.from_numpy(data).schema().types[0]
+    assert isinstance(ray_type, ray_ext.ArrowTensorTypeV2)
+    assert str(ray_type) == "ArrowTensorTypeV2(shape=(3, 4), dtype=float)"
+    ours = sfm.from_numpy(data).schema().types[0]
+    assert ours == pa.fixed_shape_tensor(pa.float32(), (3, 4))
+    assert isinstance(ours, sf_ext.ArrowTensorType) and isinstance(ours, sf_ext.ArrowTensorTypeV2)
+    assert sf_ext.ArrowTensorType((3, 4), pa.float32()) == ours
+    context = sfm.DataContext.get_current()
+    assert context.arrow_fixed_shape_tensor_format is sf_ext.FixedShapeTensorFormat.ARROW_NATIVE
+    from shardflow.engine.api.execution_options import _warned
+
+    _warned.discard("DataContext.arrow_fixed_shape_tensor_format")  # warned once per process
+    with pytest.warns(UserWarning, match="no effect"):
+        context.arrow_fixed_shape_tensor_format = sf_ext.FixedShapeTensorFormat.V2
+    assert sfm.from_numpy(data).schema().types[0] == ours
 
 
 @differs(
@@ -567,6 +567,28 @@ def test_avro_types_come_from_the_schema(rd, sfm, tmp_path):
     ]
     ray_types = [str(t) for t in rd.read_avro(path).schema().types]
     assert ray_types == ["struct<a: int64>", "decimal128(3, 2)", "null"]
+
+
+@differs(
+    "DataContext.debug_limit_shuffle_execution_to_num_blocks",
+    reason="set_config('debug_limit_shuffle_execution_to_num_blocks', n) makes random_shuffle "
+    "shuffle the rows of its first n input blocks, as the setting's name says; Ray Data 2.60 "
+    "(with the sort-based shuffle) returns no rows at all. Sorts, aggregations and "
+    "repartitions ignore it here.",
+)
+def test_debug_limit_shuffles_the_first_blocks(rd, sfm):
+    def limited(m):
+        context = m.DataContext.get_current()
+        context.set_config("debug_limit_shuffle_execution_to_num_blocks", 2)
+        try:
+            return sorted(
+                r["id"] for r in m.range(8, override_num_blocks=4).random_shuffle(seed=1).take_all()
+            )
+        finally:
+            context.remove_config("debug_limit_shuffle_execution_to_num_blocks")
+
+    assert limited(rd) == []
+    assert limited(sfm) == [0, 1, 2, 3]
 
 
 @differs(

@@ -18,6 +18,7 @@ from shardflow.sdk.block import (
     to_block,
     validate_batch_format,
 )
+from shardflow.sdk.pandas_batches import pandas_to_block
 
 
 def _ragged(shapes, dtype=np.float64):
@@ -119,7 +120,11 @@ def test_pandas_with_nulls_matches_pyarrow():
 
 def test_batch_format_none_is_the_native_block():
     block = pa.table({"x": [1, 2]})
-    assert validate_batch_format(None) == "pyarrow" and block_to_batch(block, None) is block
+    assert validate_batch_format(None) == "native" and block_to_batch(block, None) is block
+    # a block made from a pandas frame (from_pandas) is a DataFrame in its native format
+    frame = pd.DataFrame({"x": [1, 2]})
+    native = block_to_batch(pandas_to_block(frame, record_dtypes=True), None)
+    pd.testing.assert_frame_equal(native, frame)
 
 
 @pytest.mark.parametrize("fmt", ["default", "numpy"])
@@ -141,6 +146,9 @@ def test_unknown_batch_format_raises():
 
 def test_to_block_rejects_unknown_types():
     with pytest.raises(TypeError, match="pyarrow.Table"):
+        to_block({1, 2, 3})
+    # a list (of rows) is Ray Data's ValueError, with its advice
+    with pytest.raises(ValueError, match="Standalone Python objects are not allowed"):
         to_block([1, 2, 3])
 
 

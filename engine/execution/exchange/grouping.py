@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from shardflow.engine.api.aggregate import Count, Mean, Sum
-from shardflow.engine.execution.errors import wrap_user_exception
+from shardflow.engine.execution.errors import missing_column_message, wrap_user_exception
 from shardflow.engine.execution.exchange.base import (
     ExchangeSpec,
     PlanContext,
@@ -67,10 +67,7 @@ def check_aggregation_input(block: Block, keys: Sequence[str], aggs: Sequence[An
     for agg in aggs:
         for column in agg.target_columns():
             if column not in names:
-                raise ValueError(
-                    f"{agg.name}: there's no column '{column}' in the dataset. The dataset has "
-                    f"columns: {names}"
-                )
+                raise ValueError(missing_column_message(column, names))
             arrow_type = block.schema.field(column).type
             if agg.numeric_only() and not _is_numeric(arrow_type):
                 raise ValueError(
@@ -262,6 +259,11 @@ _ADDITIVE_STATES: dict[type, tuple[str, ...]] = {
 
 
 def _column_of(values: list[Any]) -> pa.Array:
+    # An aggregation whose results are Arrow scalars chooses the column's type (Unique of a
+    # list column gives large lists, as Ray Data).
+    typed = next((v.type for v in values if isinstance(v, pa.Scalar)), None)
+    if typed is not None:
+        return pa.array([v.as_py() if isinstance(v, pa.Scalar) else v for v in values], typed)
     try:
         return pa.array(values)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
@@ -323,9 +325,11 @@ class ApplyToGroups(MergeRange):
         name: str,
         lo: tuple | None,
         hi: tuple | None,
+        pandas: Any = None,
     ):
         super().__init__(ascending(keys) if keys else SortKey((), ()), lo, hi)
         self.keys, self.udf, self.batch_format, self.name = keys, udf, batch_format, name
+        self.pandas = pandas
 
     def __call__(self, inputs: list[Any], ctx: TaskContext) -> Iterator[Block]:
         from shardflow.engine.execution.refs import resolve
@@ -341,7 +345,7 @@ class ApplyToGroups(MergeRange):
             fn = fn(*self.udf.fn_constructor_args, **self.udf.fn_constructor_kwargs)
         outputs = []
         for _, rows in iter_groups(block, group_starts(block, self.keys)):
-            batch = block_to_batch(rows, self.batch_format)
+            batch = block_to_batch(rows, self.batch_format, self.pandas)
             try:
                 result = fn(batch, *self.udf.fn_args, **self.udf.fn_kwargs)
                 results = result if _is_generator(result) else [result]
@@ -371,9 +375,11 @@ class MapGroupsSpec(ExchangeSpec):
         batch_format: str,
         name: str,
         num_partitions: int | None,
+        pandas: Any = None,
     ):
         self.keys, self.udf, self.batch_format, self.op_name = keys, udf, batch_format, name
         self.num_partitions = num_partitions
+        self.pandas = pandas  # how groups become DataFrames (captured when planned)
 
     def prepare(self, input_index: int) -> Any:
         return SortByKey(self.keys)
@@ -386,7 +392,9 @@ class MapGroupsSpec(ExchangeSpec):
             return []
 
         def make(lo: Any, hi: Any) -> ApplyToGroups:
-            return ApplyToGroups(self.keys, self.udf, self.batch_format, self.op_name, lo, hi)
+            return ApplyToGroups(
+                self.keys, self.udf, self.batch_format, self.op_name, lo, hi, self.pandas
+            )
 
         if not self.keys:
             return [ReducePlan([r.bundle.ref for r in runs], make(None, None))]

@@ -114,7 +114,9 @@ def one_group_aggregate(columns: dict[str, Any], specs: list[tuple]) -> Block:
         options = spec[2] if len(spec) > 2 else None
         result = pc.call_function(function, [columns[column]], options)
         out[f"{column}_{function}"] = pa.repeat(result, 1)
-    return pa.table(out)
+    # One group is one row even without aggregations to compute (min or max of a column of
+    # Arrow's null type): its states are then nulls, not "no group".
+    return pa.table(out) if out else pa.table({"": [None]}).select([])
 
 
 class _Fold(Vectorized):

@@ -68,6 +68,7 @@ class ExchangeOperator(PhysicalOperator):
         self._prepare = TaskPool(self, ordered=False, counts_output=False)
         self._reduce = TaskPool(self, ordered=True)
         super().start(runtime)
+        self._block_limit = _debug_block_limit(self.spec, runtime.context)
 
     @property
     def inputs_received(self) -> int:
@@ -80,6 +81,10 @@ class ExchangeOperator(PhysicalOperator):
             self.runtime.budget.release(bundle.charge)
             return
         self.stats.mark_started()
+        limit = getattr(self, "_block_limit", None)
+        if limit is not None and self._received[input_index] >= limit:
+            self.runtime.budget.release(bundle.charge)  # left out: see _debug_block_limit
+            return
         seq = self._received[input_index]
         self._received[input_index] += 1
         if self.spec.prepare(input_index) is None and not self._must_spill():
@@ -303,6 +308,22 @@ class ExchangeOperator(PhysicalOperator):
         self._prepare.cancel()
         self._reduce.cancel()
         self._release_runs()
+
+
+def _debug_block_limit(spec: Any, context: Any) -> int | None:
+    """Ray Data's debug setting ``DataContext.set_config(
+    "debug_limit_shuffle_execution_to_num_blocks", n)``: a random shuffle takes only its
+    first ``n`` input blocks (quick trials on big data). Ray Data also passes it to sorts,
+    aggregations and shuffling repartitions, where 2.60 loses rows or fails; shardflow
+    leaves those whole. None when unset or for other exchanges."""
+    limit = context.get_config("debug_limit_shuffle_execution_to_num_blocks", None)
+    if limit is None or spec.name != "RandomShuffle":
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(
+            f"debug_limit_shuffle_execution_to_num_blocks must be a positive int, got {limit!r}."
+        )
+    return limit
 
 
 class _Bounded:

@@ -12,7 +12,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardflow.engine.execution.errors import ColumnNotFoundError, wrap_user_exception
+from shardflow.engine.api.context import current_pandas_conversion
+from shardflow.engine.execution.errors import (
+    ColumnNotFoundError,
+    missing_column_message,
+    wrap_user_exception,
+)
 from shardflow.engine.execution.stages.transforms import Stage
 from shardflow.sdk.block import Block, block_to_batch, to_block
 from shardflow.sdk.datasink import TaskContext
@@ -43,8 +48,10 @@ class ProjectStage(Stage):
         select: list[str] | None = None,
         drop: list[str] | None = None,
         rename: dict[str, str] | None = None,
+        implicit: bool = False,
     ):
         self.name, self.select, self.drop, self.rename = name, select, drop, rename
+        self.implicit = implicit
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
         for block in blocks:
@@ -59,6 +66,8 @@ class ProjectStage(Stage):
             return block.rename_columns([self.rename.get(c, c) for c in names])
         wanted = self.select if self.select is not None else self.drop or []
         missing = [c for c in wanted if c not in names]
+        if missing and self.implicit:
+            raise ValueError(missing_column_message(missing[0], names))
         if missing:
             raise ColumnNotFoundError(
                 f"{self.name}: unknown column(s) {missing}; the data has columns {names}."
@@ -80,10 +89,11 @@ class AddColumnStage(Stage):
 
     def __init__(self, col: str, fn: Callable, name: str, batch_format: str):
         self.col, self.fn, self.name, self.batch_format = col, fn, name, batch_format
+        self.pandas = current_pandas_conversion()
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
         for block in blocks:
-            batch = block_to_batch(block, self.batch_format)
+            batch = block_to_batch(block, self.batch_format, self.pandas)
             try:
                 values = self.fn(batch)
             except Exception as exc:

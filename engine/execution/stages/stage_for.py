@@ -67,9 +67,12 @@ def stage_for(op: Any) -> Stage:
             select=None if op.select is None else list(op.select),
             drop=None if op.drop is None else list(op.drop),
             rename=op.rename,
+            implicit=op.implicit,
         )
     if isinstance(op, AddColumn):
         return AddColumnStage(op.col, op.fn, op.name, op.batch_format)
     if isinstance(op, RandomSample):
-        return RandomSampleStage(op.fraction, op.seed, op.name)
+        from shardflow.sdk.random_seeds import seed_for_execution
+
+        return RandomSampleStage(op.fraction, seed_for_execution(op.seed), op.name)
     raise TypeError(f"No stage for logical operation {op!r}.")

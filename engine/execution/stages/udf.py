@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from shardflow.engine.api.context import current_pandas_conversion
 from shardflow.engine.execution.errors import wrap_user_exception
 from shardflow.engine.execution.stages.async_udf import (
     ASYNC_BATCH_CONCURRENCY,
@@ -69,6 +70,8 @@ class UDFStage(Stage):
         self.ctor_kwargs = dict(fn_constructor_kwargs or {})
         self._instance: Any = None
         self._loop: EventLoopThread | None = None
+        # Captured where the plan is made (the driver), used where the batches are made.
+        self.pandas = current_pandas_conversion()
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -198,7 +201,7 @@ class BatchMapStage(UDFStage):
         if batch_size == "auto":
             blocks, batch_size = auto_batch_size(blocks)
         for block in rebatch_blocks(blocks, batch_size):
-            batch = block_to_batch(block, self.batch_format)
+            batch = block_to_batch(block, self.batch_format, self.pandas)
             if not self.zero_copy_batch and self.batch_format == "numpy":
                 batch = {k: _writable(v) for k, v in batch.items()}
             yield batch

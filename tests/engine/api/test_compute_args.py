@@ -65,7 +65,7 @@ def test_unbounded_pool_defaults():
 @pytest.mark.parametrize(
     "fn, kwargs, message",
     [
-        (double, {"fn_constructor_args": (1,)}, "fn_constructor_args can only be given"),
+        (double, {"fn_constructor_args": (1,)}, "fn_constructor_args`` can only be specified"),
         (double, {"concurrency": (1, 2)}, "is for callable classes"),
         (double, {"concurrency": 0}, "concurrency must be >= 1"),
         (double, {"concurrency": "x"}, "concurrency must be an int"),

@@ -190,9 +190,12 @@ def test_materialize_runs_the_plan_once(backend, tmp_path):
 
 def test_to_pandas(backend):
     df = _frame()
-    # Arrow-backed dtypes, as Ray Data 2.60 gives
-    expected = pa.Table.from_pandas(df, preserve_index=False).to_pandas(types_mapper=pd.ArrowDtype)
-    pd.testing.assert_frame_equal(sf.from_pandas(df, override_num_blocks=3).to_pandas(), expected)
+    # A frame given to from_pandas comes back with its own dtypes (Ray Data keeps it as
+    # pandas blocks); data from elsewhere gets Arrow-backed dtypes, as Ray Data 2.60 gives.
+    pd.testing.assert_frame_equal(sf.from_pandas(df, override_num_blocks=3).to_pandas(), df)
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    expected = table.to_pandas(types_mapper=pd.ArrowDtype)
+    pd.testing.assert_frame_equal(sf.from_arrow(table).to_pandas(), expected)
     assert sf.range(10).to_pandas(limit=10).shape == (10, 1)
     with pytest.raises(ValueError, match="more than 5"):
         sf.range(10).to_pandas(limit=5)
