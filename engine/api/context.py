@@ -112,6 +112,11 @@ class DataContext:
             streaming reads and writes (see engine/execution/arrow_memory.py). Arrow's C++ code that
             takes no pool from Python uses the pool chosen when pyarrow was imported:
             jemalloc when ``import shardflow`` came first (see shardflow/_arrow_pool.py).
+        log_internal_stack_trace: Show shardflow's own frames in the tracebacks of errors
+            raised in tasks (by default they show the user's code only), for debugging
+            shardflow itself. The environment variable
+            ``SHARDFLOW_LOG_INTERNAL_STACK_TRACE=1`` does the same. Ray Data's name; Ray
+            Data writes these frames to its log file instead.
 
     Examples:
         >>> import shardflow as sf
@@ -139,6 +144,7 @@ class DataContext:
     )
     enable_operator_progress_bars: bool = True
     arrow_memory_pool: str | None = "jemalloc"
+    log_internal_stack_trace: bool = False
     _kv_configs: dict[str, Any] = field(default_factory=dict, repr=False)
 
     _current: DataContext | None = None
@@ -295,7 +301,10 @@ def _initialised(context: DataContext) -> bool:
 _FIELDS = {f.name for f in fields(DataContext)}
 
 # Ray Data's names for shardflow settings.
-RAY_ALIASES = {"execution_no_progress_timeout_s": "no_progress_timeout_s"}
+RAY_ALIASES = {
+    "execution_no_progress_timeout_s": "no_progress_timeout_s",
+    "log_internal_stack_trace_to_stdout": "log_internal_stack_trace",  # its older name
+}
 
 _NEVER = frozenset()
 
@@ -313,7 +322,6 @@ RAY_ONLY_SETTINGS: dict[str, Any] = {
     "enable_progress_bar_name_truncation": (True, False),
     "enable_auto_log_stats": (False,),
     "verbose_stats_logs": (False,),
-    "log_internal_stack_trace": (False,),
     "use_push_based_shuffle": (False,),
     "use_polars": (False,),
     "use_polars_sort": (False,),

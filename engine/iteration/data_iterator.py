@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from shardflow.engine.api.context import DataContext
+from shardflow.engine.api.error_boundary import iterate_at_boundary, public_methods_at_boundary
 from shardflow.engine.execution.refs import resolve
 from shardflow.engine.iteration.batches import (
     iter_batches_from_blocks,
@@ -49,7 +50,7 @@ class EpochIterable:
         self._open: weakref.WeakSet = weakref.WeakSet()
 
     def __iter__(self) -> Iterator[Any]:
-        iterator = self._make()
+        iterator = iterate_at_boundary(self._make())
         self._open.add(iterator)
         return iterator
 
@@ -58,6 +59,7 @@ class EpochIterable:
             iterator.close()
 
 
+@public_methods_at_boundary
 class DataIterator:
     """An iterator over a dataset's rows and batches, repeatable for several epochs.
 
