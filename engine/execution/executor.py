@@ -27,6 +27,7 @@ from shardflow.engine.execution.operators.base import OperatorRuntime, PhysicalO
 from shardflow.engine.execution.progress import ProgressBars
 from shardflow.engine.execution.refs import RefBundle
 from shardflow.engine.execution.stats import ExecutionStats
+from shardflow.engine.execution.task_timing import peak_rss
 from shardflow.engine.plan.physical import PhysicalPlan
 from shardflow.sdk.block import BlockMetadata
 
@@ -116,6 +117,7 @@ class StreamingExecutor:
         self.stats.bytes_spilled = sum(op.stats.bytes_spilled for op in self._ops)
         if self._started_at:
             self.stats.wall_time_s = time.perf_counter() - self._started_at
+        self.stats.driver_peak_rss = peak_rss()
         if self._bars is not None:
             self._bars.close()
 
@@ -123,6 +125,7 @@ class StreamingExecutor:
 
     def _start(self) -> None:
         self._started_at = time.perf_counter()
+        self.stats.started_at_epoch = time.time()
         for op in self._ops:
             op.start(self.runtime)
         self._bars = ProgressBars(

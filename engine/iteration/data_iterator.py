@@ -15,6 +15,7 @@ from typing import Any
 from shardflow.engine.api.context import DataContext
 from shardflow.engine.api.error_boundary import iterate_at_boundary, public_methods_at_boundary
 from shardflow.engine.execution.refs import resolve
+from shardflow.engine.execution.stats import ConsumerTimer
 from shardflow.engine.iteration.batches import (
     iter_batches_from_blocks,
     validate_batch_size,
@@ -36,6 +37,9 @@ class Epoch:
 
     def interrupt(self) -> None:
         """Stop early (idempotent; nothing to do by default)."""
+
+    def attach_consumer(self, timer: ConsumerTimer) -> None:
+        """Let the execution's statistics report how long the consumer waited."""
 
 
 class EpochIterable:
@@ -208,9 +212,15 @@ class DataIterator:
     def _epoch_batches(self, **options: Any) -> Iterator[Any]:
         epoch = self._start_epoch()
         blocks = _resolved(epoch.items())
+        timer = ConsumerTimer()
+        batches = iter_batches_from_blocks(blocks, on_stop=epoch.interrupt, **options)
         try:
-            yield from iter_batches_from_blocks(blocks, on_stop=epoch.interrupt, **options)
+            for batch in timer.timed(batches):
+                epoch.attach_consumer(timer)
+                yield batch
         finally:
+            epoch.attach_consumer(timer)
+            batches.close()
             blocks.close()
             epoch.interrupt()
 
@@ -271,6 +281,11 @@ class _DatasetEpoch(Epoch):
 
     def items(self) -> Iterator[tuple[Any, Any]]:
         yield from self._dataset._execute(handle=self._handle)
+
+    def attach_consumer(self, timer: ConsumerTimer) -> None:
+        stats = getattr(self._dataset, "_last_stats", None)
+        if stats is not None:
+            stats.consumer = timer
 
     def interrupt(self) -> None:
         # The consumer stopped (break, an exception, Ctrl-C) while a prefetching thread may

@@ -62,15 +62,18 @@ def stream_blocks(transform, ctx, inputs, runs_before: int = 0):
     Every run of a task must yield as many items as the first one (Ray fails a rerun that
     rebuilds lost blocks otherwise), so what differs between runs goes in item values only.
     """
+    from shardflow.engine.execution import task_timing
     from shardflow.sdk import task_stats
 
     task_stats.reset()
+    begun = task_timing.begin()
     for block in transform(list(inputs), ctx):
         yield (block.num_rows, block.nbytes, runs_before)
         yield for_ray(block)
-    counters = task_stats.take()
-    if counters:  # per-task counters last, marked by a string where rows would be
-        yield ("counters", counters, runs_before)
+    counters = dict(task_stats.take())
+    counters["timing"] = task_timing.finish(begun)
+    # Per-task counters and timing last, marked by a string where rows would be.
+    yield ("counters", counters, runs_before)
 
 
 def _run_transform(transform, ctx, retry_exceptions, memory_pool, cuts, *inputs):

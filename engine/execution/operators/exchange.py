@@ -60,8 +60,8 @@ class ExchangeOperator(PhysicalOperator):
         self._held_in_memory = 0
 
     def start(self, runtime: Any) -> None:
-        self._prepare = TaskPool(self, ordered=False, counts_output=False)
-        self._reduce = TaskPool(self, ordered=True)
+        self._prepare = TaskPool(self, ordered=False, counts_output=False, phase="map")
+        self._reduce = TaskPool(self, ordered=True, phase="reduce")
         super().start(runtime)
 
     @property
@@ -75,6 +75,7 @@ class ExchangeOperator(PhysicalOperator):
             self.runtime.budget.release(bundle.charge)
             return
         self.stats.mark_started()
+        self.stats.rows_in += bundle.num_rows
         seq = self._received[input_index]
         self._received[input_index] += 1
         if self.spec.prepare(input_index) is None and not self._must_spill():
@@ -166,6 +167,8 @@ class ExchangeOperator(PhysicalOperator):
             self.runtime.backend.num_slots(THREAD),
         )
         self._plans = self.spec.plan(runs, ctx)
+        self.stats.phase("map").total = self.stats.phase("map").tasks
+        self.stats.phase("reduce").total = sum(1 for p in self._plans if p.passthrough is None)
 
     # -- reduce phase -------------------------------------------------------------------
 
