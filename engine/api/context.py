@@ -72,8 +72,9 @@ class DataContext:
         target_min_block_size: Fused transforms join consecutive smaller output blocks, and
             exchanges gather smaller input blocks before preparing them.
         preserve_order: Emit blocks in the order of their inputs (deterministic results).
-        enable_progress_bars: Show per-operator progress bars on a terminal. The environment
-            variable ``SHARDFLOW_DISABLE_PROGRESS_BARS=1`` turns every bar off.
+        enable_progress_bars: Show progress: bars on a terminal (one for the dataset, one per
+            operator), a logged report every ``progress_log_interval_s`` elsewhere. The
+            environment variable ``SHARDFLOW_DISABLE_PROGRESS_BARS=1`` turns it all off.
         num_cpus: Worker slots of the local backend; defaults to the machine's cores.
         num_gpus: GPUs the local backend hands to actors and tasks that ask for them;
             defaults to the devices this process can see. Set it (``sf.init(num_gpus=n)``)
@@ -102,8 +103,9 @@ class DataContext:
             which splits held it up. None waits without end.
         execution_options: Ray Data's ExecutionOptions; ``preserve_order`` is the setting
             above, and resource limits set ``num_cpus`` and ``memory_budget_bytes``.
-        enable_operator_progress_bars: Ray Data's switch for per-operator bars; shardflow's
-            bars are all per operator, so False turns them off.
+        enable_operator_progress_bars: Ray Data's switch for per-operator bars: False leaves
+            only the dataset's bar (``execution_options.verbose_progress=False`` leaves the
+            dataset's and the exchanges').
         arrow_memory_pool: The Arrow memory pool executions make this process's default (and
             their worker processes'): ``"jemalloc"`` (the default), ``"mimalloc"`` (Arrow's
             own default on Linux), ``"system"``, or None to leave Arrow's choice alone. An
@@ -112,6 +114,9 @@ class DataContext:
             streaming reads and writes (see engine/execution/arrow_memory.py). Arrow's C++ code that
             takes no pool from Python uses the pool chosen when pyarrow was imported:
             jemalloc when ``import shardflow`` came first (see shardflow/_arrow_pool.py).
+        progress_log_interval_s: When stderr is not a terminal, seconds between two progress
+            reports logged on the ``shardflow.progress`` logger (an execution shorter than
+            this logs nothing).
         log_internal_stack_trace: Show shardflow's own frames in the tracebacks of errors
             raised in tasks (by default they show the user's code only), for debugging
             shardflow itself. The environment variable
@@ -145,6 +150,7 @@ class DataContext:
     enable_operator_progress_bars: bool = True
     arrow_memory_pool: str | None = "jemalloc"
     log_internal_stack_trace: bool = False
+    progress_log_interval_s: float = 5.0
     _kv_configs: dict[str, Any] = field(default_factory=dict, repr=False)
 
     _current: DataContext | None = None
@@ -250,11 +256,9 @@ class DataContext:
         )
 
     def progress_bars_enabled(self) -> bool:
-        return (
-            self.enable_progress_bars
-            and self.enable_operator_progress_bars
-            and _bars_enabled_by_env()
-        )
+        """Whether executions show progress (``enable_progress_bars``, unless the environment
+        turns it off)."""
+        return self.enable_progress_bars and _bars_enabled_by_env()
 
     def validate(self) -> None:
         if not isinstance(self.memory_budget_bytes, int) or self.memory_budget_bytes <= 0:
@@ -284,6 +288,15 @@ class DataContext:
             raise ValueError(
                 "DataContext.actor_pool_idle_timeout_s must be a number >= 0, got "
                 f"{self.actor_pool_idle_timeout_s!r}."
+            )
+        if (
+            isinstance(self.progress_log_interval_s, bool)
+            or not isinstance(self.progress_log_interval_s, (int, float))
+            or self.progress_log_interval_s <= 0
+        ):
+            raise ValueError(
+                "DataContext.progress_log_interval_s must be a number of seconds > 0, got "
+                f"{self.progress_log_interval_s!r}."
             )
         if self.arrow_memory_pool not in (None, "jemalloc", "mimalloc", "system"):
             raise ValueError(

@@ -7,8 +7,9 @@ shardflow applies what it has an equivalent for and says so once for the rest:
   and ``resource_limits.object_store_memory`` the bytes of blocks in flight
   (``DataContext.memory_budget_bytes``); an infinite limit (the default) changes nothing;
 - ``resource_limits.gpu`` and ``.memory``, ``exclude_resources``, ``label_selector``,
-  ``actor_locality_enabled=False`` and ``verbose_progress=False`` have no effect in
-  shardflow: setting them warns once.
+  and ``actor_locality_enabled=False`` have no effect in shardflow: setting them warns once;
+- ``verbose_progress`` shows a progress bar per operator (True, the default) or only the
+  dataset's and the exchanges' (False).
 """
 
 from __future__ import annotations
@@ -159,7 +160,8 @@ class ExecutionOptions:
             with True (deterministic results); a new ExecutionOptions defaults to False,
             as Ray Data's.
         actor_locality_enabled: Accepted; shardflow has no locality scheduling.
-        verbose_progress: Accepted; shardflow shows one bar per operator when bars are on.
+        verbose_progress: Show a progress bar per operator (True, the default), or only the
+            dataset's bar and the exchanges' (False), as in Ray Data.
         label_selector: Node labels for the tasks (no effect in shardflow).
 
     Examples:
@@ -308,12 +310,6 @@ class ExecutionOptions:
     def verbose_progress(self, value: bool) -> None:
         if not isinstance(value, bool):
             raise TypeError(f"verbose_progress must be a bool, got {value!r}.")
-        if not value:
-            warn_once(
-                "verbose_progress",
-                "ExecutionOptions.verbose_progress=False has no effect: shardflow shows one "
-                "progress bar per operator whenever bars are on (DataContext.enable_progress_bars).",
-            )
         self._verbose_progress = value
 
     @property

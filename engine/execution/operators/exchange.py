@@ -35,6 +35,7 @@ class ExchangeOperator(PhysicalOperator):
     """
 
     runs_tasks = True
+    phased_progress = True
 
     def __init__(
         self,
@@ -227,6 +228,31 @@ class ExchangeOperator(PhysicalOperator):
         return bool(self._prepare.running or self._reduce.running or any(self._queues)) or (
             self._plans is not None and self._next_plan < len(self._plans)
         )
+
+    # -- progress -----------------------------------------------------------------------
+
+    def estimated_output_rows(self, input_rows: int | None) -> int | None:
+        """Extrapolated from finished reduce tasks once there are some; before, the rows in
+        (shuffles, sorts and repartitions keep every row; an aggregation's bar corrects
+        itself when its first reduce task ends)."""
+        stats = self.stats
+        if stats.finished_at is not None:
+            return stats.rows_out
+        reduced = [r for r in stats.task_records if r.phase == "reduce"]
+        total = stats.phase("reduce").total
+        if reduced and total:
+            return int(sum(r.rows for r in reduced) / len(reduced) * total)
+        return input_rows
+
+    def progress_detail(self) -> str:
+        steps = []
+        for phase in ("map", "reduce"):
+            info = self.stats.phase(phase)
+            if phase == "map" and not info.tasks and self._plans is not None:
+                continue  # nothing to prepare: blocks became runs as they were
+            total = info.total if info.total is not None else "?"
+            steps.append(f"{phase} {info.finished}/{total}")
+        return ", ".join(steps) + " tasks"
 
     # -- outputs ------------------------------------------------------------------------
 
