@@ -10,6 +10,7 @@ import cases_errors  # noqa: F401
 import cases_expressions  # noqa: F401
 import cases_iceberg  # noqa: F401
 import cases_interop  # noqa: F401
+import cases_observability  # noqa: F401
 import cases_paths  # noqa: F401
 import cases_reads  # noqa: F401
 import cases_surface  # noqa: F401
