@@ -223,14 +223,17 @@ class FileBasedDatasource(Datasource):
 
     # -- listing (driver) -----------------------------------------------------------------
 
-    def _file_units(self) -> list[FileUnit]:
-        """The files to read, expanded, filtered and with partition values (cached)."""
+    def _file_units(self, retry: RetryConfig | None = None) -> list[FileUnit]:
+        """The files to read, expanded, filtered and with partition values (cached); the
+        listing retries transient errors under ``retry`` (the defaults when None)."""
         if self._units is None:
-            self._units = self._expand()
+            self._units = self._expand(retry)
         return self._units
 
-    def _expand(self) -> list[FileUnit]:
-        files = expand_paths(self._fs, self._paths, ignore_missing_paths=self._ignore_missing_paths)
+    def _expand(self, retry: RetryConfig | None = None) -> list[FileUnit]:
+        files = expand_paths(
+            self._fs, self._paths, ignore_missing_paths=self._ignore_missing_paths, retry=retry
+        )
         listed = len(files)
         files = filter_extensions(files, self._file_extensions)
         if listed and not files:

@@ -23,6 +23,7 @@ import pyarrow as pa
 from shardflow.sdk import task_stats
 from shardflow.sdk.block import Block, concat_blocks, to_block
 from shardflow.sdk.retry import RetryConfig, is_transient_error
+from shardflow.sdk.storage_errors import raise_explained
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +179,7 @@ class FileReadTask:
                     raise  # a bug, not a bad file (Arrow's type errors are about the data)
                 if is_transient_error(exc) and attempt < self.retry.max_attempts:
                     wait = self.retry.backoff_s(attempt)
-                    logger.info(
+                    logger.warning(
                         "Transient error reading %s (attempt %d of %d), retrying in %.2fs: %s: %s",
                         where,
                         attempt,
@@ -196,6 +197,7 @@ class FileReadTask:
                     )
                     task_stats.record_skipped_file()
                     return
+                raise_explained(exc, where, attempt)
                 raise file_error(exc, where, attempt, _format_name(ds)) from exc
         for block in buffered:
             yield block

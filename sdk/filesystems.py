@@ -102,9 +102,28 @@ def _check_storage_options(storage_options: dict[str, Any] | None) -> dict[str, 
     return dict(storage_options)
 
 
+#: botocore's own retries for S3 filesystems shardflow makes (unless storage_options set
+#: them): few, so that shardflow's retry policy (DataContext.retry, logged) bounds the time an
+#: unreachable endpoint takes; botocore's default retries 5 times per attempt of shardflow's,
+#: silently (about 50 s before an error for a wrong endpoint).
+_S3_CLIENT_CONFIG = {"retries": {"max_attempts": 2, "mode": "standard"}, "connect_timeout": 10}
+
+
+def with_client_defaults(protocol: str, storage_options: dict[str, Any]) -> dict[str, Any]:
+    """``storage_options`` for an fsspec filesystem of ``protocol`` with shardflow's client
+    defaults added where not set (S3: botocore's retries and connect timeout)."""
+    if protocol not in ("s3", "s3a"):
+        return storage_options
+    config = dict(storage_options.get("config_kwargs") or {})
+    for key, value in _S3_CLIENT_CONFIG.items():
+        config.setdefault(key, value)
+    return {**storage_options, "config_kwargs": config}
+
+
 def _make_fsspec(protocol: str, storage_options: dict[str, Any]) -> Any:
     import fsspec
 
+    storage_options = with_client_defaults(protocol, storage_options)
     try:
         return fsspec.filesystem(protocol, **storage_options)
     except ImportError as exc:

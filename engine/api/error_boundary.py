@@ -3,7 +3,8 @@ DataIterator re-raise them without the frames of shardflow's machinery.
 
 An error raised in a task reaches the caller through the executor, the iteration pipeline
 and the method the user called; those frames say nothing about the user's mistake, and the
-message of the error already shows the user's own traceback (engine/execution/errors.py).
+message of the error already shows the user's own traceback (engine/execution/errors.py), or
+says what to do (a StorageError: missing credentials, an unreachable endpoint).
 So a :class:`UserCodeException` leaves the public method with the traceback of the user's
 calls only (Ray Data keeps one frame of its own there). ``DataContext.log_internal_stack_trace`` (or
 ``SHARDFLOW_LOG_INTERNAL_STACK_TRACE=1``) keeps every frame.
@@ -18,14 +19,19 @@ from typing import Any, TypeVar
 
 from shardflow.engine.execution.errors import UserCodeException
 from shardflow.engine.execution.user_traceback import show_internal_frames
+from shardflow.sdk.storage_errors import StorageError
 
 T = TypeVar("T")
 
 
-def _cut(exc: BaseException) -> None:
+def drop_shardflow_frames(exc: BaseException) -> None:
     """Drop the frames ``exc`` passed through so far. A bare ``raise`` after this adds no
-    frame of the method either: the traceback the user sees starts at the user's call."""
-    if isinstance(exc, UserCodeException) and not show_internal_frames():
+        frame of the method either: the traceback the user sees starts at the user's call (call
+    it in an ``except`` block followed by a bare ``raise``).
+
+        Only errors whose message says it all lose their frames: errors of tasks (their message
+        shows the user's traceback) and storage errors that say what to do."""
+    if isinstance(exc, (UserCodeException, StorageError)) and not show_internal_frames():
         exc.__traceback__ = None
 
 
@@ -37,7 +43,7 @@ def at_boundary(fn: Callable[..., T]) -> Callable[..., T]:
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
-            _cut(exc)
+            drop_shardflow_frames(exc)
             raise
 
     return public
@@ -48,7 +54,7 @@ def iterate_at_boundary(items: Iterator[T]) -> Iterator[T]:
     try:
         yield from items
     except Exception as exc:
-        _cut(exc)
+        drop_shardflow_frames(exc)
         raise
 
 

@@ -132,8 +132,8 @@ class UserCodeError(UserCodeException):
             label = "Traceback (raised in a library shardflow called, not in user code)"
         elif show_internal:
             label = "Traceback from shardflow (not user code)"
-        elif self.expected:
-            return f"\n({_HINT}.)"
+        elif self.expected:  # the message says it all (a wrong column, a bad return value)
+            return ""
         else:  # an unexpected exception in shardflow's own code: likely a bug, show it all
             show_internal = True
             label = "Traceback from shardflow (not user code; this looks like a bug in shardflow)"

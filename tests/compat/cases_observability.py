@@ -43,7 +43,7 @@ def parquet_schema_without_execution(m, tmp):
 def wrong_columns_and_ragged_outputs(m, tmp):
     """a missing column in select_columns after a UDF is a UserCodeException; a UDF
     returning columns of different lengths raises ValueError"""
-    ds = m.range(4)
+    ds = m.range(4, override_num_blocks=1)
     return [
         raised_at_run(m, lambda: ds.map_batches(lambda b: b).select_columns(["nope"]).take_all()),
         _raises(lambda: ds.map_batches(lambda b: {"a": [1, 2, 3], "b": [1]}).take_all()),
