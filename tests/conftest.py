@@ -19,6 +19,32 @@ import shardflow as sf
 pytest_plugins = ["storage_fixtures", "spark_fixtures"]
 from shardflow.engine.api.context import DataContext
 
+#: Tests that run one at a time, on one worker, when the suite runs on several
+#: (``make pytest``: pytest-xdist with ``--dist loadgroup``): those that measure the memory of
+#: processes, and those that wait on short deadlines or idle timeouts, which a second worker's
+#: load would stretch. Paths relative to tests/; a "::" part names one test.
+SERIAL_GROUP = "serial"
+SERIAL_TESTS = (
+    "faults/test_faults_write_memory.py",
+    "faults/test_faults_actors.py",
+    "faults/test_faults_processes.py",
+    "engine/execution/test_engine_memory.py",
+    "engine/execution/exchange/test_exchange_spill.py",
+    "engine/execution/test_actor_pools.py::test_autoscaling_grows_with_queued_work_then_shrinks_when_idle",
+    "engine/splits/test_streaming_split.py",
+    "engine/test_engine_startup.py",
+    "benchmarks/test_harness.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    root = os.path.dirname(__file__)
+    for item in items:
+        relative = os.path.relpath(str(item.fspath), root).replace(os.sep, "/")
+        name = f"{relative}::{item.originalname}"
+        if any(name == t or relative == t for t in SERIAL_TESTS):
+            item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP))
+
 
 @pytest.fixture(autouse=True)
 def fresh_context():
