@@ -49,3 +49,31 @@ def wrong_columns_and_ragged_outputs(m, tmp):
         _raises(lambda: ds.map_batches(lambda b: {"a": [1, 2, 3], "b": [1]}).take_all()),
         _raises(lambda: ds.map_batches(lambda b: {"a": b["id"], "b": b["id"][:1]}).take_all()),
     ]
+
+
+@case(
+    "DataContext.log_internal_stack_trace",
+    "ExecutionOptions.verbose_progress",
+    "DataContext.enable_operator_progress_bars",
+    note="debugging and progress settings are real settings, with Ray Data's names",
+)
+def debugging_and_progress_settings(m, tmp):
+    """log_internal_stack_trace (and its older name), verbose_progress and
+    enable_operator_progress_bars take and keep their values"""
+    import warnings
+
+    context = m.DataContext.get_current()
+    saved = (context.log_internal_stack_trace, context.enable_operator_progress_bars)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Ray Data deprecates the older name
+            context.log_internal_stack_trace = True
+            first = context.log_internal_stack_trace
+            context.log_internal_stack_trace_to_stdout = False
+            second = context.log_internal_stack_trace
+        context.enable_operator_progress_bars = False
+        bars = context.enable_operator_progress_bars
+    finally:
+        context.log_internal_stack_trace, context.enable_operator_progress_bars = saved
+    options = m.ExecutionOptions(verbose_progress=False)
+    return [first, second, bars, options.verbose_progress, m.ExecutionOptions().verbose_progress]

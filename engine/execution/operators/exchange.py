@@ -138,8 +138,19 @@ class ExchangeOperator(PhysicalOperator):
                 side_bundle = bundles.pop()
                 side = self.runtime.backend.get(side_bundle.ref)
                 self.runtime.budget.release(side_bundle.charge)
+                self._uncount_side(task_index, side_bundle)
             for position, bundle in enumerate(bundles):
                 self._add_run(Run(input_index, bundle, side), (input_index, first_seq, position))
+
+    def _uncount_side(self, task_index: int, side: RefBundle) -> None:
+        """A prepare task's side block (sort samples) is not part of its output in stats."""
+        rows, size = side.num_rows, side.meta.size_bytes or 0
+        self.stats.phase("map").rows -= rows
+        for record in self.stats.task_records:
+            if record.phase == "map" and record.index == task_index:
+                record.rows -= rows
+                record.bytes -= size
+                break
 
     def _add_run(self, run: Run, order: tuple[int, int, int]) -> None:
         if not self.runtime.backend.spills_locally and run.bundle.charge:
