@@ -39,7 +39,7 @@ def parquet_schema_without_execution(m, tmp):
     ]
 
 
-@case("Dataset.select_columns", "Dataset.rename_columns", "Dataset.map_batches")
+@case("Dataset.select_columns", "Dataset.map_batches")
 def wrong_columns_and_ragged_outputs(m, tmp):
     """a missing column in select_columns after a UDF is a UserCodeException; a UDF
     returning columns of different lengths raises ValueError"""
