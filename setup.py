@@ -30,6 +30,7 @@ PARSER_HEADERS = [
     f"{TEXT_PARSING}/_parse_python.h",
     f"{TEXT_PARSING}/_parse_text.h",
     "connectors/json/_jsonl_strings.h",
+    "connectors/csv/_csv_rows.h",
 ]
 EXTENSIONS = [
     Extension(

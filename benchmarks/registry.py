@@ -29,6 +29,10 @@ FAMILIES: tuple[str, ...] = (
     "b10_iceberg",
     "b11_text_scans",
     "b12_iter_batches",
+    "b15_ml_formats",
+    "b17_media",
+    "b13_sql",
+    "b14_delta",
 )
 
 # Every system a benchmark may run; a benchmark lists the ones it supports.

@@ -316,3 +316,35 @@ SUITES = {
 }
 if importlib.util.find_spec("pyiceberg") is not None:  # an optional dependency
     SUITES[IcebergSuite.name] = IcebergSuite
+# -- connectors whose suites live in their own packages (conformance_suite.py) -----------------
+
+
+def _installed(*modules: str) -> bool:
+    """Whether the optional libraries a suite needs are installed."""
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in modules)
+    except ImportError:  # a parent package is missing
+        return False
+
+
+_PACKAGED_SUITES = {  # connector package: (suite class, the libraries it needs)
+    "audio": ("AudioSuite", ("soundfile",)),
+    "video": ("VideoSuite", ("av",)),
+    "lance": ("LanceSuite", ("lance",)),
+    "sql": ("SQLSuite", ()),
+    "delta": ("DeltaSuite", ("deltalake",)),
+    "webdataset": ("WebDatasetSuite", ()),
+    "tfrecords": ("TFRecordsSuite", ("google.protobuf", "google_crc32c")),
+    "avro": ("AvroSuite", ("fastavro",)),
+}
+
+
+def _add_packaged_suites() -> None:
+    for package, (class_name, needs) in _PACKAGED_SUITES.items():
+        if _installed(*needs):
+            module = importlib.import_module(f"shardflow.connectors.{package}.conformance_suite")
+            suite = getattr(module, class_name)
+            SUITES[suite.name] = suite
+
+
+_add_packaged_suites()

@@ -2,6 +2,7 @@
 
     python examples/batch_inference.py                    # 2,000 images, local backend
     python examples/batch_inference.py --images 5000 --backend ray
+    python examples/batch_inference.py --source webdataset   # the JPEGs in WebDataset shards
 
 The script writes a folder of JPEGs and the weights of a small CNN, then runs the pipeline of
 Ray Data's batch-inference guide with shardflow: ``read_images`` decodes and resizes in tasks,
@@ -14,6 +15,11 @@ Then it trains a simulated model (10 ms per step) for two epochs on the images, 
 and kept in memory, through ``iter_torch_batches``, and prints how much of the loop's time was
 spent waiting for data: batches are prepared ahead of it in a background thread.
 
+With ``--source webdataset`` the JPEGs are first packed into WebDataset tar shards (with
+``write_webdataset``, one sample per image: ``<name>.jpg``), and the pipeline reads the shards
+with ``read_webdataset`` and a decoder that turns each sample's JPEG into a resized array, as a
+training cluster reading shards from object storage would.
+
 The pipeline is written against the module it is given (``build_pipeline(sf, ...)``), so
 benchmarks/b9_batch_inference.py runs the very same code on Ray Data.
 """
@@ -21,6 +27,7 @@ benchmarks/b9_batch_inference.py runs the very same code on Ray Data.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import tempfile
 import time
@@ -90,6 +97,29 @@ def make_images(folder: str, count: int, seed: int = 0, threads: int = 2) -> str
     return folder
 
 
+def make_shards(sf: Any, images: str, shards: str, per_shard: int = 500) -> str:
+    """Pack the JPEGs of ``images`` into WebDataset shards of ``per_shard`` samples each:
+    sample ``img-00042`` holds the member ``img-00042.jpg`` (the file's bytes, unchanged)."""
+    if os.path.isdir(shards) and os.listdir(shards):
+        return shards
+    files = sf.read_binary_files(images, include_paths=True, file_extensions=["jpg"])
+    samples = files.map(
+        lambda row: {"__key__": os.path.basename(row["path"])[:-4], "jpg": row["bytes"]}
+    )
+    count = files.count()
+    samples.repartition(max(1, -(-count // per_shard))).write_webdataset(shards)
+    return shards
+
+
+def decode_resized(sample: dict[str, Any]) -> dict[str, Any]:
+    """WebDataset decoder: the sample's JPEG as an RGB array of ``SIZE``, its key as the path."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(sample["jpg"])) as image:
+        pixels = image.convert("RGB").resize((SIZE[1], SIZE[0]), Image.BILINEAR)
+        return {"image": np.asarray(pixels), "path": sample["__key__"]}
+
+
 def preprocess(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """uint8 images (N, H, W, C) -> normalized float32 (N, C, H, W); keeps the paths."""
     pixels = batch["image"]
@@ -139,10 +169,17 @@ def build_pipeline(
     *,
     device: str = "cpu",
     actor_args: dict[str, Any] | None = None,
+    source: str = "images",
 ) -> Any:
-    """The pipeline on module ``m`` (``shardflow`` or ``ray.data``): predictions per image."""
+    """The pipeline on module ``m`` (``shardflow`` or ``ray.data``): predictions per image.
+
+    ``images`` is a folder of JPEGs, or of WebDataset shards when ``source="webdataset"``.
+    """
     num_gpus = gpus_per_actor(device)
-    ds = m.read_images(images, size=SIZE, mode="RGB", include_paths=True)
+    if source == "webdataset":
+        ds = m.read_webdataset(images, decoder=decode_resized)
+    else:
+        ds = m.read_images(images, size=SIZE, mode="RGB", include_paths=True)
     ds = ds.map_batches(preprocess, batch_size=BATCH_SIZE)
     return ds.map_batches(
         Predictor,
@@ -218,6 +255,15 @@ def main(argv: list | None = None) -> None:
     parser.add_argument("--images", type=int, default=2000, help="JPEGs to write and label")
     parser.add_argument("--backend", choices=["local", "ray"], default="local")
     parser.add_argument("--workdir", default=None, help="folder for images, weights, output")
+    parser.add_argument(
+        "--source",
+        choices=["images", "webdataset"],
+        default="images",
+        help="read the JPEG files, or WebDataset shards packed from them",
+    )
+    parser.add_argument(
+        "--no-training", action="store_true", help="skip the simulated training loop"
+    )
     args = parser.parse_args(argv)
 
     import shardflow as sf
@@ -229,10 +275,13 @@ def main(argv: list | None = None) -> None:
     weights = save_weights(os.path.join(workdir, "tiny_cnn.pt"))
     out = os.path.join(workdir, f"predictions-{int(time.time() * 1000)}")
     device = pick_device()
-    print(f"{args.images} images in {images}; model on {device}; backend {args.backend}")
+    source = images
+    if args.source == "webdataset":
+        source = make_shards(sf, images, os.path.join(workdir, f"shards-{args.images}"))
+    print(f"{args.images} images in {source}; model on {device}; backend {args.backend}")
 
     start = time.perf_counter()
-    build_pipeline(sf, images, weights, device=device).write_parquet(out)
+    build_pipeline(sf, source, weights, device=device, source=args.source).write_parquet(out)
     seconds = time.perf_counter() - start
     predictions = sf.read_parquet(out)
     rows = predictions.count()
@@ -242,6 +291,8 @@ def main(argv: list | None = None) -> None:
         dict(sorted((k, v) for k, v in predictions.groupby("label").count().to_pandas().values)),
     )
 
+    if args.no_training:
+        return
     steps, waiting = training_loop_wait_fraction(sf, images)
     print(
         f"training loop: {steps} steps of 10 ms over 2 epochs, {waiting:.1%} of the time "

@@ -24,13 +24,21 @@ from shardflow.sdk.file_datasink import (
 )
 from shardflow.sdk.file_datasource import FileBasedDatasource, FileShuffleConfig
 from shardflow.sdk.filename_provider import FilenameProvider
+from shardflow.sdk.input_identity import DoneInputs, InputItem, InputPiece
 from shardflow.sdk.partitioning import Partitioning, PathPartitionFilter
 from shardflow.sdk.pushdowns import Pushdowns
 from shardflow.sdk.registry import ConnectorSpec, get_registry, register_connector
+from shardflow.sdk.staging import InterruptedCommitError
+from shardflow.sdk.write_journal import ResumeMismatchError
 
 __all__ = [
     "BATCH_FORMATS",
     "DestinationExistsError",
+    "DoneInputs",
+    "InputItem",
+    "InputPiece",
+    "InterruptedCommitError",
+    "ResumeMismatchError",
     "TaskCancelled",
     "WriteCommitError",
     "Block",

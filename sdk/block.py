@@ -263,11 +263,15 @@ def _list_to_ndarray(values: Any) -> np.ndarray:
         out[:] = values
         return out
     try:
-        return np.asarray(values)
+        array = np.asarray(values)
     except ValueError:
-        out = np.empty(len(values), dtype=object)
-        out[:] = values
-        return out
+        array = None
+    # NumPy's fixed-width bytes and str types drop trailing NUL characters (b"\x00" would
+    # become b""): Python strings and bytes stay objects, which Arrow converts as they are.
+    if array is None or array.dtype.kind in "SU":
+        array = np.empty(len(values), dtype=object)
+        array[:] = values
+    return array
 
 
 def to_block(data: Any) -> Block:

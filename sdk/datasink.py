@@ -39,6 +39,9 @@ class TaskContext:
         cancelled: Returns True once the task should stop (the write failed elsewhere or the
             user stopped it). A long ``write`` should check it between files and stop
             writing; the engine checks it before each block it hands to ``write``.
+        input_pieces: In a resumable write, what the task reads, by identity (a list of
+            :class:`~shardflow.sdk.input_identity.InputPiece`): the sink records it with the
+            files it staged. None otherwise.
     """
 
     task_idx: int
@@ -46,6 +49,7 @@ class TaskContext:
     write_uuid: str = ""
     kwargs: dict[str, Any] = field(default_factory=dict)
     cancelled: Callable[[], bool] = field(default=_never, repr=False, compare=False)
+    input_pieces: list[Any] | None = field(default=None, repr=False, compare=False)
 
 
 class TaskCancelled(Exception):

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from shardflow.sdk.block import Block, BlockMetadata, to_block
 from shardflow.sdk.expressions import Expr
+from shardflow.sdk.input_identity import DoneInputs, InputItem, InputPiece
 from shardflow.sdk.pushdowns import NO_PUSHDOWNS, Pushdowns
 
 
@@ -85,6 +86,37 @@ class ReadTask:
             input_files=self._metadata.input_files,
         )
         return ReadTask(self._read_fn, metadata, self._schema, new_limit)
+
+    # -- resumable writes (see shardflow.sdk.input_identity) -------------------------------
+
+    def input_pieces(self) -> list[InputPiece] | None:
+        """What this task reads, by identity, when its ``read_fn`` can tell; else None."""
+        pieces = getattr(self._read_fn, "input_pieces", None)
+        return None if pieces is None else list(pieces())
+
+    def without_done(self, done: DoneInputs) -> ReadTask | None:
+        """This task less the input pieces ``done`` records: None when nothing is left.
+
+        Raises:
+            TypeError: when the task's ``read_fn`` cannot tell what it reads.
+        """
+        remaining = getattr(self._read_fn, "remaining", None)
+        if remaining is None:
+            raise TypeError(
+                f"{type(self._read_fn).__name__} does not say what it reads "
+                "(input_pieces/remaining), so a resumed write cannot skip its finished parts."
+            )
+        read_fn = remaining(done)
+        if read_fn is None:
+            return None
+        if read_fn is self._read_fn:
+            return self
+        metadata = BlockMetadata(
+            num_rows=None,
+            size_bytes=self._metadata.size_bytes,
+            input_files=self._metadata.input_files,
+        )
+        return ReadTask(read_fn, metadata, self._schema, self._per_task_row_limit)
 
     def __call__(self) -> Iterator[Block]:
         remaining = self._per_task_row_limit
@@ -159,6 +191,13 @@ class Datasource:
         """Bytes the data will take in memory, or None when unknown."""
         return None
 
+    def input_items(self) -> list[InputItem] | None:
+        """Every input this source reads, by identity, or None (the default) when it cannot
+        tell. A source that tells, and whose read tasks' ``read_fn`` implement
+        ``input_pieces`` and ``remaining``, supports resumable writes (see
+        :mod:`shardflow.sdk.input_identity`). Called on the driver."""
+        return None
+
     def get_name(self) -> str:
         """A short name for progress bars and stats, e.g. ``"Parquet"``."""
         name = type(self).__name__
@@ -167,6 +206,17 @@ class Datasource:
             if name.endswith("Datasource") and name != "Datasource"
             else name
         )
+
+    def reads_hold_the_gil(self) -> bool:
+        """Whether the read tasks spend most of their time in Python code that holds the GIL
+        (records decoded one at a time in Python: TFRecords, Avro, tar members).
+
+        Called on the driver when the read is planned. The local backend runs such read
+        tasks in its worker processes, as it runs Python row functions, so that they use
+        every core; other reads run in threads, where Arrow, NumPy and Pillow release the
+        GIL. Default False.
+        """
+        return False
 
     # -- pushdowns ------------------------------------------------------------------------
     #

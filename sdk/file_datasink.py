@@ -1,14 +1,18 @@
 """FileDatasink: all-or-nothing writes of files, the shared half of every file writer.
 
-Write tasks write into a staging folder inside the destination,
-``<path>/.shardflow-staging-<id>/``, hidden from readers by its ``.`` prefix. Nothing is
-visible until every task succeeded; then ``on_write_complete`` (on the driver) moves the
-staged files into place. When any task fails, ``on_write_failed`` deletes the staging folder
-and the destination is left as it was.
+Write tasks write into a staging folder (see :mod:`shardflow.sdk.staging`): inside the
+destination when it exists or is on an object store, beside it when a new local folder is
+made. Nothing is visible until every task succeeded; then ``on_write_complete`` (on the
+driver) commits (see :mod:`shardflow.sdk.file_commit`): a new local folder appears in one
+rename, other commits run under a marker that lets a rerun finish them after a kill. When
+any task fails, ``on_write_failed`` deletes the staging folder and the destination is left as
+it was. Every write first finishes the interrupted commits of its destination and removes
+the staging folders whose writers are gone.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import uuid
@@ -19,10 +23,17 @@ import pyarrow as pa
 
 from shardflow.sdk.block import Block, block_to_rows
 from shardflow.sdk.datasink import Datasink, TaskCancelled, TaskContext, WriteResult
+from shardflow.sdk.file_commit import (
+    Commit,
+    WriteCommitError,
+    finish_interrupted_commits,
+    remove_abandoned,
+)
 from shardflow.sdk.file_writing import (
     BlockFileWriter,
     WholeFileWriter,
     make_open_file,
+    no_space_error,
     stream_into_files,
 )
 from shardflow.sdk.filename_provider import FilenameProvider, TaskFileNamer
@@ -35,11 +46,26 @@ from shardflow.sdk.filesystems import (
     resolve_paths,
     supports_rename,
 )
+from shardflow.sdk.input_identity import InputItem
 from shardflow.sdk.native_filesystems import stream_compression
 from shardflow.sdk.partitioning import format_value
 from shardflow.sdk.retry import RetryConfig, call_with_retry
 from shardflow.sdk.save_mode import SaveMode, to_save_mode
-from shardflow.sdk.write_journal import WriteJournal, resumable_staging_name
+from shardflow.sdk.staging import (
+    DATA_FOLDER,
+    OWNER_FILE,
+    RESUMABLE_ID,
+    claim,
+    describe_owner,
+    marker_path,
+    owner_alive,
+    owner_record,
+    read_json,
+    release,
+    staging_name,
+    write_json,
+)
+from shardflow.sdk.write_journal import ResumeState, WriteIdentity, WriteJournal
 
 logger = logging.getLogger(__name__)
 
@@ -50,13 +76,14 @@ _FILE_MODES = (
     SaveMode.OVERWRITE,
     SaveMode.IGNORE,
 )
-STAGING_PREFIX = ".shardflow-staging-"
-_TRASH_PREFIX = ".shardflow-trash-"
 
-
-class WriteCommitError(OSError):
-    """Making a write visible failed; the message names the step, and whether the destination
-    is back to its previous content (it is, unless restoring failed as well)."""
+__all__ = [
+    "BlockBasedFileDatasink",
+    "DestinationExistsError",
+    "FileDatasink",
+    "RowBasedFileDatasink",
+    "WriteCommitError",
+]
 
 
 class DestinationExistsError(ValueError, FileExistsError):
@@ -72,19 +99,23 @@ class FileDatasink(Datasink):
     Subclass :class:`BlockBasedFileDatasink` (one file per write task) or
     :class:`RowBasedFileDatasink` (one file per row) rather than this class.
 
-    How the commit works, per filesystem:
+    How the commit works, per filesystem (see :mod:`shardflow.sdk.file_commit`):
 
-    * Local disk (plain paths, ``file://``) and ``memory://``: tasks write into
-      ``<path>/.shardflow-staging-<id>/``; the commit renames each staged file into place
-      (a rename is atomic on one disk). With ``mode="overwrite"`` the old contents are first
-      renamed into a hidden trash folder and deleted only after every new file is in place;
-      if the commit fails half-way, moved files are taken out and the old ones put back.
-    * S3 and GCS (and other object stores): tasks upload under the staging prefix; the commit
-      copies each object to its final key server-side (no data passes through this machine),
-      then, for ``mode="overwrite"``, deletes the old objects, then deletes the staging prefix.
-      Object stores have no atomic multi-object rename: readers listing the destination during
-      the commit may see old and new files side by side, but never a half-written file, and a
-      failed write leaves no new object behind.
+    * Local disk (plain paths, ``file://``) and ``memory://``: a new destination is staged in
+      a hidden folder beside it and appears in one rename of that folder. Into an existing
+      folder, each staged file is renamed into place (a rename is atomic on one disk), under
+      a commit marker that shardflow's readers refuse and a rerun rolls forward; with
+      ``mode="overwrite"`` the old contents are first renamed into a hidden trash folder and
+      deleted only after every new file is in place; if the commit fails half-way, moved
+      files go back to the staging folder and the old ones are put back.
+    * S3 and GCS (and other object stores): tasks upload under a staging prefix of the
+      destination; the commit writes the marker, deletes ``_SUCCESS``, copies each object
+      to its final key server-side (no data passes through this machine), for
+      ``mode="overwrite"`` deletes the old objects, then writes ``_SUCCESS`` and removes the
+      staging prefix and the marker. Object stores have no atomic multi-object rename:
+      other readers listing the destination during the commit may see old and new files side
+      by side, but never a half-written file; ``_SUCCESS`` appears when every file is in
+      place. A failed write leaves no new object behind.
 
     Args:
         path: The destination folder: a string, a ``pathlib.Path``, or a list holding one.
@@ -111,6 +142,31 @@ class FileDatasink(Datasink):
         retry: Retry policy for transient storage faults (a RetryConfig or the engine's
             RetryPolicy); defaults apply when None.
     """
+
+    # Attributes that are state or connections rather than options: left out of the
+    # fingerprint that tells whether two runs are the same write.
+    _FINGERPRINT_SKIPS = frozenset(
+        {
+            "unresolved_path",
+            "_path",
+            "_fs",
+            "_native",
+            "_retry",
+            "mode",
+            "_skip_write",
+            "_write_id",
+            "_staging",
+            "_created_root",
+            "_journal",
+            "_identity",
+            "_listing",
+            "_resume",
+            "_resume_state",
+            "_resumed_names",
+            "already_committed",
+            "_task_cancelled",
+        }
+    )
 
     def __init__(
         self,
@@ -169,9 +225,14 @@ class FileDatasink(Datasink):
         self._retry = RetryConfig.from_policy(retry)
         self._write_id = ""
         self._staging = ""
-        self._created_dest = False
+        self._created_root: str | None = None
         self._journal: WriteJournal | None = None
-        self._resumed: dict[int, dict[str, Any]] = {}
+        self._identity: WriteIdentity | None = None
+        self._listing: list[InputItem] | None = None
+        self._resume = False
+        self._resume_state = ResumeState()
+        self._resumed_names: frozenset[str] = frozenset()
+        self.already_committed = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(path={self.path!r}, mode={self.mode.value!r})"
@@ -191,6 +252,41 @@ class FileDatasink(Datasink):
         """The destination, as users write it."""
         return display_path(self._fs, self._path)
 
+    # -- what the write is (set by the engine) ------------------------------------------
+
+    supports_resume = True
+
+    def bind_write(
+        self, identity: WriteIdentity | None, listing: list[InputItem] | None, resume: bool
+    ) -> None:
+        """Tell the sink what the write computes, before ``on_write_start``.
+
+        Called by the engine on the driver. ``identity`` (None when the plan cannot be
+        fingerprinted) lets a rerun of the same write recognise a commit it finishes for an
+        interrupted run as its own; with ``resume=True`` the staging folder outlives failed
+        runs, tasks record what they read in its journal (``listing`` holds every input),
+        and a rerun skips what is recorded (see :mod:`shardflow.sdk.write_journal`).
+        """
+        if resume and (identity is None or listing is None):
+            raise ValueError("resume=True needs the write's identity and its input listing.")
+        self._identity, self._listing, self._resume = identity, listing, bool(resume)
+
+    @property
+    def write_id(self) -> str:
+        """The id of this run of the write (set by ``on_write_start``; names its files)."""
+        return self._write_id
+
+    def resume_state(self) -> ResumeState:
+        """What earlier runs of a resumable write finished (after ``on_write_start``)."""
+        return self._resume_state
+
+    def _command(self) -> dict[str, Any] | None:
+        """What identifies this write among the commits of its destination, or None when
+        no other run can be known to be the same write."""
+        if self._identity is None or self._identity.inputs is None:
+            return None
+        return {"identity": self._identity.to_json(), "mode": self.mode.value, "dest": self.path}
+
     # -- driver: start ------------------------------------------------------------------
 
     def on_write_start(self, schema: pa.Schema | None = None) -> None:
@@ -202,11 +298,21 @@ class FileDatasink(Datasink):
                 raise ValueError(
                     f"partition_cols {missing} are not columns of the dataset {schema.names}."
                 )
-        exists = call_with_retry(
-            lambda: fs.exists(dest), description=f"check {self.path}", config=self._retry
-        )
+        exists = self._exists(dest)
         if exists and not fs.isdir(dest):
             raise FileExistsError(f"Cannot write to {self.path}: it is a file, not a folder.")
+        finished = finish_interrupted_commits(fs, dest, self._retry, beside=supports_rename(fs))
+        command = self._command()
+        if command is not None and command in finished:
+            logger.info(
+                "%s: finished the interrupted commit of an earlier run of this same write; "
+                "nothing is left to write.",
+                self.path,
+            )
+            self.already_committed = self._skip_write = True
+            return
+        if finished:
+            exists = self._exists(dest)
         if exists and self.mode != SaveMode.OVERWRITE and self._visible_entries():
             if self.mode in (SaveMode.ERROR, SaveMode.CREATE):
                 raise DestinationExistsError(
@@ -223,34 +329,70 @@ class FileDatasink(Datasink):
                 f"{self.path} does not exist; pass try_create_dir=True to create it."
             )
         self._write_id = uuid.uuid4().hex
-        self._staging = join(fs, dest, STAGING_PREFIX + self._write_id)
-        self._created_dest = not exists
-        self._created_root = self._first_missing_ancestor() if not exists else None
-        if self._journal is not None:  # resume=True: a staging folder kept across runs
-            self._staging = join(fs, dest, STAGING_PREFIX + resumable_staging_name(self._path))
+        # A new local folder is staged beside the destination, to appear in one rename.
+        home = dest if exists or not supports_rename(fs) else parent(dest)
+        self._created_root = None if exists else self._first_missing_ancestor()
+        if self._resume:
+            self._staging = self._resumable_staging(home)
+        else:
+            self._staging = join(fs, home, staging_name(dest, self._write_id))
+        self._claim_staging()
+        try:
+            if self._journal is not None:
+                self._open_journal()
+            remove_abandoned(fs, dest, keep=self._staging, beside=supports_rename(fs))
+        except BaseException:
+            release(self._staging)
+            raise
+
+    def _claim_staging(self) -> None:
+        """Make the staging folder with this process's owner record as its first entry."""
+        fs = self._fs
         if supports_rename(fs):
-            fs.makedirs(self._staging, exist_ok=True)
-        if self._journal is not None:
-            self._journal.staging = self._staging
-            self._write_id = self._journal.start()
-            self._resumed = self._journal.done_tasks()
+            fs.makedirs(join(fs, self._staging, DATA_FOLDER), exist_ok=True)
+        claim(self._staging)
+        owner = owner_record(fs, self._path, self._resume)
+        write_json(fs, join(fs, self._staging, OWNER_FILE), owner)
 
-    # -- resumable writes ---------------------------------------------------------------
+    def _exists(self, path: str) -> bool:
+        return bool(
+            call_with_retry(
+                lambda: self._fs.exists(path), description=f"check {self.path}", config=self._retry
+            )
+        )
 
-    supports_resume = True
+    def _resumable_staging(self, home: str) -> str:
+        """The resumable staging folder of the destination (found inside or beside it, else
+        made in ``home``), checked against this write's plan and inputs."""
+        fs, dest = self._fs, self._path
+        name = staging_name(dest, RESUMABLE_ID)
+        places = [dest] + ([parent(dest)] if supports_rename(fs) else [])
+        found = [
+            join(fs, p, name) for p in places if _quiet(lambda p=p: fs.exists(join(fs, p, name)))
+        ]
+        staging = found[0] if found else join(fs, home, name)
+        owner = read_json(fs, join(fs, staging, OWNER_FILE))
+        if found and owner_alive(owner, staging):
+            raise RuntimeError(
+                f"Another resumable write to {self.path} is running ({describe_owner(owner)}); "
+                "wait for it to end."
+            )
+        self._journal = WriteJournal(fs, dest, staging)
+        return staging
 
-    def enable_resume(self) -> None:
-        """Keep the staging folder across runs and record finished tasks (see write_journal)."""
-        self._journal = WriteJournal(self._fs, "")
-
-    @property
-    def write_id(self) -> str:
-        """The id of this write (the same on every resumed run)."""
-        return self._write_id
-
-    def resumed_tasks(self) -> dict[int, dict[str, Any]]:
-        """Tasks a previous run already staged: {task index: {"files", "rows", "bytes"}}."""
-        return dict(self._resumed)
+    def _open_journal(self) -> None:
+        """Check the journal against this write (or start it) and load what is done."""
+        assert self._journal is not None
+        assert self._identity is not None and self._listing is not None
+        if self._journal.open(self._identity, self._listing):
+            self._resume_state = self._journal.state()
+            self._resumed_names = frozenset(self._resume_state.staged)
+            logger.info(
+                "Resuming the write to %s: %d rows in %d files are staged already.",
+                self.path,
+                self._resume_state.rows,
+                len(self._resumed_names),
+            )
 
     def _visible_entries(self) -> list[str]:
         """Top-level entries of the destination, without hidden ones (staging, ``_SUCCESS``)."""
@@ -270,13 +412,15 @@ class FileDatasink(Datasink):
         """Write the task's blocks under the staging folder; returns the staged relative paths.
 
         Blocks are written as they arrive (see :mod:`shardflow.sdk.file_writing`): a task
-        never holds all of its blocks at once.
+        never holds all of its blocks at once. In a resumable write, the task then records
+        its files and the input pieces it read (``ctx.input_pieces``) in the journal.
         """
         if self._skip_write:
             return []
         if not self._staging:
             raise RuntimeError("FileDatasink.write called before on_write_start.")
-        namer = self._namer(ctx.write_uuid or self._write_id, ctx.task_idx)
+        run = ctx.write_uuid or self._write_id
+        namer = self._namer(run, ctx.task_idx)
         self._task_cancelled = ctx.cancelled
         counts = [0, 0]  # rows and bytes, for the journal of a resumable write
 
@@ -289,7 +433,11 @@ class FileDatasink(Datasink):
 
         staged = self._write_task(counted(), namer)
         if self._journal is not None:
-            self._journal.record(ctx.task_idx, staged, counts[0], counts[1])
+            if ctx.input_pieces is None:
+                raise RuntimeError(
+                    f"{ctx.op_name}: a resumable write task was not told what it read."
+                )
+            self._journal.record(run, ctx.task_idx, staged, counts[0], counts[1], ctx.input_pieces)
         return staged
 
     def _write_task(self, blocks: Iterable[Block], namer: TaskFileNamer) -> list[str]:
@@ -345,7 +493,12 @@ class FileDatasink(Datasink):
 
         def attempt() -> None:
             with self._open_output(target) as f:
-                write_fn(f)
+                try:
+                    write_fn(f)
+                except OSError as exc:
+                    if exc.errno == errno.ENOSPC:
+                        raise no_space_error(exc, self._fs, target, f, None) from exc
+                    raise
 
         call_with_retry(
             attempt, description=f"write {display_path(self._fs, target)}", config=self._retry
@@ -363,7 +516,13 @@ class FileDatasink(Datasink):
         )
 
     def _staged_target(self, relative: str) -> str:
-        target = join(self._fs, self._staging, relative)
+        if relative in self._resumed_names:
+            raise FileExistsError(
+                f"{relative} was staged by an earlier run of this resumed write to {self.path}; "
+                "the filename_provider must put write_uuid in file names so that the runs of "
+                "a write never give two files one name."
+            )
+        target = join(self._fs, self._staging, DATA_FOLDER, relative)
         if getattr(self, "_task_cancelled", _not_cancelled)():
             raise TaskCancelled(f"writing {self.path} was cancelled")
         if supports_rename(self._fs):
@@ -391,20 +550,67 @@ class FileDatasink(Datasink):
         if self._skip_write:
             return
         staged = [rel for returned in write_result.write_returns for rel in (returned or [])]
+        committed = False
         try:
-            if not staged:
-                return  # an empty dataset writes nothing (and creates no folder, below)
-            if supports_rename(self._fs):
-                self._commit_by_rename(staged)
-            else:
-                self._commit_by_copy(staged)
+            if staged:  # an empty dataset writes nothing (and creates no folder, below)
+                self._commit(staged)
+            committed = True
         finally:
-            self._remove_staging()
-            if not staged:
-                self._remove_created_dest()
+            release(self._staging)
+            if not committed and self._resume:
+                logger.info("The staged files of %s are kept for a rerun.", self.path)
+            elif not _quiet(
+                lambda: self._fs.exists(marker_path(self._fs, self._path, self._write_id))
+            ):
+                self._remove_staging()  # a commit that could not be undone keeps its files
+                if not staged or not committed:
+                    self._remove_created_dest()
+
+    def _commit(self, staged: list[str]) -> None:
+        fs, dest = self._fs, self._path
+        overwrite = self.mode == SaveMode.OVERWRITE
+        commit = Commit(
+            fs, dest, self._staging, self._write_id, overwrite, self._command(), self._retry
+        )
+        if not supports_rename(fs):
+            if type(self.filename_provider) is not FilenameProvider:
+                self._check_clashes(staged)
+            commit.copy_objects(staged, self._old_objects() if overwrite else [])
+            return
+        if parent(self._staging) != dest and not self._exists(dest):
+            self._prune_unrecorded(staged)
+            commit.rename_folder()
+            return
+        self._check_clashes(staged)
+        old = [basename(p) for p in self._visible_entries()] if overwrite else []
+        commit.move_files(staged, old)
+
+    def _old_objects(self) -> list[str]:
+        """The visible objects under the destination, relative to it (what an overwrite
+        replaces on an object store)."""
+        found = _quiet(lambda: self._fs.find(self._path), default=[]) or []
+        prefix = self._path.rstrip("/") + "/"
+        relative = [p[len(prefix) :] for p in found if p.startswith(prefix)]
+        return [
+            r for r in relative if not any(part.startswith((".", "_")) for part in r.split("/"))
+        ]
+
+    def _prune_unrecorded(self, staged: list[str]) -> None:
+        """Remove staged files no finished task recorded (those of killed tasks of earlier
+        runs) before the staged folder becomes the destination."""
+        fs, data = self._fs, join(self._fs, self._staging, DATA_FOLDER)
+        keep = {join(fs, data, rel) for rel in staged}
+        for path in fs.find(data):
+            if path.rstrip("/") not in keep:
+                fs.rm(path)
+        if is_local(fs):
+            for root, _folders, files in os.walk(data, topdown=False):
+                if root != data and not files and not os.listdir(root):
+                    os.rmdir(root)
 
     def on_write_failed(self, error: Exception) -> None:
-        if self._journal is not None:
+        release(self._staging)
+        if self._resume:
             logger.info(
                 "The write to %s failed; its staged files are kept for a rerun with resume=True.",
                 self.path,
@@ -426,7 +632,7 @@ class FileDatasink(Datasink):
 
     def _remove_created_dest(self) -> None:
         """Remove the folders this write created, if they hold no file."""
-        root = getattr(self, "_created_root", None) or (self._path if self._created_dest else None)
+        root = self._created_root
         if not root or not supports_rename(self._fs):
             return
         try:
@@ -452,138 +658,18 @@ class FileDatasink(Datasink):
                 "Could not delete staging folder %s: %s", display_path(self._fs, self._staging), exc
             )
 
-    def _targets(self, staged: list[str]) -> list[tuple[str, str]]:
-        return [
-            (join(self._fs, self._staging, rel), join(self._fs, self._path, rel)) for rel in staged
-        ]
-
-    def _check_clashes(self, pairs: list[tuple[str, str]]) -> None:
+    def _check_clashes(self, staged: list[str]) -> None:
         if self.mode == SaveMode.OVERWRITE:
             return
-        clashes = [dst for _, dst in pairs if self._fs.exists(dst)]
+        clashes = [rel for rel in staged if self._fs.exists(join(self._fs, self._path, rel))]
         if clashes:
-            shown = ", ".join(display_path(self._fs, p) for p in clashes[:3])
+            shown = ", ".join(
+                display_path(self._fs, join(self._fs, self._path, p)) for p in clashes[:3]
+            )
             raise FileExistsError(
                 f"Files already exist at {shown}; the filename_provider must give new names, or "
                 "use mode='overwrite'. Nothing was written."
             )
-
-    def _commit_by_rename(self, staged: list[str]) -> None:
-        fs = self._fs
-        pairs = self._targets(staged)
-        self._check_clashes(pairs)
-        trash = join(fs, self._path, _TRASH_PREFIX + self._write_id)
-        trashed: list[tuple[str, str]] = []
-        moved: list[str] = []
-        step = "move the files it replaces aside"
-        try:
-            if self.mode == SaveMode.OVERWRITE:
-                old = self._visible_entries()
-                if old:
-                    fs.makedirs(trash, exist_ok=True)
-                for entry in old:
-                    target = join(fs, trash, basename(entry))
-                    fs.mv(entry, target, recursive=True)
-                    trashed.append((entry, target))
-            step = "move the new files into place"
-            for src, dst in pairs:
-                fs.makedirs(parent(dst), exist_ok=True)
-                fs.mv(src, dst)
-                moved.append(dst)
-        except BaseException as exc:
-            for dst in moved:
-                _quiet(lambda dst=dst: fs.rm(dst))
-            for entry, target in reversed(trashed):
-                _quiet(lambda entry=entry, target=target: fs.mv(target, entry, recursive=True))
-            _quiet(lambda: fs.rm(trash, recursive=True))
-            if not isinstance(exc, Exception):
-                raise
-            raise WriteCommitError(
-                f"Committing the write to {self.path} failed while trying to {step}: "
-                f"{type(exc).__name__}: {exc}. The destination was restored to its previous content."
-            ) from exc
-        if trashed or fs.exists(trash):
-            _quiet(lambda: fs.rm(trash, recursive=True))
-
-    def _commit_by_copy(self, staged: list[str]) -> None:
-        """Commit on an object store (no rename): back up what an overwrite replaces, copy the
-        new objects into place, delete the old ones. If any step fails, the destination is
-        put back to exactly its old content and the error names the step."""
-        fs = self._fs
-        pairs = self._targets(staged)
-        if type(self.filename_provider) is not FilenameProvider:
-            self._check_clashes(pairs)
-        old: list[str] = []
-        if self.mode == SaveMode.OVERWRITE:
-            found = _quiet(lambda: fs.find(self._path), default=[]) or []
-            prefix = self._path.rstrip("/") + "/"
-            old = [
-                p
-                for p in found
-                if not any(part.startswith((".", "_")) for part in p[len(prefix) :].split("/"))
-            ]
-        backup_root = join(fs, self._path, _TRASH_PREFIX + self._write_id)
-        backups: list[tuple[str, str]] = []
-        copied: list[str] = []
-        step = "back up the files it replaces"
-        try:
-            for path in old:
-                backup = join(fs, backup_root, path[len(self._path.rstrip("/")) + 1 :])
-                self._retried(
-                    lambda path=path, backup=backup: fs.copy(path, backup), f"back up {path}"
-                )
-                backups.append((path, backup))
-            step = "copy the new files into place"
-            for src, dst in pairs:
-                self._retried(
-                    lambda src=src, dst=dst: fs.copy(src, dst), f"copy to {display_path(fs, dst)}"
-                )
-                copied.append(dst)
-            step = "delete the files it replaces"
-            new = {dst for _, dst in pairs}
-            stale = [p for p in old if p not in new]
-            if stale:
-                self._retried(lambda: fs.rm(stale), f"delete old files in {self.path}")
-        except BaseException as exc:
-            restored = self._roll_back_copy(copied, backups, backup_root)
-            outcome = (
-                "The destination was restored to its previous content."
-                if restored
-                else f"Restoring it failed too: its previous content is kept under "
-                f"{display_path(fs, backup_root)}."
-            )
-            raise WriteCommitError(
-                f"Committing the write to {self.path} failed while trying to {step}: "
-                f"{type(exc).__name__}: {exc}. {outcome}"
-            ) from exc
-        if backups:
-            _quiet(lambda: fs.rm(backup_root, recursive=True))
-        _quiet(lambda: fs.invalidate_cache(self._path))
-
-    def _retried(self, fn: Any, description: str) -> Any:
-        return call_with_retry(fn, description=description, config=self._retry)
-
-    def _roll_back_copy(
-        self, copied: list[str], backups: list[tuple[str, str]], backup_root: str
-    ) -> bool:
-        """Undo a partial copy commit; True when the old content is back."""
-        fs = self._fs
-        originals = {path for path, _ in backups}
-        try:
-            added = [p for p in copied if p not in originals]
-            if added:
-                self._retried(lambda: fs.rm(added), f"remove new files from {self.path}")
-            for path, backup in backups:
-                self._retried(
-                    lambda path=path, backup=backup: fs.copy(backup, path), f"restore {path}"
-                )
-        except Exception as exc:
-            logger.error("Could not roll back the failed commit to %s: %s", self.path, exc)
-            return False
-        if backups:
-            _quiet(lambda: fs.rm(backup_root, recursive=True))
-        _quiet(lambda: fs.invalidate_cache(self._path))
-        return True
 
 
 class BlockBasedFileDatasink(FileDatasink):
@@ -633,7 +719,8 @@ class BlockBasedFileDatasink(FileDatasink):
             except BaseException:
                 stream.close()
                 raise
-            return make_open_file(relative, stream, writer)
+            target = join(self._fs, self._staging, DATA_FOLDER, relative)
+            return make_open_file(relative, stream, writer, self._fs, target)
 
         return stream_into_files(
             blocks,

@@ -22,6 +22,7 @@ from shardflow.sdk.block import Block, BlockMetadata
 from shardflow.sdk.datasource import Datasource, ReadTask
 from shardflow.sdk.file_reading import FileReadTask, FileUnit
 from shardflow.sdk.filesystems import display_path, redact, resolve_filesystem, resolve_paths
+from shardflow.sdk.input_identity import InputItem
 from shardflow.sdk.native_filesystems import is_arrow_file, stream_compression
 from shardflow.sdk.partitioning import (
     Partitioning,
@@ -270,14 +271,14 @@ class FileBasedDatasource(Datasource):
     def _apply_partitions(self, files: list[FileInfo]) -> list[FileUnit]:
         parser = self._parser()
         if parser is None:
-            return [FileUnit(f.path, f.size) for f in files]
+            return [FileUnit(f.path, f.size, version=f.version) for f in files]
         raw = [self._raw_partition(parser, f) for f in files]
         keep = as_filter_fn(self._partition_filter)
         if keep is not None:
             kept = [(f, r) for f, r in zip(files, raw) if keep(r, self._display(f.path))]
             files, raw = [f for f, _ in kept], [r for _, r in kept]
         if self._partitioning is None:
-            return [FileUnit(f.path, f.size) for f in files]
+            return [FileUnit(f.path, f.size, version=f.version) for f in files]
         schema = partition_schema(self._partitioning, raw)
         self._partition_schema = schema
         units = []
@@ -289,7 +290,7 @@ class FileBasedDatasource(Datasource):
                 )
                 for field in schema
             )
-            units.append(FileUnit(info.path, info.size, typed))
+            units.append(FileUnit(info.path, info.size, typed, version=info.version))
         return units
 
     # -- planning (driver) ----------------------------------------------------------------
@@ -393,6 +394,41 @@ class FileBasedDatasource(Datasource):
     def _split_file(self, unit: FileUnit, target_bytes: int) -> list[FileUnit]:
         """Split a large file into parts read by different tasks; default: never."""
         return [unit]
+
+    def _reads_ranges(self) -> bool:
+        """Whether this format reads part of a file (it overrides ``_split_file``)."""
+        return type(self)._split_file is not FileBasedDatasource._split_file
+
+    # -- resumable writes -----------------------------------------------------------------
+
+    def input_items(self) -> list[InputItem]:
+        """Every file this read consumes, by identity (path, size, version), for resumable
+        writes (see :mod:`shardflow.sdk.input_identity`). Lists the files on first use."""
+        items = [InputItem(self._display(u.path), u.size, u.version) for u in self._file_units()]
+        seen: set[str] = set()
+        for item in items:
+            if item.name in seen:
+                raise ValueError(
+                    f"{item.name} is named twice in the paths of this read; a resumable write "
+                    "cannot tell its two readings apart. Name each file once."
+                )
+            seen.add(item.name)
+        return items
+
+    # Attributes that are caches or connections, not what the read produces: left out of the
+    # fingerprint that tells whether a resumed write runs the same plan.
+    _FINGERPRINT_SKIPS = frozenset(
+        {
+            "_fs",
+            "_native",
+            "_units",
+            "_partition_schema",
+            "_conflict_reference",
+            "_decode_threads",
+            "_reference_path",
+            "_reference_schema",
+        }
+    )
 
     # -- reading (worker) -----------------------------------------------------------------
 

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from shardflow.sdk import task_stats
 from shardflow.sdk.block import Block, concat_blocks, to_block
+from shardflow.sdk.input_identity import DoneInputs, InputItem, InputPiece, as_ranges
 from shardflow.sdk.retry import RetryConfig, is_transient_error
 from shardflow.sdk.storage_errors import raise_explained
 
@@ -48,14 +49,24 @@ class FileUnit:
         path: The path as the filesystem names it.
         size: Bytes of the file (or of the split) from the listing; None when unknown.
         partition: Typed partition values parsed from the path, as ``(name, value)`` pairs.
-        split: None for the whole file, else a connector-defined description of a part
-            (Parquet uses a ``(start, end)`` byte range selecting row groups).
+        split: None for the whole file, else the byte ranges of the part: ``(start, end)``,
+            or a tuple of such ranges (what a resumed write has left of a file). A format
+            that splits files says which of its pieces a range holds (Parquet: the row
+            groups whose first byte lies in it).
+        version: The file's version from the listing (see ``FileInfo.version``).
+        file_size: Bytes of the whole file when this unit is a split (``size`` otherwise).
     """
 
     path: str
     size: int | None
     partition: tuple[tuple[str, Any], ...] = ()
     split: Any = None
+    version: str | None = None
+    file_size: int | None = None
+
+    def whole_size(self) -> int | None:
+        """Bytes of the whole file."""
+        return self.file_size if self.split is not None else self.size
 
 
 def file_error(
@@ -77,12 +88,12 @@ def file_error(
     for cls in type(exc).__mro__:
         if not issubclass(cls, Exception):
             break
-        try:
+        try:  # a class may take other arguments, or fail to format itself (str raises)
             new = cls(message)
+            if str(new) == message:
+                return new
         except Exception:
             continue
-        if str(new) == message:
-            return new
     return RuntimeError(message)
 
 
@@ -150,6 +161,48 @@ class FileReadTask:
     def __call__(self) -> Iterator[Block]:
         blocks = (block for unit in self.units for block in self._read_unit(unit))
         yield from coalesce(blocks, self.min_block_bytes)
+
+    # -- resumable writes (see shardflow.sdk.input_identity) -------------------------------
+
+    def _item(self, unit: FileUnit) -> InputItem:
+        return InputItem(self.datasource._display(unit.path), unit.whole_size(), unit.version)
+
+    def input_pieces(self) -> list[InputPiece]:
+        """What this task reads, by identity: each file with the byte ranges of its split."""
+        return [InputPiece(self._item(unit), as_ranges(unit.split)) for unit in self.units]
+
+    def remaining(self, done: DoneInputs) -> FileReadTask | None:
+        """This task less what ``done`` records: None when nothing is left, else a task
+        reading only the files, and the parts of files, that no finished task wrote."""
+        kept: list[FileUnit] = []
+        for unit in self.units:
+            piece = InputPiece(self._item(unit), as_ranges(unit.split))
+            left = done.remaining(piece)
+            if left is None:
+                continue
+            if left == piece.positions():
+                kept.append(unit)
+                continue
+            if not self.datasource._reads_ranges():
+                raise ValueError(
+                    f"{piece.item.name} was written in part by an earlier run, but "
+                    f"{type(self.datasource).__name__} reads whole files only."
+                )
+            kept.append(
+                FileUnit(
+                    unit.path,
+                    sum(hi - lo for lo, hi in left),
+                    unit.partition,
+                    left,
+                    unit.version,
+                    unit.whole_size(),
+                )
+            )
+        if len(kept) == len(self.units) and all(a is b for a, b in zip(kept, self.units)):
+            return self
+        if not kept:
+            return None
+        return FileReadTask(self.datasource, kept, self.retry, self.min_block_bytes)
 
     def _read_unit(self, unit: FileUnit) -> Iterator[Block]:
         ds = self.datasource

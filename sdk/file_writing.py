@@ -13,7 +13,10 @@ file, as before streaming writers existed.
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
+import shutil
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -81,21 +84,42 @@ class WholeFileWriter(BlockFileWriter):
 class _OpenFile:
     """One staged file being written: its name, stream, writer and row count."""
 
-    def __init__(self, relative: str, stream: Any, writer: BlockFileWriter):
+    def __init__(
+        self,
+        relative: str,
+        stream: Any,
+        writer: BlockFileWriter,
+        fs: Any = None,
+        target: str | None = None,
+    ):
         self.relative, self.stream, self.writer, self.rows = relative, stream, writer, 0
+        self.fs, self.target, self.data_bytes = fs, target, 0
 
     def write(self, block: Block) -> bool:
-        if not self.writer.write(block):
-            return False
+        try:
+            if not self.writer.write(block):
+                return False
+        except OSError as exc:
+            self._reraise_no_space(exc, block.nbytes, "the block being written")
+            raise
         self.rows += block.num_rows
+        self.data_bytes += block.nbytes
         return True
 
     def finish(self) -> str:
         try:
-            self.writer.close()
-        finally:
-            self.stream.close()
+            try:
+                self.writer.close()
+            finally:
+                self.stream.close()
+        except OSError as exc:
+            self._reraise_no_space(exc, self.data_bytes, "the file's rows")
+            raise
         return self.relative
+
+    def _reraise_no_space(self, exc: OSError, needed: int, what: str) -> None:
+        if exc.errno == errno.ENOSPC and self.target is not None:
+            raise no_space_error(exc, self.fs, self.target, self.stream, needed, what) from exc
 
     def abandon(self) -> None:
         try:
@@ -176,6 +200,57 @@ def stream_into_files(
     return staged
 
 
-def make_open_file(relative: str, stream: Any, writer: BlockFileWriter) -> _OpenFile:
-    """An open staged file for :func:`stream_into_files`."""
-    return _OpenFile(relative, stream, writer)
+def make_open_file(
+    relative: str,
+    stream: Any,
+    writer: BlockFileWriter,
+    fs: Any = None,
+    target: str | None = None,
+) -> _OpenFile:
+    """An open staged file for :func:`stream_into_files`; ``fs`` and ``target`` (the staged
+    path) name the file when the device runs out of space."""
+    return _OpenFile(relative, stream, writer, fs, target)
+
+
+def no_space_error(
+    exc: OSError,
+    fs: Any,
+    target: str,
+    stream: Any,
+    needed: int | None,
+    what: str = "the data being written",
+) -> OSError:
+    """An OSError (errno ENOSPC) for ``exc``, raised while writing ``target`` through
+    ``stream``, that names the file, the bytes written, the bytes ``what`` (the data being
+    written) takes in memory, about what it needs on disk, and the space left where the
+    device tells."""
+    from shardflow.sdk.filesystems import display_path, is_local
+
+    try:
+        written: int | None = int(stream.tell())
+    except Exception:
+        written = None
+    free = None
+    if fs is not None and is_local(fs):
+        folder = os.path.dirname(target)
+        while folder and not os.path.isdir(folder):
+            folder = os.path.dirname(folder)
+        try:
+            free = shutil.disk_usage(folder or "/").free
+        except OSError:
+            free = None
+    facts = []
+    if needed is not None:
+        facts.append(f"{what} take {needed:,} bytes in memory, about what they need on disk")
+    if written is not None:
+        facts.append(f"{written:,} bytes of the file were written")
+    if free is not None:
+        facts.append(f"{free:,} bytes are free on that device")
+    shown = display_path(fs, target) if fs is not None else target
+    message = (
+        f"No space left on device while writing {shown}"
+        + (f" ({'; '.join(facts)})" if facts else "")
+        + f": {exc.strerror or exc}. Free at least that much there (the rest of the write "
+        "needs more), or write to another device."
+    )
+    return OSError(errno.ENOSPC, message)

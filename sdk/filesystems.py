@@ -45,17 +45,24 @@ def redact(path: str) -> str:
 
 
 _USERINFO_IN_TEXT_RE = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*://)[^/@\s'\"]*:[^/@\s'\"]*@")
+# key=value secrets of database connection strings (libpq, ODBC) and keyword arguments.
+_SECRET_PAIR_RE = re.compile(
+    r"(?i)\b(password|passwd|pwd|sslpassword)(\s*[=:]\s*)('[^']*'|\"[^\"]*\"|[^\s;,)&'\"]+)"
+)
 
 
 def redact_text(text: str) -> str:
-    """``text`` with the ``user:password@`` part of every URL in it removed.
+    """``text`` with the ``user:password@`` part of every URL in it removed, and the value
+    of every ``password=...`` pair of a connection string hidden.
 
     Examples:
         >>> from shardflow.sdk.filesystems import redact_text
         >>> redact_text("cannot read s3://KEY:SECRET@bucket/a and gs://u:p@b/c")
         'cannot read s3://bucket/a and gs://b/c'
+        >>> redact_text("connect('host=db user=app password=hunter2 port=5432')")
+        "connect('host=db user=app password=*** port=5432')"
     """
-    return _USERINFO_IN_TEXT_RE.sub(r"\1", text)
+    return _SECRET_PAIR_RE.sub(r"\1\2***", _USERINFO_IN_TEXT_RE.sub(r"\1", text))
 
 
 def protocol_of(path: str) -> str | None:

@@ -60,7 +60,8 @@ class LocalDisk:
         return "LocalDisk()"
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
-        """``{"name", "size", "type"}`` of ``path`` as fsspec gives them (links followed).
+        """``{"name", "size", "type", "mtime"}`` of ``path`` as fsspec gives them (links
+        followed), and ``mtime_ns``.
 
         Raises:
             FileNotFoundError: when nothing is at ``path``.
@@ -76,7 +77,13 @@ class LocalDisk:
             kind = "file"
         else:
             kind = "other"
-        return {"name": path, "size": st.st_size, "type": kind, "mtime": st.st_mtime}
+        return {
+            "name": path,
+            "size": st.st_size,
+            "type": kind,
+            "mtime": st.st_mtime,
+            "mtime_ns": st.st_mtime_ns,
+        }
 
     def exists(self, path: str, **kwargs: Any) -> bool:
         return os.path.exists(self._strip_protocol(path))

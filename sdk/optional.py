@@ -24,12 +24,26 @@ EXTRAS: dict[str, str] = {
     "s3fs": "s3",
     "gcsfs": "gcs",
     "pyiceberg": "iceberg",
+    "deltalake": "delta",
+    "psycopg": "sql",
     "daft": "daft",
     "datasets": "huggingface",
+    "soundfile": "audio",
+    "av": "video",
+    "lance": "lance",
+    "fastavro": "avro",
+    "google_crc32c": "tfrecords",
+    "google.protobuf": "tfrecords",
+    "msgpack": "webdataset",
 }
 """Top-level module of each optional dependency to the shardflow extra that installs it."""
 
-_DISTRIBUTIONS = {"PIL": "Pillow"}
+_DISTRIBUTIONS = {
+    "PIL": "Pillow",
+    "lance": "pylance",
+    "google": "protobuf",
+    "google_crc32c": "google-crc32c",
+}
 """Package names that differ from their module's name, for messages."""
 
 

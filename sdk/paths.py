@@ -6,7 +6,8 @@ named ``br[1]``); only a path that does not exist and holds ``*``, ``?`` or ``[`
 Expansion runs on the driver and never opens a file: sizes come from the listing, so planning
 10,000 files under one prefix takes one recursive listing, not 10,000 requests. Files and
 folders whose name starts with ``.`` or ``_`` (``_SUCCESS``, ``.staging``) inside a listed
-folder are hidden and skipped.
+folder are hidden and skipped. A folder holding the marker of an interrupted commit (see
+:mod:`shardflow.sdk.staging`) is refused with ``InterruptedCommitError``.
 """
 
 from __future__ import annotations
@@ -18,14 +19,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shardflow.sdk.filesystems import basename, display_path, is_local, parent
+from shardflow.sdk.filesystems import basename, display_path, is_local, join, parent
 from shardflow.sdk.retry import RetryConfig, call_with_retry
+from shardflow.sdk.staging import COMMIT_MARKER_PREFIX, is_marker, refuse_interrupted_commit
 
 logger = logging.getLogger(__name__)
 
 _GLOB_CHARS = "*?["
 # Above this many explicit paths, list their folders instead of asking about each path.
 _BATCH_INFO_THRESHOLD = 16
+# Folders of a glob on an object store checked for a commit marker (one request each).
+_MARKER_CHECKS = 16
 
 
 @dataclass(frozen=True)
@@ -37,11 +41,14 @@ class FileInfo:
         size: Size in bytes from the listing, or None when unknown.
         root: The folder the file was found under (for partition parsing); the file's own
             folder when it was named explicitly.
+        version: What changes when the file is rewritten: its modification time in
+            nanoseconds (local disk), ETag or generation (object stores); None when unknown.
     """
 
     path: str
     size: int | None
     root: str
+    version: str | None = None
 
     @property
     def relative_path(self) -> str:
@@ -79,13 +86,28 @@ def _size(info: dict[str, Any]) -> int | None:
     return int(size) if isinstance(size, (int, float)) else None
 
 
+_VERSION_KEYS = ("mtime_ns", "ETag", "etag", "generation", "mtime", "LastModified", "updated")
+
+
+def file_version(info: dict[str, Any]) -> str | None:
+    """What changes when a file is rewritten, from its listing entry (see FileInfo.version)."""
+    for key in _VERSION_KEYS:
+        value = info.get(key)
+        if value is not None and value != "":
+            if key == "mtime" and isinstance(value, float):
+                return str(round(value * 1e9))
+            return str(value)
+    created = info.get("created")
+    return None if created is None else str(created)
+
+
 def _normalize_name(fs: Any, name: str) -> str:
     if "://" in name and hasattr(fs, "_strip_protocol"):
         return fs._strip_protocol(name)
     return name
 
 
-def _walk_local(folder: str) -> list[FileInfo]:
+def _walk_local(fs: Any, folder: str) -> list[FileInfo]:
     """A local folder's visible files, pruning hidden folders without descending into them."""
     files = []
     pending = [folder]
@@ -94,18 +116,21 @@ def _walk_local(folder: str) -> list[FileInfo]:
         with os.scandir(current) as entries:
             for entry in entries:
                 if entry.name.startswith((".", "_")):
+                    if is_marker(entry.name):
+                        refuse_interrupted_commit(fs, entry.path)
                     continue
                 if entry.is_dir():
                     pending.append(entry.path)
                 elif entry.is_file():
-                    files.append(FileInfo(entry.path, entry.stat().st_size, folder))
+                    st = entry.stat()
+                    files.append(FileInfo(entry.path, st.st_size, folder, str(st.st_mtime_ns)))
     files.sort(key=lambda f: f.path)
     return files
 
 
 def _list_folder(fs: Any, folder: str, retry: RetryConfig) -> list[FileInfo]:
     if is_local(fs) and os.path.isdir(folder):
-        return _walk_local(folder)
+        return _walk_local(fs, folder)
     found = call_with_retry(
         lambda: fs.find(folder, detail=True, withdirs=False),
         description=f"list {display_path(fs, folder)}",
@@ -116,8 +141,11 @@ def _list_folder(fs: Any, folder: str, retry: RetryConfig) -> list[FileInfo]:
         if _is_dir(info):
             continue
         path = _normalize_name(fs, info.get("name", name)).rstrip("/")
-        info_file = FileInfo(path, _size(info), folder)
+        info_file = FileInfo(path, _size(info), folder, file_version(info))
         if is_hidden(info_file.relative_path):
+            folder_part = info_file.relative_path.rpartition("/")[0]
+            if is_marker(basename(path)) and not is_hidden(folder_part):
+                refuse_interrupted_commit(fs, path)
             continue
         files.append(info_file)
     return files
@@ -130,16 +158,30 @@ def _expand_glob(fs: Any, pattern: str, retry: RetryConfig) -> list[FileInfo]:
         config=retry,
     )
     root = _glob_root(pattern)
+    _refuse_interrupted_commits(fs, [root] + [parent(n) for n in matches])
     files: list[FileInfo] = []
     for name, info in sorted(matches.items()):
         path = _normalize_name(fs, info.get("name", name)).rstrip("/")
         if basename(path).startswith((".", "_")):
             continue
         if _is_dir(info):
-            files.extend(FileInfo(f.path, f.size, root) for f in _list_folder(fs, path, retry))
+            files.extend(
+                FileInfo(f.path, f.size, root, f.version) for f in _list_folder(fs, path, retry)
+            )
         else:
-            files.append(FileInfo(path, _size(info), root))
+            files.append(FileInfo(path, _size(info), root, file_version(info)))
     return files
+
+
+def _refuse_interrupted_commits(fs: Any, folders: Sequence[str]) -> None:
+    """A glob lists only what it matches: look for commit markers in the folders it read."""
+    distinct = sorted({_normalize_name(fs, f).rstrip("/") for f in folders if f})
+    if not is_local(fs):
+        distinct = distinct[:_MARKER_CHECKS]
+    for folder in distinct:
+        found = fs.glob(join(fs, folder, COMMIT_MARKER_PREFIX + "*.json"))
+        if found:
+            refuse_interrupted_commit(fs, _normalize_name(fs, sorted(found)[0]))
 
 
 def _info_or_none(fs: Any, path: str, retry: RetryConfig) -> dict[str, Any] | None:
@@ -217,7 +259,7 @@ def expand_paths(
             files.extend(_list_folder(fs, path, retry))
         else:
             _refuse_special_file(fs, path)
-            files.append(FileInfo(path, _size(info), parent(path)))
+            files.append(FileInfo(path, _size(info), parent(path), file_version(info)))
     return files
 
 

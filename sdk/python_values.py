@@ -19,7 +19,8 @@ import pyarrow as pa
 
 from shardflow.sdk.object_column import objects_to_arrow
 
-_ARROW_CANNOT = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)
+# OverflowError: integers beyond 64 bits, which Arrow has no type for either
+_ARROW_CANNOT = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError)
 _UNITS = ("s", "ms", "us", "ns")
 
 

@@ -115,6 +115,44 @@ BUILTIN_CONNECTORS: dict[str, LazyConnector] = {
         requires=("pyiceberg",),
         install=install_command("iceberg"),
     ),
+    "audio": LazyConnector(
+        f"{_CONNECTORS}.audio.AudioDatasource",
+        requires=("soundfile",),
+        install=install_command("audio"),
+    ),
+    "videos": LazyConnector(
+        f"{_CONNECTORS}.video.VideoDatasource",
+        requires=("av",),
+        install=install_command("video"),
+    ),
+    "lance": LazyConnector(
+        f"{_CONNECTORS}.lance.LanceDatasource",
+        f"{_CONNECTORS}.lance.LanceDatasink",
+        requires=("lance",),
+        install=install_command("lance"),
+    ),
+    "sql": LazyConnector(f"{_CONNECTORS}.sql.SQLDatasource", f"{_CONNECTORS}.sql.SQLDatasink"),
+    "delta": LazyConnector(
+        f"{_CONNECTORS}.delta.DeltaDatasource",
+        f"{_CONNECTORS}.delta.DeltaDatasink",
+        requires=("deltalake",),
+        install=install_command("delta"),
+    ),
+    "webdataset": LazyConnector(
+        f"{_CONNECTORS}.webdataset.WebDatasetDatasource",
+        f"{_CONNECTORS}.webdataset.WebDatasetDatasink",
+    ),
+    "tfrecords": LazyConnector(
+        f"{_CONNECTORS}.tfrecords.TFRecordDatasource",
+        f"{_CONNECTORS}.tfrecords.TFRecordDatasink",
+        requires=("google.protobuf", "google_crc32c"),
+        install=install_command("tfrecords"),
+    ),
+    "avro": LazyConnector(
+        f"{_CONNECTORS}.avro.AvroDatasource",
+        requires=("fastavro",),
+        install=install_command("avro"),
+    ),
 }
 """shardflow's connectors: name to dotted paths, imported when the name is first used."""
 

@@ -54,6 +54,14 @@ class Store:
             return []
         return sorted(p[len(stripped) + 1 :] for p in fs.find(stripped))
 
+    def data_files(self, *parts: str) -> list[str]:
+        """The listing of a folder a write committed, less its ``_SUCCESS``: commits write it
+        last on object stores (checked here), never on local disk."""
+        listing = self.listing(*parts)
+        if listing:
+            assert ("_SUCCESS" in listing) == (self.kind != "local"), listing
+        return [rel for rel in listing if rel != "_SUCCESS"]
+
     def write_bytes(self, relative: str, data: bytes) -> None:
         fs = self.fs
         target = fs._strip_protocol(self.path(relative))

@@ -404,3 +404,98 @@ def test_console_script_is_installed(tmp_path):
         timeout=120,
     )
     assert proc.returncode == 2 and "no such file or folder" in proc.stderr
+
+
+# -- staging ------------------------------------------------------------------------------------
+
+
+class _FailAt:
+    """Fails the batch holding row ``at`` while ``marker`` does not exist."""
+
+    def __init__(self, marker, at):
+        self.marker, self.at = marker, at
+
+    def __call__(self, batch):
+        if self.at in set(batch["id"].tolist()) and not os.path.exists(self.marker):
+            raise RuntimeError("injected failure")
+        return batch
+
+
+def _staging_json(capsys, *args):
+    capsys.readouterr()
+    assert main(["staging", "list", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)["entries"]
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_staging_list_and_clean_the_work_a_failed_resumable_write_kept(
+    request, tmp_path, capsys, where
+):
+    import shardflow as sf
+
+    store = request.getfixturevalue(f"{where}_store")
+    dest = store.path("out")
+    options = (
+        ["--storage-options", json.dumps(store.storage_options)] if store.storage_options else []
+    )
+    marker = str(tmp_path / "fixed")
+    ds = sf.range(40, override_num_blocks=4).map_batches(_FailAt(marker, 25))
+    with pytest.raises(RuntimeError, match="injected failure"):
+        ds.write_parquet(dest, resume=True, **store.options())
+    (entry,) = _staging_json(capsys, dest, *options)
+    assert entry["kind"] == "resumable" and entry["state"] == "abandoned"
+    assert entry["files"] >= 3 and entry["bytes"] > 0  # journal, owner and staged files
+    assert main(["staging", "list", dest, *options]) == 0
+    assert "shardflow staging clean" in capsys.readouterr().out
+    assert main(["staging", "clean", dest, *options]) == 0
+    assert "removed" in capsys.readouterr().out
+    assert _staging_json(capsys, dest, *options) == []
+    open(marker, "w").close()
+    ds.write_parquet(dest, resume=True, **store.options())  # starts over: every task runs
+    got = sorted(sf.read_parquet(dest, **store.options()).to_pandas()["id"].tolist())
+    assert got == list(range(40))
+
+
+def test_staging_clean_finishes_an_interrupted_commit(local_store, capsys):
+    import shardflow as sf
+    from shardflow.sdk.staging import InterruptedCommitError
+
+    dest = local_store.path("out")
+    sf.range(10, override_num_blocks=2).write_parquet(dest)
+    env = dict(os.environ, SHARDFLOW_TEST_KILL_AT_COMMIT_STEP="3")  # after the marker
+    code = (
+        "import shardflow as sf, sys; "
+        "sf.range(100, override_num_blocks=3).write_parquet(sys.argv[1], mode='overwrite')"
+    )
+    child = subprocess.run([sys.executable, "-c", code, dest], env=env, timeout=120)
+    assert child.returncode == -9
+    entries = _staging_json(capsys, dest)
+    assert [e["kind"] for e in entries] == ["commit", "write", "trash"]
+    assert {e["state"] for e in entries} == {"interrupted"}
+    with pytest.raises(InterruptedCommitError, match="shardflow staging clean"):
+        sf.read_parquet(dest).count()
+    assert main(["staging", "clean", dest]) == 0
+    assert "finished the interrupted commit" in capsys.readouterr().out
+    assert sorted(pq.read_table(dest).column("id").to_pylist()) == list(range(100))
+    assert _staging_json(capsys, dest) == []
+
+
+def test_staging_clean_leaves_a_running_write_alone_unless_forced(local_store, capsys):
+    from shardflow.connectors.parquet import ParquetDatasink
+
+    dest = local_store.path("out")
+    sink = ParquetDatasink(dest)
+    sink.on_write_start()  # this process is writing: its staging folder is in use
+    (entry,) = _staging_json(capsys, dest)
+    assert entry["state"] == "in use" and str(os.getpid()) in entry["owner"]
+    assert main(["staging", "clean", dest]) == 0
+    assert "nothing to clean" in capsys.readouterr().out
+    assert main(["staging", "clean", dest, "--force"]) == 0
+    assert _staging_json(capsys, dest) == []
+
+
+def test_staging_usage_errors(tmp_path, capsys):
+    assert main(["staging", "list", str(tmp_path), "--storage-options", "[1]"]) == 2
+    assert "JSON object" in capsys.readouterr().err
+    assert main(["staging", "list", str(tmp_path / "none")]) == 0
+    assert "no staging folders" in capsys.readouterr().out

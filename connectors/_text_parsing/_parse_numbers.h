@@ -142,16 +142,15 @@ static int parse_number_ex(const char **pp, const char *end, int want_double, in
     }
     if (!is_digit(*p)) return 0;
     uint64_t man = 0;
-    int sig = 0;         /* significant digits in man */
-    int truncated = 0;   /* digits beyond 19 were dropped */
+    int sig = 0;         /* significant digits in man: none before the first non-zero one */
+    int truncated = 0;   /* a non-zero digit was dropped (only 19 significant digits fit) */
     int64_t exp10 = 0;
-    int int_digits = 0;
+    int int_digits = 0;  /* digits of the integer part, leading zeros excluded */
     if (!zeros_ok && *p == '0') {
         p++;
-        int_digits = 1;
         if (p < end && is_digit(*p)) return 0; /* leading zero */
     } else {
-        while (p + 1 < end && *p == '0' && is_digit(p[1])) p++; /* leading zeros */
+        while (p < end && *p == '0') p++; /* leading zeros: not significant */
         while (sig + 8 <= 19 && p + 8 <= end) { /* up to 8 digits a step */
             uint64_t run;
             int count = digit_run8(p, &run);
@@ -167,7 +166,7 @@ static int parse_number_ex(const char **pp, const char *end, int want_double, in
                 sig++;
             } else {
                 exp10++;
-                truncated = 1;
+                truncated |= *p != '0';
             }
             int_digits++;
             p++;
@@ -178,7 +177,13 @@ static int parse_number_ex(const char **pp, const char *end, int want_double, in
         integral = 0;
         p++;
         if (p >= end || !is_digit(*p)) return 0;
-        while (sig > 0 && sig + 8 <= 19 && p + 8 <= end) { /* up to 8 digits a step */
+        if (sig == 0) { /* zeros after the point before the first significant digit */
+            while (p < end && *p == '0') {
+                exp10--;
+                p++;
+            }
+        }
+        while (sig + 8 <= 19 && p + 8 <= end) { /* up to 8 digits a step */
             uint64_t run;
             int count = digit_run8(p, &run);
             man = man * digit_scale[count] + run;
@@ -188,14 +193,12 @@ static int parse_number_ex(const char **pp, const char *end, int want_double, in
             if (count < 8) break;
         }
         while (p < end && is_digit(*p)) {
-            if (sig == 0 && *p == '0') {
-                exp10--;
-            } else if (sig < 19) {
+            if (sig < 19) {
                 man = man * 10 + (uint64_t)(*p - '0');
                 sig++;
                 exp10--;
-            } else if (*p != '0') {
-                truncated = 1;
+            } else {
+                truncated |= *p != '0';
             }
             p++;
         }
@@ -220,7 +223,7 @@ static int parse_number_ex(const char **pp, const char *end, int want_double, in
     }
     *pp = p;
     if (integral && !want_double) {
-        if (int_digits > 19 || truncated) return 0; /* Arrow makes it a double: let it */
+        if (int_digits > 19) return 0; /* Arrow makes it a double: let it */
         if (neg) {
             if (man == 0) return 0; /* "-0": -0.0 if the column becomes double */
             if (man > (uint64_t)INT64_MAX + 1) return 0;
@@ -231,7 +234,7 @@ static int parse_number_ex(const char **pp, const char *end, int want_double, in
         }
         return 1;
     }
-    if (man == 0) {
+    if (man == 0) { /* every digit was a zero (a non-zero one is never dropped first) */
         *dv = neg ? -0.0 : 0.0;
         return 2;
     }

@@ -20,9 +20,10 @@ and the table it returns grow with the chunk, and on the file benchmarks 2 MiB c
 read :data:`READ_BYTES` at a time (fewer, larger requests to object stores), each read cut
 into chunks (zero-copy slices) parsed one after another.
 
-A chunk ends after its last ``\\n`` (or ``\\r`` when a chunk holds no ``\\n``); the bytes after
-it start the next chunk. This is where Arrow itself cuts blocks when values hold no line
-breaks (``newlines_in_values=False``, the default); files whose values may hold line breaks
+A chunk ends at its last row end; the bytes after it start the next chunk. For JSON Lines
+that is the last line break (``\\n``, ``\\r`` or ``\\r\\n``); for CSV, the last line break
+outside a quoted value (:mod:`shardflow.connectors.csv.rows`), so a chunk never splits a
+value. Files whose values may hold line breaks by other rules (``newlines_in_values=True``)
 are read with the streaming readers instead.
 """
 
@@ -38,17 +39,50 @@ CHUNK_BYTES = 2 * 1024 * 1024
 _SEARCH_BYTES = 64 * 1024
 
 
+class LineEnds:
+    """Row ends of text whose line breaks all end rows (JSON Lines, or a CSV dialect with
+    nothing that quotes or escapes a line break).
+
+    A row's end is the index of its last byte: its ``\\n``, or its ``\\r`` when no ``\\n``
+    follows. Both methods take a view whose first byte starts a row.
+    """
+
+    def last(self, view: memoryview, stop: int) -> int:
+        """The end of the last row that ends before ``stop``; -1 when none does. A ``\\r`` at
+        ``stop - 1`` is not counted: it may be the first half of a ``\\r\\n``."""
+        data = view[:stop]
+        newline = _rfind(data, b"\n", stop)
+        ret = _rfind(data, b"\r", stop - 1)
+        return max(newline, ret)
+
+    def first(self, view: memoryview, start: int) -> int:
+        """The end of the first row that ends at or after index ``start``; -1 when none does
+        (a ``\\r`` at the view's end is counted)."""
+        newline = find_byte(view, b"\n", start)
+        ret = find_byte(view, b"\r", start)
+        if ret < 0 or 0 <= newline < ret:
+            return newline
+        return ret + 1 if ret + 1 < len(view) and view[ret + 1] == 0x0A else ret
+
+
+_LINE_ENDS = LineEnds()
+
+
 def line_chunks(
-    f: Any, chunk_bytes: int | None = None, read_bytes: int | None = None
+    f: Any,
+    chunk_bytes: int | None = None,
+    read_bytes: int | None = None,
+    row_ends: LineEnds | None = None,
 ) -> Iterator[pa.Buffer]:
     """Yield ``f``'s bytes in buffers of about ``chunk_bytes`` (default :data:`CHUNK_BYTES`),
-    each ending at a line end (the last one at the end of the file, whatever it holds).
+    each ending at a row end (the last one at the end of the file, whatever it holds).
 
     ``f`` is read ``read_bytes`` at a time (default: a chunk; at least a chunk); the chunks
-    are slices of those reads. A line longer than a read makes a
-    chunk as long as the line. The buffers come from Arrow's memory pool, like the tables
-    parsed from them, so the memory of one read is reused for the next rather than left to
-    the C allocator's heap.
+    are slices of those reads. A row longer than a read makes a chunk as long as the row.
+    ``row_ends`` says where rows end (default: at every line break; CSV passes a
+    :class:`~shardflow.connectors.csv.rows.CsvRowEnds`). The buffers come from Arrow's memory
+    pool, like the tables parsed from them, so the memory of one read is reused for the next
+    rather than left to the C allocator's heap.
 
     Examples:
         >>> import io
@@ -60,8 +94,25 @@ def line_chunks(
     if size < 1:
         raise ValueError(f"chunk_bytes must be positive, got {size}.")
     read_size = max(size, read_bytes or 0)
-    for lines in _line_reads(f, read_size):
-        yield from _cut(lines, size)
+    ends = row_ends or _LINE_ENDS
+    for lines in _line_reads(f, read_size, ends):
+        yield from _cut(lines, size, ends)
+
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def without_bom_strip(chunk: pa.Buffer) -> pa.Buffer:
+    """``chunk`` (not a file's first) as Arrow's readers must get it to keep its first bytes.
+
+    They drop a UTF-8 byte order mark at the start of what they parse, which only a file's
+    first bytes may be (Arrow's JSON reader drops some of its bytes alone too, such as a
+    lone ``\xbf``). A chunk that starts with one of those bytes gets a byte order mark put
+    before it (a copy, in that rare case only): Arrow drops that one and keeps the chunk.
+    """
+    if chunk.size == 0 or chunk.slice(0, 1).to_pybytes() not in (b"\xef", b"\xbb", b"\xbf"):
+        return chunk
+    return pa.py_buffer(_BOM + chunk.to_pybytes())
 
 
 def read_bytes_for(local: bool) -> int | None:
@@ -69,12 +120,14 @@ def read_bytes_for(local: bool) -> int | None:
     return None if local else READ_BYTES
 
 
-def _line_reads(f: Any, size: int) -> Iterator[pa.Buffer]:
-    """``f``'s bytes in reads of about ``size``, each cut after its last line end."""
-    carry: pa.Buffer | None = None  # the bytes after the previous read's last line end
+def _line_reads(f: Any, size: int, ends: LineEnds) -> Iterator[pa.Buffer]:
+    """``f``'s bytes in reads of about ``size``, each cut after its last row end."""
+    carry: pa.Buffer | None = None  # the bytes after the previous read's last row end
     while True:
         kept = 0 if carry is None else carry.size
-        buffer = pa.allocate_buffer(kept + size)
+        # a read tops the carried bytes up to `size` (so a chunk of a local file, read a
+        # chunk at a time, needs no second cut), unless they take half of it already
+        buffer = pa.allocate_buffer(size if kept < size // 2 else kept + size)
         view = memoryview(buffer).cast("B")
         if carry is not None:
             view[:kept] = memoryview(carry).cast("B")
@@ -85,9 +138,9 @@ def _line_reads(f: Any, size: int) -> Iterator[pa.Buffer]:
             if filled:
                 yield buffer.slice(0, filled)
             return
-        cut = _last_line_end(view, filled)
+        cut = ends.last(view, filled)
         view.release()
-        if cut < 0:  # no line end yet: the line goes on into the next read
+        if cut < 0:  # no row end yet: the row goes on into the next read
             carry = buffer
             continue
         carry = buffer.slice(cut + 1, filled - cut - 1)
@@ -97,8 +150,8 @@ def _line_reads(f: Any, size: int) -> Iterator[pa.Buffer]:
         del lines
 
 
-def _cut(lines: pa.Buffer, size: int) -> Iterator[pa.Buffer]:
-    """Zero-copy slices of ``lines`` of about ``size`` bytes, each ending at a line end (the
+def _cut(lines: pa.Buffer, size: int, ends: LineEnds) -> Iterator[pa.Buffer]:
+    """Zero-copy slices of ``lines`` of about ``size`` bytes, each ending at a row end (the
     last one where ``lines`` ends)."""
     if lines.size <= size:
         yield lines
@@ -108,12 +161,11 @@ def _cut(lines: pa.Buffer, size: int) -> Iterator[pa.Buffer]:
         start = 0
         while lines.size - start > size:
             # one byte more than the chunk: a "\r" at its end then counts unless "\n" follows
-            end = _last_line_end(view[start : start + size + 1], size + 1)
-            if end < 0:  # a line longer than a chunk: the chunk ends where the line does
-                end = _first_line_end(view, start + size)
+            end = ends.last(view[start : start + size + 1], size + 1)
+            if end < 0:  # a row longer than a chunk: the chunk ends where the row does
+                end = ends.first(view[start:], size)
                 if end < 0:
                     break
-                end -= start
             yield lines.slice(start, end + 1)
             start += end + 1
         if start < lines.size:
@@ -122,32 +174,26 @@ def _cut(lines: pa.Buffer, size: int) -> Iterator[pa.Buffer]:
         view.release()
 
 
-def _first_line_end(view: memoryview, start: int) -> int:
-    """Index of the first ``\\n`` or ``\\r`` at or after ``start`` (a ``\\r`` followed by
-    ``\\n`` counts at the ``\\n``), else -1."""
+def find_byte(view: memoryview, needle: bytes, start: int) -> int:
+    """Index of the first ``needle`` (one byte) at or after ``start``, else -1."""
     pos = start
     while pos < len(view):
         block = bytes(view[pos : pos + _SEARCH_BYTES])
-        hits = [i for i in (block.find(b"\n"), block.find(b"\r")) if i >= 0]
-        if hits:
-            i = pos + min(hits)
-            if view[i] == 0x0D and i + 1 < len(view) and view[i + 1] == 0x0A:
-                return i + 1
-            return i
+        found = block.find(needle)
+        if found >= 0:
+            return pos + found
         pos += len(block)
     return -1
 
 
-def _last_line_end(view: memoryview, end: int) -> int:
-    """Index of the last ``\\n`` in ``view[:end]``, else of the last ``\\r`` before the last
-    byte (a ``\\r`` there may start a ``\\r\\n`` that the next read completes), else -1."""
-    for mark, stop in ((b"\n", end), (b"\r", end - 1)):
-        while stop > 0:
-            start = max(0, stop - _SEARCH_BYTES)
-            found = bytes(view[start:stop]).rfind(mark)
-            if found >= 0:
-                return start + found
-            stop = start
+def _rfind(view: memoryview, needle: bytes, stop: int) -> int:
+    """Index of the last ``needle`` (one byte) before ``stop``, else -1."""
+    while stop > 0:
+        start = max(0, stop - _SEARCH_BYTES)
+        found = bytes(view[start:stop]).rfind(needle)
+        if found >= 0:
+            return start + found
+        stop = start
     return -1
 
 

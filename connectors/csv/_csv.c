@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_csv_rows.h"
 #include "_parse_numbers.h"
 #include "_parse_python.h"
 #include "_parse_text.h"
@@ -332,6 +333,7 @@ static int set_null(Csv *cv, OutColumn *o, int64_t row) {
 /* Appends the value [s, e) (quotes undoubled when `doubled`) to o's text; 0 on invalid
    UTF-8. */
 static int append_text(Csv *cv, OutColumn *o, const uint8_t *s, const uint8_t *e, int doubled) {
+    if (s == e) return 1; /* (an empty sink has no memory to copy to) */
     if (!sink_reserve(&o->text, (size_t)(e - s), &cv->nomem)) return 0;
     uint8_t *out = o->text.data + o->text.len;
     if (!doubled) { /* ASCII a word at a time, then one copy */
@@ -809,7 +811,37 @@ done:
     return result;
 }
 
+/* row_end(buffer, stop, first_from, delimiter, quote, double_quote, escape): see
+   _csv_rows.h; first_from < 0 asks for the last row end before stop. */
+static PyObject *csv_py_row_end(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    Py_ssize_t stop, from;
+    CsvDialect dialect;
+    if (!PyArg_ParseTuple(args, "y*nniipi", &view, &stop, &from, &dialect.delimiter,
+                          &dialect.quote, &dialect.double_quote, &dialect.escape))
+        return NULL;
+    if (stop < 0 || stop > view.len || dialect.delimiter < 0 || dialect.delimiter > 255 ||
+        dialect.quote < -1 || dialect.quote > 255 || dialect.escape < -1 ||
+        dialect.escape > 255) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "row_end: stop or a dialect byte out of range");
+        return NULL;
+    }
+    int64_t end;
+    Py_BEGIN_ALLOW_THREADS;
+    end = csv_row_end((const uint8_t *)view.buf, stop, from < 0 ? ROWS_LAST : ROWS_FIRST, from,
+                      &dialect);
+    Py_END_ALLOW_THREADS;
+    PyBuffer_Release(&view);
+    return PyLong_FromLongLong((long long)end);
+}
+
 static PyMethodDef methods[] = {
+    {"row_end", csv_py_row_end, METH_VARARGS,
+     "row_end(buffer, stop, first_from, delimiter, quote, double_quote, escape) -> index "
+     "of the last byte of the last row ending before stop (first_from < 0), or of the first "
+     "row ending at or after first_from; -1 when there is none."},
     {"parse", csv_parse, METH_VARARGS,
      "parse(buffer, names, kinds, null_values, true_values, false_values) -> (rows, columns) "
      "or a reason (str)."},

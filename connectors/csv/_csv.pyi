@@ -15,3 +15,12 @@ def parse(
     false_values: tuple[bytes, ...],
 ) -> tuple[int, list[tuple[str, int, int, Any, Any, Any]]] | str: ...
 def set_powers(table: bytes) -> None: ...
+def row_end(
+    buffer: Any,
+    stop: int,
+    first_from: int,
+    delimiter: int,
+    quote: int,
+    double_quote: bool,
+    escape: int,
+) -> int: ...

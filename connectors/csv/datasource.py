@@ -1,6 +1,7 @@
 """CSV reads: ``read_csv``, streamed through ``pyarrow.csv``.
 
-Files are read in chunks of about 2 MiB cut at line ends and each chunk is parsed with
+Files are read in chunks of about 2 MiB cut at row ends (line breaks outside quoted values,
+see :mod:`shardflow.connectors.csv.rows`) and each chunk is parsed with
 shardflow's C parser where it gives Arrow's result (files of numbers and strings read with
 the default options, see :mod:`shardflow.connectors.csv.native`), else with
 ``pyarrow.csv.read_csv`` on Arrow's thread pool (see :mod:`shardflow.connectors._text_parsing.line_chunks`),
@@ -8,8 +9,8 @@ so a file of any size is read in bounded memory; ``.gz``, ``.bz2``, ``.zst`` ...
 decompressed on the fly. Column names come from the header, and column types are inferred
 from a file's first chunk (a later value that does not fit its column's type is an error, as
 with Arrow's streaming reader; a column empty throughout the first chunk is inferred from the
-next ones, its first values null). Files whose values may hold line breaks
-(``newlines_in_values=True``) or that are not UTF-8 go through ``pyarrow.csv.open_csv``.
+next ones, its first values null). Files read with ``newlines_in_values=True`` or that are
+not UTF-8 go through ``pyarrow.csv.open_csv``.
 Writes stream too: each block is appended to the task's open file as it arrives.
 """
 
@@ -18,8 +19,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from shardflow.connectors._text_parsing.line_chunks import line_chunks, read_bytes_for
+from shardflow.connectors._text_parsing.line_chunks import (
+    line_chunks,
+    read_bytes_for,
+    without_bom_strip,
+)
 from shardflow.connectors.csv import native as csv_native
+from shardflow.connectors.csv.rows import CsvRowEnds
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_datasource import FileBasedDatasource
 from shardflow.sdk.native_filesystems import is_arrow_file
@@ -76,7 +82,7 @@ class CSVDatasource(FileBasedDatasource):
         import pyarrow as pa
         import pyarrow.csv as pacsv
 
-        end = max(head.rfind(b"\n"), head.rfind(b"\r"))
+        end = CsvRowEnds(self._parse_options).last(memoryview(head), len(head))
         if end < 0:
             return None
         if self._uses_default_options():
@@ -116,11 +122,15 @@ class CSVDatasource(FileBasedDatasource):
             first_options.use_threads = False  # the handler is called in file order
         later_read: Any | None = None
         later_convert: Any | None = None
+        names: list[str] = []
+        keys: list[str] | None = None  # unique stand-ins for repeated column names
         # shardflow's C parser gives Arrow's table for files of numbers and strings read
         # with the default options, ~3x faster; the first chunk it declines (a date column,
         # say) sends the rest of the file to Arrow.
         native = csv_native.available() and self._uses_default_options()
-        for chunk in line_chunks(f, read_bytes=read_bytes_for(self._reads_local_disk())):
+        ends = CsvRowEnds(self._parse_options)
+        read_bytes = read_bytes_for(self._reads_local_disk())
+        for chunk in line_chunks(f, read_bytes=read_bytes, row_ends=ends):
             try:
                 if later_read is None:
                     table = csv_native.read_chunk(chunk) if native else None
@@ -135,6 +145,12 @@ class CSVDatasource(FileBasedDatasource):
                     later_read = self._later_read_options(chunk, first_options, table)
                     later_convert = _copy(self._convert_options or pacsv.ConvertOptions())
                     later_convert.column_types = {}
+                    names = table.column_names
+                    if len(set(names)) < len(names) and later_read.column_names == names:
+                        # Types are pinned by name: columns of one name get unique stand-ins
+                        # in the later chunks, so each keeps its own type.
+                        keys = _unique_names(names)
+                        later_read.column_names = keys
                 else:
                     table = None
                     if native:
@@ -144,7 +160,7 @@ class CSVDatasource(FileBasedDatasource):
                         native = table is not None
                     if table is None:
                         table = pacsv.read_csv(
-                            pa.BufferReader(chunk),
+                            pa.BufferReader(without_bom_strip(chunk)),
                             read_options=later_read,
                             parse_options=self._parse_options,
                             convert_options=later_convert,
@@ -156,16 +172,16 @@ class CSVDatasource(FileBasedDatasource):
             del chunk
             known = later_convert.column_types
             found = {
-                field.name: field.type
-                for field in table.schema
-                if field.name not in known and not pa.types.is_null(field.type)
+                name: field.type
+                for name, field in zip(keys or table.column_names, table.schema)
+                if name not in known and not pa.types.is_null(field.type)
             }
             if found:
                 later_convert.column_types = {
                     **{name: known[name] for name in known},
                     **found,
                 }
-            yield table
+            yield table if keys is None else table.rename_columns(names)
 
     def _uses_default_options(self) -> bool:
         """Whether the file is read with Arrow's default options (what the C parser does)."""
@@ -222,6 +238,20 @@ def _copy(options: Any) -> Any:
     import pickle
 
     return pickle.loads(pickle.dumps(options))
+
+
+def _unique_names(names: list[str]) -> list[str]:
+    """``names`` with each repeat of a name made unique (a suffix no header holds)."""
+    seen: set[str] = set()
+    unique = []
+    for name in names:
+        key, count = name, 0
+        while key in seen:
+            count += 1
+            key = f"{name}\x00{count}"
+        seen.add(key)
+        unique.append(key)
+    return unique
 
 
 def _file_column_names(chunk: Any, read_options: Any, parse_options: Any) -> list[str]:

@@ -1,8 +1,5 @@
 """Iceberg tables: ``read_iceberg`` and ``Dataset.write_iceberg`` through pyiceberg catalogs.
-
-Needs the optional dependency pyiceberg (``pip install 'shardflow[iceberg]'``), imported
-only when a table is read or written.
-"""
+Needs pyiceberg (``pip install 'shardflow[iceberg]'``), imported only when a table is used."""
 
 from __future__ import annotations
 

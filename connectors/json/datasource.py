@@ -18,7 +18,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from shardflow.connectors._text_parsing.line_chunks import line_chunks, read_bytes_for
+from shardflow.connectors._text_parsing.line_chunks import (
+    line_chunks,
+    read_bytes_for,
+    without_bom_strip,
+)
 from shardflow.connectors.json import native as json_lines_native
 from shardflow.sdk.block import Block
 from shardflow.sdk.file_datasource import FileBasedDatasource
@@ -30,7 +34,8 @@ _ROWS_PER_BLOCK = 16384
 # with Python's json.
 _BLOCK_BYTES = 4 * 1024 * 1024
 _PEEK_BYTES = 4096
-_WHITESPACE = b" \t\r\n\xef\xbb\xbf"  # with a UTF-8 byte order mark
+_WHITESPACE = b" \t\r\n"
+_BOM = b"\xef\xbb\xbf"
 
 
 class JSONLineDecodeError(json.JSONDecodeError):
@@ -112,7 +117,7 @@ class JSONDatasource(FileBasedDatasource):
     def _schema_of_start(self, head: bytes) -> pa.Schema | None:
         import pyarrow.json as pajson
 
-        start = head.lstrip(_WHITESPACE)[:1]
+        start = _first_byte(head, at_file_start=True)
         end = head.rfind(b"\n")
         if start != b"{" or self._lines is False or end < 0:
             return None  # a JSON document (an array) is typed row by row, in Python
@@ -163,10 +168,10 @@ class JSONDatasource(FileBasedDatasource):
 
     def _read_detected(self, f: Any, rewind: Callable[[Any], Any]) -> Iterator[Block]:
         head = f.read(_PEEK_BYTES)
-        first = head.lstrip(_WHITESPACE)[:1]
+        first = _first_byte(head, at_file_start=True)
         while not first and head:
             head = f.read(_PEEK_BYTES)
-            first = head.lstrip(_WHITESPACE)[:1]
+            first = _first_byte(head, at_file_start=False)
         if not first:
             return
         f = rewind(f)
@@ -243,15 +248,19 @@ class JSONDatasource(FileBasedDatasource):
         # chunk it declines (nested values, say) sends the rest of the file to Arrow.
         native = self._native_lines()
         current = parse
+        first = True
         for chunk in line_chunks(f, read_bytes=read_bytes_for(self._reads_local_disk())):
             table = None
             if native and chunk.size <= _BLOCK_BYTES:
                 table = json_lines_native.read_lines(chunk, current.explicit_schema, _BLOCK_BYTES)
                 native = table is not None
             if table is None:
+                data = chunk if first else without_bom_strip(chunk)
                 table = pajson.read_json(
-                    pa.BufferReader(chunk), read_options=read, parse_options=current
+                    pa.BufferReader(data), read_options=read, parse_options=current
                 )
+                del data
+            first = False
             del chunk
             if pin:
                 known = current.explicit_schema
@@ -318,6 +327,16 @@ class JSONDatasource(FileBasedDatasource):
         schema = self._parse_options.explicit_schema if self._parse_options is not None else None
         for start in range(0, len(rows), _ROWS_PER_BLOCK):
             yield pa.Table.from_pylist(rows[start : start + _ROWS_PER_BLOCK], schema=schema)
+
+
+def _first_byte(head: bytes, at_file_start: bool) -> bytes:
+    """The first byte of ``head`` that is not JSON whitespace (after a byte order mark that
+    starts the file), or b"" when there is none. Only whitespace makes a file empty: other
+    bytes go to the parsers, which decide (a stray byte of a byte order mark after a line
+    break is an error, as in Arrow)."""
+    if at_file_start and head.startswith(_BOM):
+        head = head[len(_BOM) :]
+    return head.lstrip(_WHITESPACE)[:1]
 
 
 def _copy(options: Any) -> Any:

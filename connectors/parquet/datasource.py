@@ -134,7 +134,7 @@ class ParquetDatasource(FileBasedDatasource):
         bounds = [round(i * unit.size / pieces) for i in range(pieces + 1)]
         bounds[-1] = unit.size + 1
         return [
-            FileUnit(unit.path, hi - lo, unit.partition, (lo, hi))
+            FileUnit(unit.path, hi - lo, unit.partition, (lo, hi), unit.version, unit.size)
             for lo, hi in zip(bounds[:-1], bounds[1:])
         ]
 

@@ -82,7 +82,7 @@ def column_kind(kind: pa.DataType) -> ColumnKind | None:
             8,
             pa.int64(),
             "<i8",
-            legacy if adjusted else None,
+            legacy,  # (Arrow's writer writes it whether or not the values are in UTC)
             struct([(8, STRUCT, timestamp)]),
         )
     if kind in (pa.string(), pa.large_string()):
@@ -95,7 +95,8 @@ def column_kind(kind: pa.DataType) -> ColumnKind | None:
 
 def schema_elements(schema: pa.Schema, kinds: list[ColumnKind]) -> list[bytes]:
     """The file's SchemaElement list: the root group, then one leaf per column."""
-    elements = [struct([(4, BINARY, "schema"), (5, I32, len(schema))])]
+    # the root is REQUIRED (repetition type 0), as Arrow's writer says
+    elements = [struct([(3, I32, 0), (4, BINARY, "schema"), (5, I32, len(schema))])]
     for field, kind in zip(schema, kinds, strict=True):
         elements.append(
             struct(
@@ -123,17 +124,12 @@ def key_value_metadata(schema: pa.Schema) -> list[bytes]:
 TYPE_ORDER = struct([(1, STRUCT, _EMPTY)])
 
 
-def fixed_statistics(
-    kind: ColumnKind,
-    low: object,
-    high: object,
-    null_count: int,
-    nan_count: int | None,
-) -> bytes:
+def fixed_statistics(kind: ColumnKind, low: object, high: object, null_count: int) -> bytes:
     """Statistics of a fixed-width column chunk: ``low`` and ``high`` are the smallest and
-    largest non-null (and, for floats, non-NaN) values, None when there are none."""
+    largest non-null (and, for floats, non-NaN) values, None when there are none. No NaN
+    count, as Arrow's writer writes none (readers that know the field prune differently)."""
     if low is None or high is None:
-        return _statistics(null_count, None, None, kind.signed, nan_count=nan_count)
+        return _statistics(null_count, None, None, kind.signed)
     if kind.physical in (FLOAT, DOUBLE):
         # Parquet's rule for zeros: a zero minimum is written -0.0, a zero maximum +0.0.
         low = -0.0 if low == 0 else low
@@ -144,24 +140,20 @@ def fixed_statistics(
         np.array(low, dtype).tobytes(),
         np.array(high, dtype).tobytes(),
         kind.signed,
-        nan_count=nan_count,
     )
 
 
 def bytes_statistics(null_count: int, low: bytes | None, high: bytes | None) -> bytes:
-    """Statistics of a byte-array column chunk (no min and max when either is too long)."""
-    if low is None or high is None or max(len(low), len(high)) > MAX_STATISTICS_BYTES:
-        low = high = None
+    """Statistics of a byte-array column chunk: a min or max longer than
+    MAX_STATISTICS_BYTES is left out (the other kept), as Arrow's writer does."""
+    if low is not None and len(low) > MAX_STATISTICS_BYTES:
+        low = None
+    if high is not None and len(high) > MAX_STATISTICS_BYTES:
+        high = None
     return _statistics(null_count, low, high, signed=False)
 
 
-def _statistics(
-    null_count: int,
-    low: bytes | None,
-    high: bytes | None,
-    signed: bool,
-    nan_count: int | None = None,
-) -> bytes:
+def _statistics(null_count: int, low: bytes | None, high: bytes | None, signed: bool) -> bytes:
     legacy = signed and low is not None
     return struct(
         [
@@ -172,7 +164,6 @@ def _statistics(
             (6, BINARY, low),
             (7, BOOL, True if high is not None else None),
             (8, BOOL, True if low is not None else None),
-            (9, I64, nan_count),
         ]
     )
 

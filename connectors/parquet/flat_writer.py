@@ -40,7 +40,6 @@ from shardflow import __version__
 from shardflow.connectors.parquet import flat_schema as meta
 from shardflow.connectors.parquet.thrift_compact import (
     BINARY,
-    I16,
     I32,
     I64,
     LIST,
@@ -146,6 +145,9 @@ class FlatParquetWriter:
             or row_group_size < 1
         ):
             raise ValueError(f"row_group_size must be a positive int, got {row_group_size!r}.")
+        if table.num_rows == 0:  # one row group of no rows, as Arrow's writer writes
+            self._write_row_group(table)
+            return
         step = min(row_group_size or MAX_ROW_GROUP_ROWS, MAX_ROW_GROUP_ROWS)
         for start in range(0, table.num_rows, step):
             self._write_row_group(table.slice(start, step))
@@ -175,7 +177,7 @@ class FlatParquetWriter:
         self._position += len(data) if isinstance(data, bytes) else memoryview(data).nbytes
 
     def _write_row_group(self, table: pa.Table) -> None:
-        start, ordinal = self._position, len(self._row_groups)
+        start = self._position
         chunks = []
         uncompressed = compressed = 0
         for index, column in enumerate(table.columns):
@@ -190,8 +192,7 @@ class FlatParquetWriter:
                     (2, I64, uncompressed),
                     (3, I64, table.num_rows),
                     (5, I64, start),
-                    (6, I64, compressed),
-                    (7, I16, ordinal if ordinal < 2**15 else None),  # the field is an i16
+                    (6, I64, compressed),  # no ordinal (7): Arrow's writer writes none
                 ]
             )
         )
@@ -237,6 +238,8 @@ class _ColumnChunk:
             statistics, dictionary_offset = self._byte_arrays()
         else:
             statistics, dictionary_offset = self._fixed()
+        if not self.rows:
+            statistics = None  # Arrow's writer gives a column chunk of no values none
         encoded = dictionary_offset is not None
         encoding = meta.RLE_DICTIONARY if encoded else meta.PLAIN
         encodings = [meta.PLAIN, meta.RLE] + ([meta.RLE_DICTIONARY] if encoded else [])
@@ -268,7 +271,7 @@ class _ColumnChunk:
         assert kind.numpy is not None
         width = kind.width
         views = []
-        lows, highs, nan_count = [], [], 0
+        lows, highs = [], []
         for array, mask in zip(self.arrays, self.masks, strict=True):
             values = np.frombuffer(
                 array.buffers()[1], kind.numpy, count=len(array), offset=array.offset * width
@@ -278,22 +281,15 @@ class _ColumnChunk:
             if not len(present):
                 continue
             low, high = present.min(), present.max()
-            if np.isnan(low) or np.isnan(high):  # NaN wins min and max: count and skip them
-                nan = np.isnan(present)
-                nan_count += int(nan.sum())
-                present = present[~nan]
+            if np.isnan(low) or np.isnan(high):  # NaN wins min and max: skip them
+                present = present[~np.isnan(present)]
                 if not len(present):
                     continue
                 low, high = present.min(), present.max()
             lows.append(low)
             highs.append(high)
-        floats = kind.physical in (meta.FLOAT, meta.DOUBLE)
         statistics = meta.fixed_statistics(
-            kind,
-            min(lows) if lows else None,
-            max(highs) if highs else None,
-            self.null_count,
-            nan_count if floats else None,
+            kind, min(lows) if lows else None, max(highs) if highs else None, self.null_count
         )
         if self._dictionary_wanted():
             parts = [(a.buffers()[1], a.offset, len(a), _validity(a)) for a in self.arrays]

@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from shardflow.connectors.parquet import dictionary_strings
 from shardflow.sdk.block import Block
+from shardflow.sdk.input_identity import as_ranges
 
 
 def row_group_start(row_group: Any) -> int:
@@ -44,17 +45,22 @@ def row_group_start(row_group: Any) -> int:
     return min(starts) if starts else 0
 
 
-def row_groups_in_split(metadata: Any, split: tuple[int, int] | None) -> list[int]:
+def row_groups_in_split(metadata: Any, split: Any) -> list[int]:
     """Indices of the row groups that start in the byte range ``split`` (all when None).
 
-    Splitting a file into ranges ``[0, a), [a, b), ..., [z, size + 1)`` gives every row group
-    to exactly one range, without reading the footer when the ranges are planned.
+    ``split`` is ``(start, end)`` or a tuple of such ranges. Splitting a file into ranges
+    ``[0, a), [a, b), ..., [z, size + 1)`` gives every row group to exactly one range,
+    without reading the footer when the ranges are planned.
     """
     indices = list(range(metadata.num_row_groups))
-    if split is None:
+    ranges = as_ranges(split)
+    if ranges is None:
         return indices
-    lo, hi = split
-    return [i for i in indices if lo <= row_group_start(metadata.row_group(i)) < hi]
+    return [
+        i
+        for i in indices
+        if any(lo <= row_group_start(metadata.row_group(i)) < hi for lo, hi in ranges)
+    ]
 
 
 class ParquetFragment:
@@ -193,7 +199,7 @@ def read_parquet_fragment(
     columns: Sequence[str] | None = None,
     filter: Any = None,
     schema: pa.Schema | None = None,
-    split: tuple[int, int] | None = None,
+    split: Any = None,
     row_groups: Sequence[int] | None = None,
     batch_size: int | None = None,
     deleted_positions: Sequence[int] | None = None,

@@ -3,11 +3,14 @@ them in column ``data``), generated inside the read tasks."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pyarrow as pa
 
-from shardflow.sdk.block import BlockMetadata, numpy_batch_to_block
+from shardflow.sdk.block import Block, BlockMetadata, numpy_batch_to_block
 from shardflow.sdk.datasource import Datasource, ReadTask
+from shardflow.sdk.input_identity import DoneInputs, InputItem, InputPiece, Ranges
 
 _ROWS_PER_BLOCK = 1024 * 1024
 
@@ -22,6 +25,40 @@ def _make_range(
                 values.reshape((-1,) + (1,) * len(shape)), (len(values),) + shape
             )
         yield numpy_batch_to_block({column: values})
+
+
+class _RangeRead:
+    """The body of a range read task: the rows in ``ranges``, told as input pieces so a
+    resumed write skips the rows an earlier run wrote."""
+
+    def __init__(
+        self,
+        n: int,
+        ranges: Ranges,
+        column: str,
+        rows_per_block: int,
+        shape: tuple[int, ...] | None,
+    ):
+        self.n, self.ranges, self.column = n, ranges, column
+        self.rows_per_block, self.shape = rows_per_block, shape
+
+    def __call__(self) -> Iterator[Block]:
+        for lo, hi in self.ranges:
+            yield from _make_range(lo, hi, self.column, self.rows_per_block, self.shape)
+
+    def _item(self) -> InputItem:
+        return InputItem(f"range({self.n})", self.n - 1)  # positions 0..n-1
+
+    def input_pieces(self) -> list[InputPiece]:
+        return [InputPiece(self._item(), self.ranges)]
+
+    def remaining(self, done: DoneInputs) -> _RangeRead | None:
+        left = done.remaining(InputPiece(self._item(), self.ranges))
+        if left is None:
+            return None
+        if left == self.ranges:
+            return self
+        return _RangeRead(self.n, left, self.column, self.rows_per_block, self.shape)
 
 
 class RangeDatasource(Datasource):
@@ -65,6 +102,9 @@ class RangeDatasource(Datasource):
     def get_name(self) -> str:
         return "Range"
 
+    def input_items(self) -> list[InputItem]:
+        return [InputItem(f"range({self.n})", self.n - 1)]
+
     def get_read_tasks(
         self, parallelism: int, per_task_row_limit: int | None = None, **kwargs
     ) -> list[ReadTask]:
@@ -82,11 +122,10 @@ class RangeDatasource(Datasource):
             lo, hi = int(lo), int(hi)
             if hi <= lo:
                 continue
-            column, rows_per_block, shape = self.column, self.rows_per_block, self.tensor_shape
             tasks.append(
                 ReadTask(
-                    lambda lo=lo, hi=hi, c=column, r=rows_per_block, s=shape: _make_range(
-                        lo, hi, c, r, s
+                    _RangeRead(
+                        self.n, ((lo, hi),), self.column, self.rows_per_block, self.tensor_shape
                     ),
                     BlockMetadata(num_rows=hi - lo, size_bytes=self._row_bytes() * (hi - lo)),
                     schema,

@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from shardflow.engine.api.consumption import ConsumptionMixin
+from shardflow.engine.api.delta import DeltaWriteMixin
 from shardflow.engine.api.error_boundary import public_methods_at_boundary
 from shardflow.engine.api.exchanges import ExchangeMixin
 from shardflow.engine.api.expressions import ExpressionsMixin
@@ -21,8 +22,12 @@ from shardflow.engine.api.grouped_data import AggregateMixin
 from shardflow.engine.api.iceberg import IcebergWriteMixin
 from shardflow.engine.api.info import DatasetInfoMixin
 from shardflow.engine.api.iteration import IterationMixin
+from shardflow.engine.api.lance import LanceWriteMixin
 from shardflow.engine.api.map import MapMixin
 from shardflow.engine.api.split import SplitMixin
+from shardflow.engine.api.sql import SQLWriteMixin
+from shardflow.engine.api.tfrecords import TFRecordsWriteMixin
+from shardflow.engine.api.webdataset import WebDatasetWriteMixin
 from shardflow.engine.execution.errors import ColumnNotFoundError
 from shardflow.engine.execution.stages.columns import check_rename
 from shardflow.engine.plan.logical import AddColumn, Limit, LogicalPlan, Project, Write
@@ -52,6 +57,11 @@ class Dataset(
     DatasetInfoMixin,
     XShardsMixin,
     IcebergWriteMixin,
+    LanceWriteMixin,
+    SQLWriteMixin,
+    DeltaWriteMixin,
+    WebDatasetWriteMixin,
+    TFRecordsWriteMixin,
 ):
     """A distributed-style collection of rows, stored as Arrow blocks and computed lazily.
 
@@ -285,10 +295,13 @@ class Dataset(
 
         Args:
             datasink: A Datasink, or the name of a registered connector with a datasink.
-            resume: Make the write resumable: tasks record what they staged, and a rerun
-                after a failure or a killed driver skips the tasks already done and gives the
-                same output as an uninterrupted run (file sinks support it; the write must run
-                in the same tasks as the read). A shardflow extension.
+            resume: Make the write resumable: each task records the files it staged and the
+                input it read (files with their size and version, and byte ranges), and a
+                rerun after a failure or a killed driver skips exactly that input, however it
+                splits its inputs into tasks, and gives the same output as an uninterrupted
+                run. A rerun whose plan or inputs changed refuses, naming the change (file
+                sinks support it; the source must be files or ``sf.range``, and the write must
+                run in the same tasks as the read). A shardflow extension.
             write_args: Arguments for the connector's datasink when a name is given.
         """
         if isinstance(datasink, str):
@@ -311,24 +324,30 @@ class Dataset(
         from shardflow.engine.execution.stages.transforms import decode_write_returns
         from shardflow.sdk.datasink import WriteResult
 
-        if resume:
-            if not getattr(datasink, "supports_resume", False):
-                raise ValueError(f"{type(datasink).__name__} does not support resume=True.")
-            datasink.enable_resume()
+        bind = getattr(datasink, "bind_write", None)
+        if resume and (bind is None or not getattr(datasink, "supports_resume", False)):
+            raise ValueError(f"{type(datasink).__name__} does not support resume=True.")
+        if bind is not None:
+            from shardflow.engine.plan.write_identity import write_identity
+
+            identity, listing = write_identity(self._plan, datasink, resume)
+            bind(identity, listing, resume)
         datasink.on_write_start(self._cheap_schema())
-        done = datasink.resumed_tasks() if resume else {}
-        write_uuid = datasink.write_id if resume else uuid.uuid4().hex
+        if getattr(datasink, "already_committed", False):
+            return  # an interrupted run of this same write was committed just now
+        state = datasink.resume_state() if resume else None
+        write_uuid = getattr(datasink, "write_id", "") or uuid.uuid4().hex
         try:
-            write = Write(datasink, write_uuid, frozenset(done), resumable=resume)
+            write = Write(datasink, write_uuid, state.done if state else None, resumable=resume)
             outputs = self._execute_blocks(self._plan.with_op(write))
             returns, rows, size = decode_write_returns(outputs)
         except BaseException as exc:
             datasink.on_write_failed(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
             raise
-        for index in sorted(done):  # what earlier runs of a resumed write staged
-            returns.append(done[index]["files"])
-            rows += done[index]["rows"]
-            size += done[index]["bytes"]
+        if state is not None:  # what earlier runs of a resumed write staged
+            returns.extend(state.returns)
+            rows += state.rows
+            size += state.size_bytes
         datasink.on_write_complete(
             WriteResult(num_rows=rows, size_bytes=size, write_returns=returns)
         )

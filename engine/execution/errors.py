@@ -306,6 +306,9 @@ def _as_instance_of(error: UserCodeError, original: BaseException | None) -> Bas
             _DUAL_CLASSES[cls] = dual
         result = dual(*error.__reduce__()[1])
         result.__cause__ = original
+        if isinstance(original, OSError):  # errno tells ENOSPC from EACCES without parsing
+            result.errno, result.strerror = original.errno, original.strerror
+            result.filename = original.filename
         return result
     except TypeError:
         error.__cause__ = original

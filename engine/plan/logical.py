@@ -178,12 +178,13 @@ class RandomSample(MapLike):
 
 @dataclass(frozen=True, eq=False)
 class Write:
-    """Write through ``datasink``; ``skip_tasks`` are write tasks a resumed write already did
-    (by the index of the source item each task reads)."""
+    """Write through ``datasink``. A resumable write carries ``done``: the input pieces
+    (``shardflow.sdk.input_identity.DoneInputs``) earlier runs wrote, which its read tasks
+    skip."""
 
     datasink: Any
     write_uuid: str = ""
-    skip_tasks: frozenset = frozenset()
+    done: Any = None
     resumable: bool = False
 
     @property

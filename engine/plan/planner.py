@@ -161,9 +161,9 @@ class Planner:
         """Plan one source and its operations; returns the last operator."""
         source = plan.source
         bundles = source_bundles(source, self.backend, self.read_tasks)
-        skip = _resumed_tasks(plan)
-        if skip:
-            bundles = [b for b in bundles if b.source_index not in skip]
+        resumed = _resumable_write(plan)
+        if resumed is not None and resumed.done:
+            bundles = _without_done(bundles, resumed.done)
         last = self.add(InputOperator(source.name, bundles))
         fusion = _Fusion(source, self.context)
         for op in plan.ops:
@@ -181,7 +181,8 @@ class Planner:
                 fusion.add(stage_for(op), op.name, options)
                 continue
             if isinstance(op, Write) and not _needs_own_operator(op.datasink):
-                fusion.add(WriteStage(op.datasink, op.name, op.write_uuid), op.name)
+                stage = WriteStage(op.datasink, op.name, op.write_uuid, op.resumable)
+                fusion.add(stage, op.name)
                 continue
             last = fusion.close(self, last)
             if isinstance(op, Limit):
@@ -216,6 +217,7 @@ class _Fusion:
         self.names: list[str] = [source.name] if self.reads else []
         self.options: MapOptions = DEFAULT_MAP_OPTIONS
         self.read_limit: int | None = getattr(source, "concurrency", None) if self.reads else None
+        self.python_reads = self.reads and _reads_hold_the_gil(source.datasource)
 
     def accepts(self, options: MapOptions) -> bool:
         return not (self.stages or self.reads) or self.options.fuses_with(options)
@@ -245,6 +247,7 @@ class _Fusion:
         self.source_name = upstream_name
         self.options = DEFAULT_MAP_OPTIONS
         self.read_limit = None
+        self.python_reads = False
 
     def close(self, planner: Planner, upstream: PhysicalOperator) -> PhysicalOperator:
         if not self.stages and not self.reads:
@@ -256,7 +259,7 @@ class _Fusion:
             self.context.target_max_block_size,
         )
         name = "->".join(self.names) if self.names else "Map"
-        kind = _choose_kind(transform, name, planner.backend.name, self.context)
+        kind = _choose_kind(transform, name, planner.backend.name, self.context, self.python_reads)
         limit = _task_limit(self.options, planner.backend.name, self.context)
         if self.read_limit is not None:
             limit = self.read_limit if limit is None else min(limit, self.read_limit)
@@ -270,26 +273,46 @@ class _Fusion:
         return op
 
 
-def _resumed_tasks(plan: LogicalPlan) -> frozenset:
-    """Source items whose write tasks a resumed write already did; they are not read again.
-
-    Only a write that runs in the same tasks as the read (one task per source item) can skip
-    them."""
+def _resumable_write(plan: LogicalPlan) -> Write | None:
+    """The resumable write of ``plan``, checked to run in the same tasks as the read: each
+    write task records what its read task read, so that a rerun skips exactly that."""
     for position, op in enumerate(plan.ops):
         if isinstance(op, Write) and op.resumable:
-            fused = all(
-                isinstance(o, MapLike)
-                and not getattr(o, "options", DEFAULT_MAP_OPTIONS).uses_actors
-                for o in plan.ops[:position]
-            )
-            if not fused or _needs_own_operator(op.datasink):
-                raise ValueError(
-                    "resume=True needs the write to run in the same tasks as the read: no limit, "
-                    "shuffle, sort, groupby, union, zip, join or actor pool before it, and no "
-                    "min_rows_per_file."
-                )
-            return op.skip_tasks
-    return frozenset()
+            check_resumable(plan.ops[:position], op.datasink)
+            if not isinstance(plan.source, ReadSource):
+                raise ValueError("resume=True needs a read (files or sf.range) as the source.")
+            return op
+    return None
+
+
+def check_resumable(ops: Any, datasink: Any) -> None:
+    """Raise ValueError unless a write after ``ops`` runs in the same tasks as the read."""
+    fused = all(
+        isinstance(o, MapLike) and not getattr(o, "options", DEFAULT_MAP_OPTIONS).uses_actors
+        for o in ops
+    )
+    if not fused or _needs_own_operator(datasink):
+        raise ValueError(
+            "resume=True needs the write to run in the same tasks as the read: no limit, "
+            "shuffle, sort, groupby, union, zip, join or actor pool before it, and no "
+            "min_rows_per_file."
+        )
+
+
+def _without_done(bundles: list[RefBundle], done: Any) -> list[RefBundle]:
+    """The read tasks of ``bundles`` less the input pieces ``done`` records: tasks wholly
+    done are dropped, the others read only what is left (keeping their index, which names
+    their files)."""
+    kept = []
+    for bundle in bundles:
+        task = bundle.ref
+        left = task.without_done(done)
+        if left is None:
+            continue
+        kept.append(
+            bundle if left is task else RefBundle(left, left.metadata, 0, bundle.source_index)
+        )
+    return kept
 
 
 def _task_limit(options: MapOptions, backend_name: str, context: DataContext) -> int | None:
@@ -342,17 +365,29 @@ def _write_operator(op: Write, upstream: PhysicalOperator, min_bytes: int) -> Ma
         raise ValueError(
             f"{type(sink).__name__}.min_rows_per_write must be a positive int or None, got {minimum!r}."
         )
-    transform = FusedTransform([WriteStage(sink, op.name, op.write_uuid)], op.name, min_bytes)
+    stage = WriteStage(sink, op.name, op.write_uuid, op.resumable)
+    transform = FusedTransform([stage], op.name, min_bytes)
     kind = THREAD if sink.supports_distributed_writes else DRIVER
     operator = MapOperator(op.name, upstream, transform, kind, min_rows_per_task=minimum)
     operator.abandon_tasks = False  # a write's tasks end before it is cleaned up
     return operator
 
 
+def _reads_hold_the_gil(datasource: Any) -> bool:
+    method = getattr(datasource, "reads_hold_the_gil", None)  # not on Ray Data's datasources
+    return bool(method()) if callable(method) else False
+
+
 def _choose_kind(
-    transform: FusedTransform, name: str, backend_name: str, context: DataContext
+    transform: FusedTransform,
+    name: str,
+    backend_name: str,
+    context: DataContext,
+    python_reads: bool = False,
 ) -> str:
-    if backend_name != "local" or not transform.python_heavy:
+    """Where a fused run's tasks go: worker processes when its Python code holds the GIL
+    (row functions, or a read that says so: ``Datasource.reads_hold_the_gil``)."""
+    if backend_name != "local" or not (transform.python_heavy or python_reads):
         return THREAD
     from shardflow.engine.execution.backends.process_worker import in_worker
 

@@ -19,6 +19,8 @@ from shardflow._arrow_pool import choose_before_pyarrow_loads
 choose_before_pyarrow_loads()
 
 if TYPE_CHECKING:
+    from shardflow.engine.api.audio import read_audio
+    from shardflow.engine.api.avro import read_avro
     from shardflow.engine.api.compute import ActorPoolStrategy, TaskPoolStrategy
     from shardflow.engine.api.context import DataContext, RetryPolicy
     from shardflow.engine.api.create import (
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
         read_datasource,
     )
     from shardflow.engine.api.dataset import Dataset
+    from shardflow.engine.api.delta import read_delta
     from shardflow.engine.api.execution_options import ExecutionOptions, ExecutionResources
     from shardflow.engine.api.file_writes import (
         read_binary_files,
@@ -46,7 +49,12 @@ if TYPE_CHECKING:
         read_text,
     )
     from shardflow.engine.api.iceberg import read_iceberg
+    from shardflow.engine.api.lance import read_lance
     from shardflow.engine.api.schema import Schema
+    from shardflow.engine.api.sql import read_sql
+    from shardflow.engine.api.tfrecords import read_tfrecords
+    from shardflow.engine.api.video import read_videos
+    from shardflow.engine.api.webdataset import read_webdataset
     from shardflow.engine.execution.errors import UserCodeError, WorkerCrashedError
     from shardflow.engine.execution.runtime import init
     from shardflow.engine.iteration.data_iterator import DataIterator
@@ -114,15 +122,23 @@ __all__ = [
     "lit",
     "range",
     "range_tensor",
+    "read_audio",
     "read_binary_files",
     "read_csv",
     "read_datasource",
+    "read_delta",
     "read_iceberg",
+    "read_avro",
+    "read_tfrecords",
+    "read_webdataset",
     "read_images",
     "read_json",
+    "read_lance",
     "read_numpy",
     "read_parquet",
+    "read_sql",
     "read_text",
+    "read_videos",
     "register_connector",
     "udf",
 ]
@@ -149,6 +165,14 @@ _EXPORTS = {
     "read_parquet": "shardflow.engine.api.file_writes",
     "read_text": "shardflow.engine.api.file_writes",
     "read_iceberg": "shardflow.engine.api.iceberg",
+    "read_audio": "shardflow.engine.api.audio",
+    "read_videos": "shardflow.engine.api.video",
+    "read_lance": "shardflow.engine.api.lance",
+    "read_delta": "shardflow.engine.api.delta",
+    "read_sql": "shardflow.engine.api.sql",
+    "read_avro": "shardflow.engine.api.avro",
+    "read_tfrecords": "shardflow.engine.api.tfrecords",
+    "read_webdataset": "shardflow.engine.api.webdataset",
     "from_arrow": "shardflow.engine.api.create",
     "from_blocks": "shardflow.engine.api.create",
     "from_daft": "shardflow.engine.api.create",

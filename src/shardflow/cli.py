@@ -1,10 +1,13 @@
-"""The ``shardflow`` command: list, create and check connectors; inspect a dataset.
+"""The ``shardflow`` command: list, create and check connectors; inspect a dataset; list
+and clean what interrupted writes left at a destination.
 
 Examples:
     $ shardflow connectors
     $ shardflow new-connector my_format --output-dir .
     $ shardflow check-connector my_format
     $ shardflow inspect s3://bucket/table/
+    $ shardflow staging list s3://bucket/table/
+    $ shardflow staging clean s3://bucket/table/
 
 Exit codes: 0 success; 1 the command ran but found a problem (a failed check, an unknown
 file format); 2 bad arguments (usage errors, unknown connector names, missing paths).
@@ -343,6 +346,89 @@ def _print_inspect(info: dict[str, Any], as_json: bool) -> None:
         _out(f"error    {info['error']}")
 
 
+# -- staging ---------------------------------------------------------------------------------
+
+
+def _destination(args: argparse.Namespace) -> tuple[Any, str]:
+    """The filesystem and folder of a write destination, named as writes name it."""
+    from shardflow.sdk.filesystems import resolve_paths
+
+    options = _storage_options(args.storage_options)
+    try:
+        resolved = resolve_paths([args.path], None, options or None)
+    except (ValueError, ImportError, TypeError) as exc:
+        raise UsageError(f"{args.path}: cannot open this location: {exc}") from None
+    return resolved.fs, resolved.paths[0].rstrip("/") or "/"
+
+
+def cmd_staging_list(args: argparse.Namespace) -> int:
+    from shardflow.sdk.filesystems import supports_rename
+    from shardflow.sdk.staging import staging_report
+
+    fs, dest = _destination(args)
+    report = staging_report(fs, dest, beside=supports_rename(fs))
+    if args.json:
+        _out(json.dumps({"path": args.path, "entries": report}, indent=2))
+        return EXIT_OK
+    if not report:
+        _out(f"{args.path}: no staging folders and no interrupted commit.")
+        return EXIT_OK
+    rows = [("KIND", "STATE", "FILES", "SIZE", "OWNER", "PATH")]
+    for entry in report:
+        size = "-" if entry["bytes"] is None else _human(entry["bytes"])
+        rows.append(
+            (
+                entry["kind"],
+                entry["state"],
+                str(entry["files"]),
+                size,
+                entry["owner"],
+                entry["path"],
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for row in rows:
+        _out("  ".join(f"{cell:<{widths[i]}}" for i, cell in enumerate(row[:5])) + "  " + row[5])
+    if any(e["state"] in ("abandoned", "interrupted") for e in report):
+        _out(f"Run 'shardflow staging clean {args.path}' to finish and remove them.")
+    return EXIT_OK
+
+
+def cmd_staging_clean(args: argparse.Namespace) -> int:
+    from shardflow.sdk.file_commit import clean_destination
+    from shardflow.sdk.filesystems import display_path, supports_rename
+    from shardflow.sdk.retry import RetryConfig
+    from shardflow.sdk.staging import InterruptedCommitError
+
+    fs, dest = _destination(args)
+    try:
+        finished, removed = clean_destination(
+            fs, dest, RetryConfig(), beside=supports_rename(fs), force=args.force
+        )
+    except InterruptedCommitError as exc:
+        _err(str(exc))
+        return EXIT_PROBLEM
+    for _ in range(finished):
+        _out(f"finished the interrupted commit at {args.path}")
+    for path in removed:
+        _out(f"removed {display_path(fs, path)}")
+    if not finished and not removed:
+        _out(f"{args.path}: nothing to clean.")
+    return EXIT_OK
+
+
+def _storage_options(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        options = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--storage-options must be a JSON object: {exc}") from None
+    if not isinstance(options, dict):
+        raise UsageError("--storage-options must be a JSON object, e.g. '{\"anon\": true}'.")
+    return options
+
+
 # -- entry point ----------------------------------------------------------------------------
 
 
@@ -392,6 +478,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--storage-options", metavar="JSON", help="fsspec options as a JSON object")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser(
+        "staging",
+        help="list or clean what interrupted writes left at a destination",
+        description="Staging folders of writes (inside a destination or beside it), the "
+        "work a resumable write keeps for a rerun, and the marker of an interrupted commit.",
+    )
+    staging = p.add_subparsers(dest="staging_command", metavar="ACTION")
+    staging.required = True
+    for name, func, text in (
+        ("list", cmd_staging_list, "list staging folders and interrupted commits"),
+        (
+            "clean",
+            cmd_staging_clean,
+            "finish interrupted commits and remove abandoned staging folders (including the "
+            "work a resumable write kept: the next write then starts over)",
+        ),
+    ):
+        q = staging.add_parser(name, help=text, description=text)
+        q.add_argument("path", help="the destination folder of the writes, local or a URL")
+        q.add_argument("--storage-options", metavar="JSON", help="fsspec options as JSON")
+        if name == "list":
+            q.add_argument("--json", action="store_true", help="print JSON")
+        else:
+            q.add_argument(
+                "--force",
+                action="store_true",
+                help="also remove folders whose writer seems to be running",
+            )
+        q.set_defaults(func=func)
     return parser
 
 

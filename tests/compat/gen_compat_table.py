@@ -60,7 +60,9 @@ BEHAVIOUR_NOTES = (
     "pages midway); Arrow, Polars and DuckDB read the files back "
     "(tests/connectors/parquet/test_parquet_flat_writer.py).",
     "Writes are all-or-nothing and `mode` defaults to `'error'`; `write_*(resume=True)` "
-    "resumes a failed write (a shardflow extension) (tests/faults/).",
+    "resumes a failed or killed write, skipping the input it already wrote (a shardflow "
+    "extension); a commit to an object store writes `_SUCCESS` last, and a commit killed "
+    "midway is finished by the next write to the destination (tests/faults/).",
     "An execution makes Arrow's jemalloc pool the process's default memory pool (in the "
     "driver and in the worker processes and Ray workers that run its tasks), which lowers "
     "the peak memory of streaming reads and writes by a quarter or more; Ray Data leaves "

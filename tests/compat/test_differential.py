@@ -6,13 +6,17 @@ import cases_a2a  # noqa: F401
 import cases_actors  # noqa: F401
 import cases_api  # noqa: F401  (registers cases)
 import cases_context  # noqa: F401
+import cases_delta  # noqa: F401
 import cases_errors  # noqa: F401
 import cases_expressions  # noqa: F401
 import cases_iceberg  # noqa: F401
 import cases_interop  # noqa: F401
+import cases_media  # noqa: F401
+import cases_ml_formats  # noqa: F401
 import cases_observability  # noqa: F401
 import cases_paths  # noqa: F401
 import cases_reads  # noqa: F401
+import cases_sql  # noqa: F401
 import cases_surface  # noqa: F401
 import cases_types  # noqa: F401
 import cases_writes  # noqa: F401

@@ -258,3 +258,312 @@ def test_glob_patterns_are_expanded_when_no_such_path_exists(rd, sfm, tmp_path):
     assert sfm.read_parquet(str(tmp_path / "q?")).count() == 1
     with pytest.raises(FileNotFoundError):  # Ray Data cuts the path at the '?'
         rd.read_parquet(str(tmp_path / "q?")).count()
+
+
+@differs(
+    "Dataset.write_lance",
+    reason="writes with pylance 14, committing once; Ray Data 2.60's write_lance fails with pylance "
+    "14 (TypeError: it passes storage_options_provider, which write_fragments no longer takes). A "
+    "write of no rows with a known schema commits an empty dataset (Ray Data commits nothing). "
+    "Lance namespaces (table_id, namespace_impl) are not taken.",
+)
+def test_write_lance_works_with_pylance_14_and_ray_reads_it(rd, sfm, tmp_path):
+    lance = pytest.importorskip("lance")
+    table = pa.table({"id": list(range(20)), "name": [f"n{i}" for i in range(20)]})
+    with pytest.raises(Exception, match="storage_options_provider"):
+        rd.from_arrow(table).write_lance(str(tmp_path / "ray.lance"))
+    uri = str(tmp_path / "sf.lance")
+    sfm.from_arrow(table).write_lance(uri)
+    assert lance.dataset(uri).version == 1
+    assert sorted(rd.read_lance(uri).take_all(), key=lambda r: r["id"]) == table.to_pylist()
+    sfm.from_arrow(table.slice(0, 0)).write_lance(str(tmp_path / "empty.lance"))
+    assert lance.dataset(str(tmp_path / "empty.lance")).count_rows() == 0
+
+
+@differs(
+    "read_lance",
+    reason="filter= (a SQL WHERE clause) is not deprecated and combines with Dataset.filter(expr=...) "
+    "(Ray Data warns it is deprecated); scanner_options may not set columns, filter, limit, offset, "
+    "fragments or with_row_id; unknown columns= raise ValueError at the call (Ray Data: when read).",
+)
+def test_read_lance_filter_argument_and_checks(rd, sfm, tmp_path):
+    lance = pytest.importorskip("lance")
+    uri = str(tmp_path / "t.lance")
+    lance.write_dataset(pa.table({"id": list(range(10))}), uri)
+    with pytest.warns(DeprecationWarning):
+        rd.read_lance(uri, filter="id < 3")
+    assert sfm.read_lance(uri, filter="id < 3").filter(expr=sfm.col("id") > 0).count() == 2
+    with pytest.raises(ValueError, match="scanner_options"):
+        sfm.read_lance(uri, scanner_options={"fragments": []})
+    with pytest.raises(ValueError, match="not found"):
+        sfm.read_lance(uri, columns=["missing"])
+
+
+@differs(
+    "read_audio",
+    reason="a file soundfile cannot decode raises ValueError naming the file and libsndfile's reason "
+    "(Ray Data raises soundfile's LibsndfileError); on_bad_file='skip' skips and counts it.",
+)
+def test_read_audio_bad_file_error(rd, sfm, tmp_path):
+    pytest.importorskip("soundfile")
+    (tmp_path / "broken.wav").write_bytes(b"RIFF garbage")
+    with pytest.raises(ValueError, match=r"broken\.wav.*cannot decode it as audio"):
+        sfm.read_audio(str(tmp_path)).take_all()
+    with pytest.raises(Exception, match="Format not recognised"):
+        rd.read_audio(str(tmp_path)).take_all()
+    assert sfm.read_audio(str(tmp_path), on_bad_file="skip").count() == 0
+
+
+@differs(
+    "read_videos",
+    reason="frames are decoded with PyAV (FFmpeg) rather than decord: the same frames, indices and "
+    "timestamps, but with resize= the pixel values may differ by a few levels (decord scales before "
+    "converting to RGB; both use FFmpeg's bicubic scaler). An MP4/MOV file is cut into time ranges "
+    "read by several tasks. A file FFmpeg cannot open raises ValueError naming it (Ray Data: "
+    "decord's DECORDError).",
+)
+def test_read_videos_resize_values_and_bad_files(rd, sfm, tmp_path):
+    av = pytest.importorskip("av")
+    pytest.importorskip("decord")
+    import numpy as np
+
+    path = tmp_path / "clip.mp4"
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("mpeg4", rate=24)
+        stream.width, stream.height, stream.pix_fmt = 128, 96, "yuv420p"
+        for i in range(4):
+            image = np.zeros((96, 128, 3), np.uint8)
+            image[:, 8 * i :, 0] = 200
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+        container.mux(stream.encode())
+    ours = sfm.read_videos(str(path), resize=(48, 64)).take(1)[0]["frame"].astype(int)
+    theirs = rd.read_videos(str(path), resize=(48, 64)).take(1)[0]["frame"].astype(int)
+    assert ours.shape == theirs.shape == (48, 64, 3)
+    assert np.abs(ours - theirs).max() <= 40 and np.abs(ours - theirs).mean() < 4
+    (tmp_path / "broken.mp4").write_bytes(b"not a video")
+    with pytest.raises(ValueError, match=r"broken\.mp4"):
+        sfm.read_videos(str(tmp_path / "broken.mp4")).take_all()
+
+
+def _movies(path, rows):
+    import sqlite3
+
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE movie (id INTEGER PRIMARY KEY, title TEXT)")
+        connection.executemany("INSERT INTO movie VALUES (?, ?)", rows)
+    connection.close()
+
+
+@differs(
+    "read_sql",
+    reason="the default shard_hash_fn='MD5' shards PostgreSQL (hashtextextended) and SQLite (a "
+    "function registered on the connection) where Ray Data raises or falls back to one task; rows "
+    "whose shard keys are NULL are read (Ray Data's MOD(ABS(hash(keys)), n) drops them); columns are "
+    "typed from the cursor's description; read tasks claim no row counts they do not know.",
+)
+def test_read_sql_shards_sqlite_and_keeps_null_keys(rd, sfm, tmp_path):
+    import functools
+    import sqlite3
+
+    path = str(tmp_path / "db.sqlite")
+    _movies(path, [(i, None if i % 4 == 0 else f"t{i % 3}") for i in range(200)])
+    connect = functools.partial(sqlite3.connect, path)
+    with pytest.raises(ValueError, match="does not support sharding"):
+        rd.read_sql("SELECT * FROM movie", connect, shard_keys=["title"], override_num_blocks=2)
+    ds = sfm.read_sql("SELECT * FROM movie", connect, shard_keys=["title"], override_num_blocks=2)
+    assert sorted(r["id"] for r in ds.take_all()) == list(range(200))
+
+
+@differs(
+    "Dataset.write_sql",
+    reason="a plain INSERT ... VALUES is all or nothing: tasks write into a staging table whose rows "
+    "move into the target in one transaction at the end, so a failed write leaves the table as it "
+    "was (Ray Data commits each task's rows on its own, in batches of 128); atomic= is added.",
+)
+def test_write_sql_is_all_or_nothing(rd, sfm, tmp_path):
+    import functools
+    import sqlite3
+
+    def fail_late(batch):
+        if batch["id"].max() >= 80:
+            raise RuntimeError("injected failure")
+        return batch
+
+    results = {}
+    for name, m in (("ray", rd), ("sf", sfm)):
+        path = str(tmp_path / f"{name}.sqlite")
+        _movies(path, [])
+        connect = functools.partial(sqlite3.connect, path)
+        ds = m.from_items(
+            [{"id": i, "title": "t"} for i in range(100)], override_num_blocks=5
+        ).map_batches(fail_late)
+        with pytest.raises(Exception, match="injected failure"):
+            ds.write_sql("INSERT INTO movie VALUES (?, ?)", connect)
+        results[name] = connect().execute("SELECT count(*) FROM movie").fetchone()[0]
+    assert results["sf"] == 0
+    assert results["ray"] >= 0  # the rows of Ray Data's tasks that finished stay (often 80)
+
+
+@differs(
+    "Dataset.write_delta",
+    reason="a write is exactly one Delta commit: a column the table lacks raises (Ray Data's default "
+    "schema_mode='merge' adds it in a commit of its own first; schema_mode is not taken); "
+    "partition_cols is also taken as deltalake's older name of partition_by.",
+)
+def test_write_delta_does_not_evolve_the_schema(rd, sfm, tmp_path):
+    from deltalake import DeltaTable
+
+    for name, m in (("ray", rd), ("sf", sfm)):
+        path = str(tmp_path / name)
+        m.from_items([{"id": 1}]).write_delta(path)
+        wider = m.from_items([{"id": 2, "extra": "x"}])
+        if m is rd:
+            wider.write_delta(path)
+            assert DeltaTable(path).version() == 2  # a schema commit, then the data commit
+        else:
+            with pytest.raises(ValueError, match="not in the table"):
+                wider.write_delta(path)
+            assert DeltaTable(path).version() == 0
+
+
+@differs(
+    "read_delta",
+    reason="filter= (a shardflow or pyarrow expression) is added and pushed into the scan with "
+    "partition and statistics pruning; filesystem, catalog, shuffle, include_paths and "
+    "**arrow_parquet_args are not taken.",
+)
+def test_read_delta_filter(rd, sfm, tmp_path):
+    from deltalake import write_deltalake
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": [1, 2, 3], "day": ["a", "b", "b"]}), partition_by=["day"])
+    assert sfm.read_delta(path, filter=sfm.col("day") == "b").count() == 2
+    assert rd.read_delta(path).count() == 3
+
+
+# -- WebDataset, TFRecords, Avro ---------------------------------------------------------------
+
+
+@differs(
+    "Dataset.write_webdataset",
+    "Dataset.write_tfrecords",
+    reason="mode defaults to 'error' (Ray Data: 'append'), and writes are all-or-nothing.",
+)
+def test_format_writes_refuse_existing_data_by_default(rd, sfm, tmp_path):
+    rows = [{"__key__": f"k{i}", "cls": i} for i in range(3)]
+    rd.from_items(rows).write_webdataset(str(tmp_path / "ray"))
+    rd.from_items(rows).write_webdataset(str(tmp_path / "ray"))  # Ray appends
+    assert rd.read_webdataset(str(tmp_path / "ray")).count() == 6
+    sfm.from_items(rows).write_webdataset(str(tmp_path / "sf"))
+    with pytest.raises(ValueError, match="already holds data"):
+        sfm.from_items(rows).write_webdataset(str(tmp_path / "sf"))
+    sfm.range(2).write_tfrecords(str(tmp_path / "tfr"))
+    with pytest.raises(ValueError, match="already holds data"):
+        sfm.range(2).write_tfrecords(str(tmp_path / "tfr"))
+
+
+@differs(
+    "read_webdataset",
+    reason="blocks are Arrow tables built from the samples, so the schema shows Arrow types "
+    "(struct for .json, binary for raw members; Ray Data's pandas blocks show object); a "
+    "decoder's one-element list stays a list (Ray Data unwraps it); columns no longer needed "
+    "after select_columns are not decoded.",
+)
+def test_webdataset_schema_is_arrow_types(rd, sfm, tmp_path):
+    import io
+    import json
+    import tarfile
+
+    with tarfile.open(tmp_path / "s.tar", "w") as tar:
+        for name, data in [("a.json", json.dumps({"x": [1]}).encode()), ("a.raw", b"\x00")]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    path = str(tmp_path / "s.tar")
+    sf_types = dict(
+        zip(sfm.read_webdataset(path).schema().names, sfm.read_webdataset(path).schema().types)
+    )
+    assert sf_types["json"] == pa.struct([("x", pa.list_(pa.int64()))])
+    assert sf_types["raw"] == pa.binary()
+    ray_schema = rd.read_webdataset(path).schema()
+    ray_types = dict(zip(ray_schema.names, ray_schema.types))
+    assert "object" in str(ray_types["raw"])
+    one = lambda sample: {**sample, "raw": [sample["raw"]]}  # noqa: E731
+    assert sfm.read_webdataset(path, decoder=[True, one]).take_all()[0]["raw"] == [b"\x00"]
+    assert rd.read_webdataset(path, decoder=[True, one]).take_all()[0]["raw"] == b"\x00"
+
+
+@differs(
+    "read_tfrecords",
+    reason="both checksums of every record are verified: a corrupt record raises an error naming "
+    "the file, the record and its byte offset (Ray Data reads it); columns are sorted by feature "
+    "name (Ray Data's order changes from process to process); TensorFlow is not needed, and "
+    "tf_schema may also be a dict of feature name to 'bytes', 'int' or 'float'; with tf_schema "
+    "every declared feature is a column; a feature empty in every record of a block is a list of "
+    "its kind when the records say it (Ray Data: list<null>).",
+)
+def test_tfrecords_checksums_are_verified(rd, sfm, tmp_path):
+    pytest.importorskip("tensorflow")
+    from shardflow.connectors.tfrecords.example_proto import example_class
+    from shardflow.connectors.tfrecords.framing import frame_record
+
+    example = example_class()()
+    example.features.feature["a"].int64_list.value.append(7)
+    data = bytearray(frame_record(example.SerializeToString()))
+    data[-1] ^= 0xFF  # the data's checksum, which Ray Data does not check
+    (tmp_path / "x.tfrecords").write_bytes(bytes(data))
+    path = str(tmp_path / "x.tfrecords")
+    assert rd.read_tfrecords(path).take_all() == [{"a": 7}]
+    with pytest.raises(ValueError, match="record 0 at byte offset 0: the checksum of its"):
+        sfm.read_tfrecords(path).take_all()
+
+
+@differs(
+    "Dataset.write_tfrecords",
+    reason="files end in .tfrecords (Ray Data 2.60 names them .tar); features are written sorted "
+    "by name; TensorFlow and crc32c are not needed.",
+)
+def test_tfrecords_files_are_named_tfrecords(rd, sfm, tmp_path):
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("crc32c")
+    rd.range(3).write_tfrecords(str(tmp_path / "ray"))
+    sfm.range(3).write_tfrecords(str(tmp_path / "sf"))
+    assert {p.suffix for p in (tmp_path / "ray").iterdir()} == {".tar"}
+    assert {p.suffix for p in (tmp_path / "sf").iterdir()} == {".tfrecords"}
+
+
+@differs(
+    "read_avro",
+    reason="column types come from the file's Avro schema (Ray Data infers them from the values): "
+    "a map is map<string, ...> (Ray Data: a struct of the keys seen), a decimal has the schema's "
+    "precision and a timestamp its unit, a field null in every record keeps its type, a union "
+    "of types of one Arrow type has that type, and an empty file has its schema.",
+)
+def test_avro_types_come_from_the_schema(rd, sfm, tmp_path):
+    import decimal
+
+    import fastavro
+
+    schema = {
+        "type": "record",
+        "name": "R",
+        "fields": [
+            {"name": "m", "type": {"type": "map", "values": "long"}},
+            {
+                "name": "d",
+                "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2},
+            },
+            {"name": "n", "type": ["null", "string"]},
+        ],
+    }
+    with open(tmp_path / "x.avro", "wb") as f:
+        fastavro.writer(f, schema, [{"m": {"a": 1}, "d": decimal.Decimal("1.50"), "n": None}])
+    path = str(tmp_path / "x.avro")
+    sf_schema = sfm.read_avro(path).schema()
+    assert list(sf_schema.types) == [
+        pa.map_(pa.string(), pa.int64()),
+        pa.decimal128(9, 2),
+        pa.string(),
+    ]
+    ray_types = [str(t) for t in rd.read_avro(path).schema().types]
+    assert ray_types == ["struct<a: int64>", "decimal128(3, 2)", "null"]

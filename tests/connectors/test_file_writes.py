@@ -34,6 +34,12 @@ def failing_dataset(n_blocks: int = 6, rows: int = 50):
     return ds.map_batches(FailOnBlock(1000 + 2 * rows), batch_size=None)
 
 
+def visible(listing):
+    """The data files of a listing: without ``_SUCCESS`` (written by commits on object
+    stores) and other hidden entries."""
+    return [rel for rel in listing if not any(p.startswith(("_", ".")) for p in rel.split("/"))]
+
+
 def contents(store, folder="out"):
     """{relative path: bytes} of everything under the folder."""
     fs = store.fs
@@ -51,7 +57,7 @@ def test_failed_write_leaves_destination_unchanged(request, where, mode):
     folder = store.path("out")
     sf.from_pandas(frame(30), override_num_blocks=2).write_parquet(folder, **store.options())
     before = contents(store)
-    assert len(before) == 2
+    assert len(visible(before)) == 2
 
     with pytest.raises(RuntimeError, match="injected failure"):
         failing_dataset().write_parquet(folder, mode=mode, **store.options())
@@ -91,7 +97,7 @@ def test_mode_overwrite_replaces_and_append_adds(store):
     sf.from_pandas(frame(7, start=100), override_num_blocks=1).write_parquet(
         folder, mode="overwrite", **opts
     )
-    assert len(store.listing("out")) == 1
+    assert len(visible(store.listing("out"))) == 1
     got = (
         sf.read_parquet(folder, **opts)
         .to_arrow()
@@ -111,7 +117,8 @@ def test_mode_overwrite_replaces_and_append_adds(store):
     )
     expected = pd.concat([frame(7, start=100), frame(5, start=200)], ignore_index=True)
     pd.testing.assert_frame_equal(got, expected)
-    assert len(store.listing("out")) == 2
+    assert len(visible(store.listing("out"))) == 2
+    assert ("_SUCCESS" in store.listing("out")) == (store.kind != "local")
 
 
 def test_invalid_mode_and_arguments_are_rejected(tmp_path):
@@ -134,7 +141,7 @@ def test_partition_cols_round_trip(store, fmt):
     getattr(sf.from_pandas(df, override_num_blocks=3), f"write_{fmt}")(
         folder, partition_cols=["group", "label"], **store.options()
     )
-    folders = {rel.rsplit("/", 1)[0] for rel in store.listing("out")}
+    folders = {rel.rsplit("/", 1)[0] for rel in visible(store.listing("out"))}
     assert folders == {f"group={g}/label=l{k}" for g in range(3) for k in range(2)}
 
     got = getattr(sf, f"read_{fmt}")(folder, **store.options()).to_pandas()
@@ -220,8 +227,8 @@ def test_failed_write_had_staged_files_and_removed_them(tmp_path, monkeypatch):
     seen = {}
     original = FileDatasink.on_write_failed
 
-    def spy(self, error):
-        seen["staged"] = sorted(p.name for p in (tmp_path / "out").rglob("*") if p.is_file())
+    def spy(self, error):  # a new folder is staged beside it, to appear in one rename
+        seen["staged"] = sorted(p.name for p in tmp_path.rglob("*.parquet") if p.is_file())
         original(self, error)
 
     monkeypatch.setattr(FileDatasink, "on_write_failed", spy)
@@ -229,6 +236,7 @@ def test_failed_write_had_staged_files_and_removed_them(tmp_path, monkeypatch):
         failing_dataset().write_parquet(str(tmp_path / "out"))
     assert seen["staged"], "the other write tasks should have staged files before the failure"
     assert not (tmp_path / "out").exists()
+    assert not list(tmp_path.iterdir())  # the staging folder beside it is gone too
 
 
 def test_commit_failure_during_overwrite_rolls_back(tmp_path, monkeypatch):

@@ -103,6 +103,13 @@ def test_python_objects_live_in_an_object_column_never_unpickled_from_files(back
     assert all(isinstance(r["o"], bytes) for r in cells)  # plain binary, not unpickled
 
 
+def test_integers_beyond_64_bits_live_in_an_object_column():
+    """As in Ray Data: Arrow has no type for them (pyarrow raised OverflowError)."""
+    ds = sf.from_items([{"x": 2**70}, {"x": -(2**64)}, {"x": 1}])
+    assert ds.take_all() == [{"x": 2**70}, {"x": -(2**64)}, {"x": 1}]
+    assert ds.schema().types[0] != pa.int64()
+
+
 def test_range_tensor(backend):
     ds = sf.range_tensor(10, shape=(2, 3), override_num_blocks=3)
     batch = ds.take_batch(10)

@@ -96,7 +96,7 @@ def test_object_store_overwrite_rolls_back_every_step(
     store = Store(where, f"{bucket}/data", options)
     _write(store, frame(40), "error", blocks=3)
     before = snapshot(store)
-    assert len(before) == 3
+    assert "_SUCCESS" in before and len(before) == 4  # three files and _SUCCESS
     calls = fail_on_call(monkeypatch, store.fs, method, when())
     with pytest.raises(WriteCommitError, match=step) as info:
         _write(store, frame(25, start=100), "overwrite", blocks=2)
@@ -169,3 +169,30 @@ def test_no_task_writes_after_a_failed_write(tmp_path):
         )
     time.sleep(max(0.0, 3 - (time.monotonic() - start)))  # longer than any task would run
     assert not target.exists() or not os.listdir(target)
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_two_appends_to_one_folder_at_once_both_land(request, where):
+    """Each commit has its own marker: two writes appending to one folder at the same time
+    both commit, and neither finishes or removes the other's commit."""
+    import threading
+
+    store = request.getfixturevalue(f"{where}_store")
+    _write(store, frame(10), "error", blocks=1)
+    errors = []
+
+    def append(start):
+        try:
+            _write(store, frame(50, start=start), "append", blocks=5)
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=append, args=(start,)) for start in (1000, 2000)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=100)
+    assert not errors
+    got = sorted(sf.read_parquet(store.path("out"), **store.options()).to_pandas()["id"].tolist())
+    assert got == sorted(list(range(10)) + list(range(1000, 1050)) + list(range(2000, 2050)))
+    assert not [p for p in store.listing("out") if "shardflow" in p]

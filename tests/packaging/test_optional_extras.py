@@ -16,7 +16,11 @@ import pytest
 
 from shardflow.sdk.optional import EXTRAS, install_command, missing_message, require
 
-OPTIONAL_MODULES = ["ray", "torch", "PIL", "s3fs", "gcsfs", "pyiceberg", "daft", "datasets"]
+OPTIONAL_MODULES = [
+    *("ray", "torch", "PIL", "s3fs", "gcsfs", "pyiceberg", "daft", "datasets"),
+    *("soundfile", "av", "lance", "deltalake", "psycopg"),
+    *("fastavro", "google.protobuf", "google_crc32c", "msgpack"),
+]
 
 # One call per extra, each the first use of the feature. Shared with test_wheel.py.
 FEATURE_CALLS = """
@@ -32,7 +36,28 @@ CALLS = {
     "gcs": [lambda: sf.read_parquet("gs://bucket/data/")],
     "iceberg": [lambda: sf.read_iceberg("db.table", catalog_kwargs={"name": "default"}),
                 lambda: sf.range(1).write_iceberg("db.table", catalog_kwargs={"name": "x"})],
+    "audio": [lambda: sf.read_audio(sys.argv[1])],
+    "video": [lambda: sf.read_videos(sys.argv[1])],
+    "lance": [lambda: sf.read_lance(sys.argv[1] + "/x.lance"),
+              lambda: sf.range(1).write_lance(sys.argv[1] + "/x.lance")],
+    "delta": [lambda: sf.read_delta(sys.argv[1]), lambda: sf.range(1).write_delta(sys.argv[1])],
+    "sql": [lambda: sf.read_sql("SELECT 1", lambda: __import__("psycopg").connect("")).take_all()],
 }
+import io, os, tarfile
+_shard = os.path.join(sys.argv[1], "shard.tar")
+with tarfile.open(_shard, "w") as _tar:
+    _info = tarfile.TarInfo("k.png")
+    _info.size = 3
+    _tar.addfile(_info, io.BytesIO(b"png"))
+# The modules are made unimportable in this process only: decode in its threads, not in the
+# worker processes that reads decoded in Python use.
+sf.DataContext.get_current().python_udfs_in_processes = False
+CALLS["webdataset"] = [lambda: sf.read_webdataset(_shard).take_all(),
+                       lambda: sf.from_items([{"png": __import__("numpy").zeros((2, 2), "uint8")}])
+                       .write_webdataset(sys.argv[1] + "/w")]
+CALLS["tfrecords"] = [lambda: sf.read_tfrecords(sys.argv[1]),
+                      lambda: sf.range(1).write_tfrecords(sys.argv[1] + "/t")]
+CALLS["avro"] = [lambda: sf.read_avro(sys.argv[1])]
 messages = {}
 for extra, calls in CALLS.items():
     for call in calls:
@@ -68,7 +93,22 @@ def _run(code: str, *args: str) -> subprocess.CompletedProcess:
 
 def check_messages(messages: dict) -> None:
     """Every feature call raised an ImportError naming its extra's pip command."""
-    assert set(messages) == {"ray", "torch", "images", "s3", "gcs", "iceberg"}
+    assert set(messages) == {
+        "ray",
+        "torch",
+        "images",
+        "s3",
+        "gcs",
+        "iceberg",
+        "audio",
+        "video",
+        "lance",
+        "delta",
+        "sql",
+        "webdataset",
+        "tfrecords",
+        "avro",
+    }
     for extra, texts in messages.items():
         for text in texts:
             assert install_command(extra) in text, (extra, text)

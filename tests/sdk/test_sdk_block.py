@@ -310,3 +310,18 @@ def test_concat_blocks_unifies_missing_columns():
     merged = concat_blocks([pa.table({"a": [1]}), pa.table({"a": [2], "b": ["x"]})])
     assert merged.to_pylist() == [{"a": 1, "b": None}, {"a": 2, "b": "x"}]
     assert concat_blocks([]).num_rows == 0
+
+
+def test_rows_with_arrays_keep_trailing_nul_bytes_and_characters():
+    # NumPy's fixed-width bytes/str types would drop them (b"\x00" -> b"").
+    from shardflow.sdk.block import rows_to_block
+
+    rows = [
+        {"a": np.zeros(2), "b": b"\x01\x00", "s": "x\x00"},
+        {"a": np.ones(2), "b": b"", "s": ""},
+    ]
+    block = rows_to_block(rows)
+    assert block.column("b").to_pylist() == [b"\x01\x00", b""]
+    assert block.column("s").to_pylist() == ["x\x00", ""]
+    assert block.schema.field("b").type == pa.binary()
+    assert block.schema.field("s").type == pa.string()

@@ -1,8 +1,5 @@
-"""Physical operators: what the streaming executor runs, one module per kind.
-
-All implement the protocol in ``base.PhysicalOperator``; the executor drives them without
-knowing their kind.
-"""
+"""Physical operators: what the streaming executor runs, one module per kind, all
+implementing the protocol in ``base.PhysicalOperator`` (the executor never asks their kind)."""
 
 from shardflow.engine.execution.operators.base import OperatorRuntime, PhysicalOperator
 

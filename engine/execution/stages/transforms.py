@@ -73,10 +73,16 @@ class ExprFilterStage(Stage):
 
 
 class WriteStage(Stage):
-    """Hands every block of the task to ``Datasink.write`` and emits its return value."""
+    """Hands every block of the task to ``Datasink.write`` and emits its return value.
 
-    def __init__(self, datasink: Any, name: str, write_uuid: str = ""):
+    ``records_inputs`` (resumable writes) asks the task to tell the sink what it reads
+    (``TaskContext.input_pieces``)."""
+
+    def __init__(
+        self, datasink: Any, name: str, write_uuid: str = "", records_inputs: bool = False
+    ):
         self.datasink, self.name, self.write_uuid = datasink, name, write_uuid
+        self.records_inputs = records_inputs
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
         ctx.write_uuid = self.write_uuid
@@ -197,6 +203,8 @@ class FusedTransform:
         )
 
     def __call__(self, inputs: list[Any], ctx: TaskContext) -> Iterator[Block]:
+        if any(getattr(stage, "records_inputs", False) for stage in self.stages):
+            ctx.input_pieces = _input_pieces(inputs)
         stream = _guard(self.source_name, _read_inputs(inputs))
         for stage in self.stages:
             stream = _guard(stage.name, stage(stream, ctx))
@@ -244,6 +252,18 @@ def coalesce_blocks(blocks: Iterator[Block], min_bytes: int) -> Iterator[Block]:
             pending, size = [], 0
     if pending:
         yield concat_blocks(pending)
+
+
+def _input_pieces(inputs: list[Any]) -> list[Any] | None:
+    """What the read tasks among ``inputs`` read, by identity; None when any input cannot
+    tell (a block in hand, a read task of a source without input identity)."""
+    pieces: list[Any] = []
+    for item in inputs:
+        told = item.input_pieces() if isinstance(item, ReadTask) else None
+        if told is None:
+            return None
+        pieces.extend(told)
+    return pieces
 
 
 def _read_inputs(inputs: list[Any]) -> Iterator[Block]:

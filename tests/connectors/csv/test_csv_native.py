@@ -153,6 +153,29 @@ def test_doubles_are_correctly_rounded():
     assert table is not None and table.schema.types == [pa.float64()]
 
 
+@pytest.mark.parametrize("zeros", [1, 17, 18, 19, 20, 30, 320])
+@pytest.mark.parametrize("digits", ["1", "5", "123456789012345678901234567"])
+def test_zeros_after_the_point_are_not_significant_digits(zeros, digits):
+    """Leading zeros of a fraction take no room among the 19 digits the parser keeps: with
+    18 or more of them the value was read as 0 (a zero mantissa whose digits were dropped)."""
+    text = "0." + "0" * zeros + digits
+    for sign in ("", "-"):
+        table = same_as_arrow(f"x\n{sign}{text}\n1.5\n".encode())
+        assert table is not None
+        got, want = table["x"][0].as_py(), float(sign + text)
+        assert struct.pack("<d", got) == struct.pack("<d", want), (sign + text, got, want)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["0000000000000000000000.5", "000000000000000000000000000012", "-00000000000000000000007"],
+)
+def test_leading_zeros_of_an_integer_part_are_not_significant_digits(text):
+    table = same_as_arrow(f"x\n{text}\n".encode())
+    assert table is not None
+    assert table["x"][0].as_py() == float(text)
+
+
 # -- generated files ----------------------------------------------------------------------
 
 CELLS = st.one_of(

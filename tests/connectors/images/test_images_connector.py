@@ -229,7 +229,7 @@ def test_round_trip_on_every_store(store):
     for path, pixels in got.items():
         np.testing.assert_array_equal(pixels, originals["in/" + path.rsplit("/", 1)[-1]])
     ds.drop_columns(["path"]).write_images(store.path("out"), column="image", **store.options())
-    listing = store.listing("out")
+    listing = store.data_files("out")
     assert len(listing) == 3 and not any(name.startswith(".") for name in listing)
     fs = store.fs
     written = []

@@ -87,6 +87,10 @@ EDGE_NUMBERS = [
     "3.14159265358979323846264338327950288",
     "1e-300",
     "1e299",
+    "0.0000000000000000001",  # 18 zeros after the point: once read as 0
+    "-0.00000000000000000012345678901234567890123",
+    "0." + "0" * 30 + "1",
+    "0." + "0" * 323 + "5",  # the smallest subnormal, written out
 ]
 
 
@@ -340,3 +344,23 @@ def test_a_chunk_it_declines_midway_is_read_by_arrow(tmp_path, read_both):
     assert with_native.equals(arrow_only)
     assert with_native.num_rows == 50_010
     assert with_native["tags"].to_pylist()[-1] == [9, 10]
+
+
+@pytest.mark.parametrize(
+    ("data", "rows"), [(b"\r\xbb\xbf", None), (b"\xef\xbb\xbf\n \n", 0), (b"\xbb\xbf", 0)]
+)
+def test_only_whitespace_makes_a_file_empty(tmp_path, data, rows):
+    """Bytes of a byte order mark after a line break are not whitespace: Arrow fails on
+    them (the file was read as empty); at the file's start Arrow drops them."""
+    import shardflow as sf
+
+    path = tmp_path / "odd.jsonl"
+    path.write_bytes(data)
+    if rows is None:
+        with pytest.raises(pa.ArrowInvalid):
+            pajson.read_json(str(path))
+        with pytest.raises(ValueError, match="odd.jsonl"):
+            sf.read_json(str(path), lines=True).to_arrow()
+    else:
+        assert pajson.read_json(str(path)).num_rows == rows
+        assert sf.read_json(str(path), lines=True).to_arrow().num_rows == rows

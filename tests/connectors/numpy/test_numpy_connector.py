@@ -248,7 +248,7 @@ def test_round_trip_on_every_store(store):
     np.testing.assert_array_equal(npz["b"], np.ones((4, 2, 2)))
 
     ds.write_numpy(store.path("out"), column="data", **store.options())
-    listing = store.listing("out")
+    listing = store.data_files("out")
     assert listing and all(name.endswith(".npy") and not name.startswith(".") for name in listing)
     fs = store.fs
     written = []

@@ -80,6 +80,81 @@ def test_csv_across_chunks_equals_one_read(tmp_path, tiny_chunks, sep):
     assert got.equals(pacsv.read_csv(str(path)))
 
 
+@pytest.mark.parametrize("sep", ["\r", "\r\n", "\n"], ids=["cr", "crlf", "lf"])
+@pytest.mark.parametrize("columns", [1, 2])
+@pytest.mark.parametrize("size", [1, 5, 16, 64])
+def test_csv_line_breaks_inside_quoted_values_across_chunks(
+    tmp_path, monkeypatch, sep, columns, size
+):
+    """A chunk ends at a row's end, never at a line break inside a quoted value (with "\r"
+    line ends, every quoted "\n" was taken for one and split its value in two)."""
+    monkeypatch.setattr(line_chunks_module, "CHUNK_BYTES", size)
+    rows = [f'"v{i}\n{i}\r\nz"' + (f",{i}" if columns == 2 else "") for i in range(40)]
+    header = "a,b" if columns == 2 else "a"
+    path = tmp_path / "quoted.csv"
+    path.write_bytes((sep.join([header, *rows]) + sep).encode())
+    got = sf.read_csv(str(path)).to_arrow()
+    want = pacsv.read_csv(str(path))
+    assert want.num_rows == 40
+    assert got.equals(want)
+
+
+@pytest.mark.parametrize("size", [1, 8, 20])
+def test_csv_value_starting_with_a_byte_order_mark_at_a_chunk_start(tmp_path, monkeypatch, size):
+    """Only the file's first bytes may be a byte order mark: a value that starts with U+FEFF
+    at the start of a later chunk keeps it, as in Arrow's read of the whole file."""
+    monkeypatch.setattr(line_chunks_module, "CHUNK_BYTES", size)
+    path = tmp_path / "bom.csv"
+    path.write_bytes(
+        b"\xef\xbb\xbfa,b\n" + b"".join(b"\xef\xbb\xbfv%d,%d\n" % (i, i) for i in range(30))
+    )
+    got = sf.read_csv(str(path)).to_arrow()
+    want = pacsv.read_csv(str(path))
+    assert want.column_names == ["a", "b"]
+    assert got.equals(want)
+    assert got["a"].to_pylist() == [f"\ufeffv{i}" for i in range(30)]
+
+
+def test_csv_columns_of_one_name_keep_their_own_types_across_chunks(tmp_path, tiny_chunks):
+    """Types found in the first chunk are given to the later ones by column, not by name:
+    two columns named "a" (int64 and double) were both read as double after the first."""
+    path = tmp_path / "repeated.csv"
+    path.write_text("a,a,b\n" + "".join(f"{i},{i}.5,x{i}\n" for i in range(300)))
+    got = sf.read_csv(str(path)).to_arrow()
+    want = pacsv.read_csv(str(path))
+    assert want.schema.types == [pa.int64(), pa.float64(), pa.string()]
+    assert got.equals(want)
+
+
+def test_json_line_starting_with_a_byte_order_mark_at_a_chunk_start_is_an_error(
+    tmp_path, monkeypatch
+):
+    """Arrow's read of the whole file fails at a line (not the first) that starts with a byte
+    order mark; read in chunks, the mark at a chunk's start was dropped instead."""
+    monkeypatch.setattr(line_chunks_module, "CHUNK_BYTES", 1)  # a chunk per line
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"".join(b'\xef\xbb\xbf{"a":%d}\n' % i for i in range(10)))
+    with pytest.raises(pa.ArrowInvalid):
+        pajson.read_json(str(path))
+    with pytest.raises(ValueError, match="bom.jsonl"):
+        sf.read_json(str(path)).to_arrow()
+
+
+@pytest.mark.parametrize("start", [b"\xbf", b"\xef", b"\xbb\xbf", b"\xef\xbb"])
+def test_json_line_starting_with_part_of_a_byte_order_mark_at_a_chunk_start_is_an_error(
+    tmp_path, monkeypatch, start
+):
+    """Arrow's JSON reader drops some bytes of a byte order mark alone at the start of what
+    it parses: a later chunk starting with one must keep it (and fail, as the whole file)."""
+    monkeypatch.setattr(line_chunks_module, "CHUNK_BYTES", 1)  # a chunk per line
+    path = tmp_path / "part.jsonl"
+    path.write_bytes(b'{"a":0}\n' + start + b'{"a":1}\n')
+    with pytest.raises(pa.ArrowInvalid):
+        pajson.read_json(str(path))
+    with pytest.raises(ValueError, match="part.jsonl"):
+        sf.read_json(str(path), lines=True).to_arrow()
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
