@@ -26,11 +26,11 @@ T = TypeVar("T")
 
 def drop_shardflow_frames(exc: BaseException) -> None:
     """Drop the frames ``exc`` passed through so far. A bare ``raise`` after this adds no
-        frame of the method either: the traceback the user sees starts at the user's call (call
+    frame of the method either: the traceback the user sees starts at the user's call (call
     it in an ``except`` block followed by a bare ``raise``).
 
-        Only errors whose message says it all lose their frames: errors of tasks (their message
-        shows the user's traceback) and storage errors that say what to do."""
+    Only errors whose message says it all lose their frames: errors of tasks (their message
+    shows the user's traceback) and storage errors that say what to do."""
     if isinstance(exc, (UserCodeException, StorageError)) and not show_internal_frames():
         exc.__traceback__ = None
 
