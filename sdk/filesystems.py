@@ -116,23 +116,28 @@ def _check_storage_options(storage_options: dict[str, Any] | None) -> dict[str, 
 _S3_CLIENT_CONFIG = {"retries": {"max_attempts": 2, "mode": "standard"}, "connect_timeout": 10}
 
 
-def with_client_defaults(protocol: str, storage_options: dict[str, Any]) -> dict[str, Any]:
-    """``storage_options`` for an fsspec filesystem of ``protocol`` with shardflow's client
-    defaults added where not set (S3: botocore's retries and connect timeout)."""
-    if protocol not in ("s3", "s3a"):
-        return storage_options
-    config = dict(storage_options.get("config_kwargs") or {})
-    for key, value in _S3_CLIENT_CONFIG.items():
-        config.setdefault(key, value)
-    return {**storage_options, "config_kwargs": config}
+def with_client_defaults(fs: Any) -> Any:
+    """``fs``, an fsspec filesystem, with shardflow's client defaults added where its options
+    do not set them (S3: botocore's retries and connect timeout); returns ``fs``.
+
+    The defaults go into the filesystem object, not into the options it is made from: fsspec
+    keeps one instance per set of options, and the instance a caller made with the same
+    options must stay the one shardflow uses. They take effect when the filesystem makes its
+    client, so a filesystem already used keeps its client's settings."""
+    if getattr(fs, "protocol", None) not in (("s3", "s3a"), "s3", "s3a"):
+        return fs
+    config = getattr(fs, "config_kwargs", None)
+    if isinstance(config, dict):
+        # A new dict: s3fs holds the caller's own, which fsspec's cache key was made from.
+        fs.config_kwargs = {**_S3_CLIENT_CONFIG, **config}
+    return fs
 
 
 def _make_fsspec(protocol: str, storage_options: dict[str, Any]) -> Any:
     import fsspec
 
-    storage_options = with_client_defaults(protocol, storage_options)
     try:
-        return fsspec.filesystem(protocol, **storage_options)
+        return with_client_defaults(fsspec.filesystem(protocol, **storage_options))
     except ImportError as exc:
         if protocol in _EXTRAS:
             module, extra = _EXTRAS[protocol]

@@ -256,13 +256,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             raise UsageError(f"--storage-options must be a JSON object: {exc}") from None
         if not isinstance(options, dict):
             raise UsageError("--storage-options must be a JSON object, e.g. '{\"anon\": true}'.")
-    from shardflow.sdk.filesystems import protocol_of, with_client_defaults
+    from shardflow.sdk.filesystems import with_client_defaults
     from shardflow.sdk.retry import call_with_retry
     from shardflow.sdk.storage_errors import StorageError, explain_storage_error
 
     try:
-        options = with_client_defaults(protocol_of(args.path) or "file", options)
         fs, root = fsspec.core.url_to_fs(args.path, **options)
+        fs = with_client_defaults(fs)
     except (ValueError, ImportError) as exc:
         raise UsageError(f"{args.path}: cannot open this location: {exc}") from None
     try:
