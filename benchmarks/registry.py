@@ -31,6 +31,7 @@ FAMILIES: tuple[str, ...] = (
     "b12_iter_batches",
     "b15_ml_formats",
     "b17_media",
+    "b18_gpu_inference",
     "b13_sql",
     "b14_delta",
 )

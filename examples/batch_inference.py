@@ -170,12 +170,13 @@ def build_pipeline(
     device: str = "cpu",
     actor_args: dict[str, Any] | None = None,
     source: str = "images",
+    actors: int = ACTORS,
 ) -> Any:
     """The pipeline on module ``m`` (``shardflow`` or ``ray.data``): predictions per image.
 
     ``images`` is a folder of JPEGs, or of WebDataset shards when ``source="webdataset"``.
     """
-    num_gpus = gpus_per_actor(device)
+    num_gpus = gpus_per_actor(device, actors)
     if source == "webdataset":
         ds = m.read_webdataset(images, decoder=decode_resized)
     else:
@@ -185,7 +186,7 @@ def build_pipeline(
         Predictor,
         fn_constructor_kwargs={"weights": weights, "device": device},
         batch_size=BATCH_SIZE,
-        concurrency=ACTORS,
+        concurrency=actors,
         **({"num_gpus": num_gpus} if num_gpus else {}),
         **(actor_args or {}),
     )
@@ -262,6 +263,12 @@ def main(argv: list | None = None) -> None:
         help="read the JPEG files, or WebDataset shards packed from them",
     )
     parser.add_argument(
+        "--actors",
+        type=int,
+        default=ACTORS,
+        help="model actors (on CUDA: a GPU each when there are enough, else shares of one)",
+    )
+    parser.add_argument(
         "--no-training", action="store_true", help="skip the simulated training loop"
     )
     args = parser.parse_args(argv)
@@ -278,10 +285,19 @@ def main(argv: list | None = None) -> None:
     source = images
     if args.source == "webdataset":
         source = make_shards(sf, images, os.path.join(workdir, f"shards-{args.images}"))
-    print(f"{args.images} images in {source}; model on {device}; backend {args.backend}")
+    if args.actors < 1:
+        parser.error(f"--actors must be >= 1, got {args.actors}")
+    print(
+        f"{args.images} images in {source}; model on {device} "
+        f"({args.actors} actors, num_gpus={gpus_per_actor(device, args.actors)}); "
+        f"backend {args.backend}"
+    )
 
     start = time.perf_counter()
-    build_pipeline(sf, source, weights, device=device, source=args.source).write_parquet(out)
+    pipeline = build_pipeline(
+        sf, source, weights, device=device, source=args.source, actors=args.actors
+    )
+    pipeline.write_parquet(out)
     seconds = time.perf_counter() - start
     predictions = sf.read_parquet(out)
     rows = predictions.count()

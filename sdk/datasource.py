@@ -209,12 +209,13 @@ class Datasource:
 
     def reads_hold_the_gil(self) -> bool:
         """Whether the read tasks spend most of their time in Python code that holds the GIL
-        (records decoded one at a time in Python: TFRecords, Avro, tar members).
+        (records decoded one at a time in Python: TFRecords, Avro, tar members, images
+        through Pillow).
 
         Called on the driver when the read is planned. The local backend runs such read
         tasks in its worker processes, as it runs Python row functions, so that they use
-        every core; other reads run in threads, where Arrow, NumPy and Pillow release the
-        GIL. Default False.
+        every core; other reads run in threads, where Arrow and NumPy release the GIL.
+        Default False.
         """
         return False
 
