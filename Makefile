@@ -69,8 +69,11 @@ wheel: $(STAMP)
 wheel-check: wheel
 	$(PY) tests/packaging/check_wheel.py dist/shardflow-*.whl
 
+# Two workers (pytest-xdist): most tests wait on processes, servers and Ray, so two workers
+# finish sooner on two cores. Tests that measure memory, or that wait on short deadlines,
+# share one group and run one at a time (tests/conftest.py, SERIAL_GROUP).
 pytest: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadgroup
 
 # The long tests on simulated multi-node Ray clusters (tests/cluster: node loss, locality);
 # the default suite runs the short ones and skips these.

@@ -109,6 +109,9 @@ class FileBasedDatasource(Datasource):
     (``f.seekable()`` is False) unless ``_RANDOM_ACCESS`` is set.
     * ``_static_schema(self)``: the schema of what ``_read_stream`` yields when known
       without reading, or None.
+    * ``_schema_of_file(self, path)``: the schema a file's metadata (a Parquet footer)
+      declares, read on the driver for the first file only, so that ``schema()`` and
+      ``repr`` know the columns without running the read.
     * ``_split_file(self, unit, target_bytes)`` and ``_read_file(self, f, unit)``: for formats
       that can read part of a file (Parquet row groups), split large files into several
       units at planning time and read one unit.
@@ -244,14 +247,17 @@ class FileBasedDatasource(Datasource):
 
     # -- listing (driver) -----------------------------------------------------------------
 
-    def _file_units(self) -> list[FileUnit]:
-        """The files to read, expanded, filtered and with partition values (cached)."""
+    def _file_units(self, retry: RetryConfig | None = None) -> list[FileUnit]:
+        """The files to read, expanded, filtered and with partition values (cached); the
+        listing retries transient errors under ``retry`` (the defaults when None)."""
         if self._units is None:
-            self._units = self._expand()
+            self._units = self._expand(retry)
         return self._units
 
-    def _expand(self) -> list[FileUnit]:
-        files = expand_paths(self._fs, self._paths, ignore_missing_paths=self._ignore_missing_paths)
+    def _expand(self, retry: RetryConfig | None = None) -> list[FileUnit]:
+        files = expand_paths(
+            self._fs, self._paths, ignore_missing_paths=self._ignore_missing_paths, retry=retry
+        )
         listed = len(files)
         files = filter_extensions(files, self._file_extensions)
         if listed and not files:
@@ -327,6 +333,7 @@ class FileBasedDatasource(Datasource):
         units = self._units_to_read(list(self._file_units()))
         if not units:
             return []
+        found = self._first_file_schema(units[0].path)
         if self._shuffle is not None:
             seed = None
             if isinstance(self._shuffle, FileShuffleConfig):
@@ -343,7 +350,7 @@ class FileBasedDatasource(Datasource):
         min_block_bytes = int(
             getattr(data_context, "target_min_block_size", _DEFAULT_MIN_BLOCK_BYTES)
         )
-        schema = self._output_schema()
+        schema = self._output_schema(found)
         self._conflict_reference = self._infer_conflict_reference(units)
         tasks = []
         for group in group_by_size(units, parallelism):
@@ -531,9 +538,35 @@ class FileBasedDatasource(Datasource):
             block = block.select(list(columns)).rename_columns(list(self.pushdowns.output_names))
         return block
 
-    def _output_schema(self) -> pa.Schema | None:
-        """The schema of the read tasks' blocks when known without reading."""
-        base = self._schema or self._static_schema()
+    def _schema_of_file(self, path: str) -> pa.Schema | None:
+        """The schema of the file ``path`` from its metadata (a footer or a header), read on
+        the driver without reading its data, for formats that store one; None by default.
+
+        Runs at planning time, on the first file of the read only, and only when neither
+        ``schema=`` nor ``_static_schema()`` tells the schema. The schema of the whole read
+        is then this schema (with partition and path columns, after the projection), so it
+        must be the schema of the blocks ``_read_stream`` yields for that file.
+        """
+        return None
+
+    def _first_file_schema(self, path: str) -> pa.Schema | None:
+        """``_schema_of_file`` of the read's first file, once per first file."""
+        if self._schema is not None or self._static_schema() is not None:
+            return None
+        known = getattr(self, "_first_schema", None)
+        if known is not None and known[0] == path:
+            return known[1]
+        try:
+            schema = self._schema_of_file(path)
+        except Exception:  # the read itself reports what is wrong with the file
+            schema = None
+        self._first_schema = (path, schema)
+        return schema
+
+    def _output_schema(self, first_file: pa.Schema | None = None) -> pa.Schema | None:
+        """The schema of the read tasks' blocks when known without reading their data:
+        ``schema=``, the format's static schema, or the first file's (``first_file``)."""
+        base = self._schema or self._static_schema() or first_file
         if base is None:
             return None
         fields = list(base)

@@ -24,6 +24,7 @@ from shardflow.sdk import task_stats
 from shardflow.sdk.block import Block, concat_blocks, to_block
 from shardflow.sdk.input_identity import DoneInputs, InputItem, InputPiece, as_ranges
 from shardflow.sdk.retry import RetryConfig
+from shardflow.sdk.storage_errors import raise_explained
 
 logger = logging.getLogger(__name__)
 
@@ -231,7 +232,7 @@ class FileReadTask:
                     raise  # a bug, not a bad file (Arrow's type errors are about the data)
                 if self.retry.is_retryable(exc) and attempt < self.retry.max_attempts:
                     wait = self.retry.backoff_s(attempt)
-                    logger.info(
+                    logger.warning(
                         "Transient error reading %s (attempt %d of %d), retrying in %.2fs: %s: %s",
                         where,
                         attempt,
@@ -249,6 +250,7 @@ class FileReadTask:
                     )
                     task_stats.record_skipped_file()
                     return
+                raise_explained(exc, where, attempt)
                 raise file_error(exc, where, attempt, _format_name(ds)) from exc
         for block in buffered:
             yield block

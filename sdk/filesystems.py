@@ -109,11 +109,35 @@ def _check_storage_options(storage_options: dict[str, Any] | None) -> dict[str, 
     return dict(storage_options)
 
 
+#: botocore's own retries for S3 filesystems shardflow makes (unless storage_options set
+#: them): few, so that shardflow's retry policy (DataContext.retry, logged) bounds the time an
+#: unreachable endpoint takes; botocore's default retries 5 times per attempt of shardflow's,
+#: silently (about 50 s before an error for a wrong endpoint).
+_S3_CLIENT_CONFIG = {"retries": {"max_attempts": 2, "mode": "standard"}, "connect_timeout": 10}
+
+
+def with_client_defaults(fs: Any) -> Any:
+    """``fs``, an fsspec filesystem, with shardflow's client defaults added where its options
+    do not set them (S3: botocore's retries and connect timeout); returns ``fs``.
+
+    The defaults go into the filesystem object, not into the options it is made from: fsspec
+    keeps one instance per set of options, and the instance a caller made with the same
+    options must stay the one shardflow uses. They take effect when the filesystem makes its
+    client, so a filesystem already used keeps its client's settings."""
+    if getattr(fs, "protocol", None) not in (("s3", "s3a"), "s3", "s3a"):
+        return fs
+    config = getattr(fs, "config_kwargs", None)
+    if isinstance(config, dict):
+        # A new dict: s3fs holds the caller's own, which fsspec's cache key was made from.
+        fs.config_kwargs = {**_S3_CLIENT_CONFIG, **config}
+    return fs
+
+
 def _make_fsspec(protocol: str, storage_options: dict[str, Any]) -> Any:
     import fsspec
 
     try:
-        return fsspec.filesystem(protocol, **storage_options)
+        return with_client_defaults(fsspec.filesystem(protocol, **storage_options))
     except ImportError as exc:
         if protocol in _EXTRAS:
             module, extra = _EXTRAS[protocol]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -199,6 +200,12 @@ def is_transient_error(exc: BaseException) -> bool:
     return False
 
 
+def _location(description: str) -> str:
+    """The URL in a description such as ``"look up s3://bucket/prefix"`` (or all of it)."""
+    match = re.search(r"[a-z0-9]+://\S*", description)
+    return match.group(0) if match else description
+
+
 def call_with_retry(
     fn: Callable[[], T],
     *,
@@ -214,6 +221,11 @@ def call_with_retry(
         config: The retry policy; defaults to :class:`RetryConfig`.
         is_retryable: Decides which errors get another attempt; by default
             ``config.is_retryable`` (transient errors, and ``config.retried_errors``).
+
+    Each retry is logged as a warning. When the attempts are spent, or the error is not
+    transient, missing or refused credentials and an unreachable endpoint are raised as a
+    :class:`~shardflow.sdk.storage_errors.StorageError` saying what to do; other errors as
+    they are.
 
     Returns:
         What ``fn`` returned.
@@ -231,9 +243,12 @@ def call_with_retry(
             return fn()
         except Exception as exc:
             if attempt >= config.max_attempts or not is_retryable(exc):
+                from shardflow.sdk.storage_errors import raise_explained
+
+                raise_explained(exc, _location(description), attempt)
                 raise
             wait = config.backoff_s(attempt)
-            logger.info(
+            logger.warning(
                 "Transient error on %s (attempt %d of %d), retrying in %.2fs: %s: %s",
                 description,
                 attempt,

@@ -5,6 +5,7 @@ Ray is started once per test session, on loopback only, with two CPUs.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
 
@@ -19,6 +20,32 @@ import shardflow as sf
 pytest_plugins = ["storage_fixtures", "spark_fixtures"]
 from shardflow.engine.api.context import DataContext
 
+#: Tests that run one at a time, on one worker, when the suite runs on several
+#: (``make pytest``: pytest-xdist with ``--dist loadgroup``): those that measure the memory of
+#: processes, and those that wait on short deadlines or idle timeouts, which a second worker's
+#: load would stretch. Paths relative to tests/; a "::" part names one test.
+SERIAL_GROUP = "serial"
+SERIAL_TESTS = (
+    "faults/test_faults_write_memory.py",
+    "faults/test_faults_actors.py",
+    "faults/test_faults_processes.py",
+    "engine/execution/test_engine_memory.py",
+    "engine/execution/exchange/test_exchange_spill.py",
+    "engine/execution/test_actor_pools.py::test_autoscaling_grows_with_queued_work_then_shrinks_when_idle",
+    "engine/splits/test_streaming_split.py",
+    "engine/test_engine_startup.py",
+    "benchmarks/test_harness.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    root = os.path.dirname(__file__)
+    for item in items:
+        relative = os.path.relpath(str(item.fspath), root).replace(os.sep, "/")
+        name = f"{relative}::{item.originalname}"
+        if any(name == t or relative == t for t in SERIAL_TESTS):
+            item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP))
+
 
 @pytest.fixture(autouse=True)
 def fresh_context():
@@ -29,9 +56,12 @@ def fresh_context():
     DataContext._set_current(previous)
 
 
+RAY_START_ATTEMPTS = 3
+
+
 @pytest.fixture(scope="session")
-def ray_session():
-    """A real local Ray, started once, bound to 127.0.0.1."""
+def ray_session(tmp_path_factory):
+    """A real local Ray, started once per test process, bound to 127.0.0.1."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     import ray
 
@@ -41,18 +71,34 @@ def ray_session():
         # environment of the processes ray.init starts (a runtime_env would cost ~10 s).
         previous = os.environ.get("PYTHONPATH")
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        # Ray gives its raylet 30 s to register, a limit a loaded machine can miss, the more
+        # so when the pytest-xdist workers start their Rays at the same moment: they start
+        # one at a time (a lock in the folder the workers share), and a failed start is
+        # retried.
+        lock_path = tmp_path_factory.getbasetemp().parent / "ray-start.lock"
         try:
-            # Two logical GPUs: GPU scheduling is tested without a GPU (Ray sets
-            # CUDA_VISIBLE_DEVICES for tasks and actors that ask for them). address="local":
-            # a fresh instance even when another Ray on this machine (`ray start`, a test
-            # cluster of another process) would otherwise be joined.
-            ray.init(
-                address="local",
-                num_cpus=2,
-                num_gpus=2,
-                include_dashboard=False,
-                log_to_driver=False,
-            )
+            with open(lock_path, "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                for attempt in range(1, RAY_START_ATTEMPTS + 1):
+                    try:
+                        # Two logical GPUs: GPU scheduling is tested without a GPU (Ray sets
+                        # CUDA_VISIBLE_DEVICES for tasks and actors that ask for them).
+                        # address="local": a fresh instance even when another Ray on this
+                        # machine (`ray start`, a test cluster of another process) would
+                        # otherwise be joined.
+                        ray.init(
+                            address="local",
+                            num_cpus=2,
+                            num_gpus=2,
+                            include_dashboard=False,
+                            log_to_driver=False,
+                        )
+                        break
+                    except Exception as exc:
+                        ray.shutdown()
+                        if attempt == RAY_START_ATTEMPTS:
+                            raise
+                        sys.stderr.write(f"Ray did not start ({exc}); trying again\n")
         finally:
             if previous is None:
                 os.environ.pop("PYTHONPATH", None)

@@ -9,8 +9,9 @@ task reads the row groups that start in its range.
 Files whose schemas differ are read together: each file is unified with the first file of
 the dataset (missing columns become nulls, compatible types are promoted, e.g. int32 and
 int64 to int64) unless ``schema=`` is given; a file with an incompatible column raises an
-error naming it, the column, and both types. No footer is read on the driver, so blocks of
-different files can still differ (a column only later files have, a wider type); whole
+error naming it, the column, and both types. On the driver only the first file's footer is
+read, for the schema ``schema()`` and ``repr`` show without running the read; blocks of
+other files can still differ (a column only later files have, a wider type); whole
 results (``to_arrow``, ``to_pandas``, batches spanning blocks) are unified when joined. Pass
 ``schema=`` for one exact schema in every block.
 """
@@ -143,6 +144,17 @@ class ParquetDatasource(FileBasedDatasource):
             FileUnit(unit.path, hi - lo, unit.partition, (lo, hi), unit.version, unit.size)
             for lo, hi in zip(bounds[:-1], bounds[1:])
         ]
+
+    def _schema_of_file(self, path: str) -> pa.Schema | None:
+        """The first file's schema from its footer, as its row groups are read (with the
+        read options of ``dataset_kwargs``), plus the row-hash column when asked for."""
+        with self._open_file(path) as f:
+            schema = open_parquet_fragment(f, format_kwargs=self._format_kwargs).physical_schema
+        if self._include_row_hash:
+            if ROW_HASH_COLUMN in schema.names:
+                schema = schema.remove(schema.get_field_index(ROW_HASH_COLUMN))
+            schema = schema.append(pa.field(ROW_HASH_COLUMN, pa.uint64()))
+        return schema
 
     # -- reading ----------------------------------------------------------------------------
 

@@ -95,8 +95,9 @@ class DataContext:
         target_min_block_size: Fused transforms join consecutive smaller output blocks, and
             exchanges gather smaller input blocks before preparing them.
         preserve_order: Emit blocks in the order of their inputs (deterministic results).
-        enable_progress_bars: Show per-operator progress bars on a terminal. The environment
-            variable ``SHARDFLOW_DISABLE_PROGRESS_BARS=1`` turns every bar off.
+        enable_progress_bars: Show progress: bars on a terminal (one for the dataset, one per
+            operator), a logged report every ``progress_log_interval_s`` elsewhere. The
+            environment variable ``SHARDFLOW_DISABLE_PROGRESS_BARS=1`` turns it all off.
         num_cpus: Worker slots of the local backend; defaults to the machine's cores.
         num_gpus: GPUs the local backend hands to actors and tasks that ask for them;
             defaults to the devices this process can see. Set it (``sf.init(num_gpus=n)``)
@@ -125,8 +126,9 @@ class DataContext:
             which splits held it up. None waits without end.
         execution_options: Ray Data's ExecutionOptions; ``preserve_order`` is the setting
             above, and resource limits set ``num_cpus`` and ``memory_budget_bytes``.
-        enable_operator_progress_bars: Ray Data's switch for per-operator bars; shardflow's
-            bars are all per operator, so False turns them off.
+        enable_operator_progress_bars: Ray Data's switch for per-operator bars: False leaves
+            only the dataset's bar (``execution_options.verbose_progress=False`` leaves the
+            dataset's and the exchanges').
         arrow_memory_pool: The Arrow memory pool executions make this process's default (and
             their worker processes'): ``"jemalloc"`` (the default), ``"mimalloc"`` (Arrow's
             own default on Linux), ``"system"``, or None to leave Arrow's choice alone. An
@@ -157,6 +159,14 @@ class DataContext:
             shardflow's exchanges give the same rows whichever is set.
         autoscaling_config: Ray Data's actor-pool autoscaling thresholds.
         iceberg_config, lance_config, delta_config: Retry settings of those connectors.
+        progress_log_interval_s: When stderr is not a terminal, seconds between two progress
+            reports logged on the ``shardflow.progress`` logger (an execution shorter than
+            this logs nothing).
+        log_internal_stack_trace: Show shardflow's own frames in the tracebacks of errors
+            raised in tasks (by default they show the user's code only), for debugging
+            shardflow itself. The environment variable
+            ``SHARDFLOW_LOG_INTERNAL_STACK_TRACE=1`` does the same. Ray Data's name; Ray
+            Data writes these frames to its log file instead.
 
     Examples:
         >>> import shardflow as sf
@@ -194,6 +204,8 @@ class DataContext:
     iceberg_config: IcebergConfig = field(default_factory=IcebergConfig)
     lance_config: LanceConfig = field(default_factory=LanceConfig)
     delta_config: DeltaConfig = field(default_factory=DeltaConfig)
+    log_internal_stack_trace: bool = False
+    progress_log_interval_s: float = 5.0
     _kv_configs: dict[str, Any] = field(default_factory=dict, repr=False)
 
     _current: DataContext | None = None
@@ -312,11 +324,9 @@ class DataContext:
         )
 
     def progress_bars_enabled(self) -> bool:
-        return (
-            self.enable_progress_bars
-            and self.enable_operator_progress_bars
-            and _bars_enabled_by_env()
-        )
+        """Whether executions show progress (``enable_progress_bars``, unless the environment
+        turns it off)."""
+        return self.enable_progress_bars and _bars_enabled_by_env()
 
     def validate(self) -> None:
         if not isinstance(self.memory_budget_bytes, int) or self.memory_budget_bytes <= 0:
@@ -346,6 +356,15 @@ class DataContext:
             raise ValueError(
                 "DataContext.actor_pool_idle_timeout_s must be a number >= 0, got "
                 f"{self.actor_pool_idle_timeout_s!r}."
+            )
+        if (
+            isinstance(self.progress_log_interval_s, bool)
+            or not isinstance(self.progress_log_interval_s, (int, float))
+            or self.progress_log_interval_s <= 0
+        ):
+            raise ValueError(
+                "DataContext.progress_log_interval_s must be a number of seconds > 0, got "
+                f"{self.progress_log_interval_s!r}."
             )
         if self.arrow_memory_pool not in (None, "jemalloc", "mimalloc", "system"):
             raise ValueError(
@@ -380,7 +399,10 @@ def _initialised(context: DataContext) -> bool:
 _FIELDS = {f.name for f in fields(DataContext)}
 
 # Ray Data's names for shardflow settings.
-RAY_ALIASES = {"execution_no_progress_timeout_s": "no_progress_timeout_s"}
+RAY_ALIASES = {
+    "execution_no_progress_timeout_s": "no_progress_timeout_s",
+    "log_internal_stack_trace_to_stdout": "log_internal_stack_trace",  # its older name
+}
 
 _NEVER = frozenset()
 
@@ -397,7 +419,6 @@ RAY_ONLY_SETTINGS: dict[str, Any] = {
     "enable_progress_bar_name_truncation": (True, False),
     "enable_auto_log_stats": (False,),
     "verbose_stats_logs": (False,),
-    "log_internal_stack_trace": (False,),
     "use_push_based_shuffle": (False,),
     "use_polars": (False,),
     "use_polars_sort": (False,),

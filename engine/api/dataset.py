@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from shardflow.engine.api.consumption import ConsumptionMixin
 from shardflow.engine.api.delta import DeltaWriteMixin
+from shardflow.engine.api.error_boundary import public_methods_at_boundary
 from shardflow.engine.api.exchanges import ExchangeMixin
 from shardflow.engine.api.expressions import ExpressionsMixin
 from shardflow.engine.api.file_writes import FileWriteMixin
@@ -44,6 +45,7 @@ def _check_fn(fn: Any, method: str) -> None:
         )
 
 
+@public_methods_at_boundary
 class Dataset(
     ExpressionsMixin,
     MapMixin,

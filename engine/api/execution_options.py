@@ -10,8 +10,9 @@ shardflow applies what it has an equivalent for and says so once for the rest:
   actor on the node holding its input (engine/execution/operators/actor_map.py); the local
   backend has one machine, where it changes nothing;
 - ``resource_limits.gpu`` and ``.memory``, ``exclude_resources``, ``label_selector``,
-  ``locality_with_output`` and ``verbose_progress=False`` have no effect in shardflow:
-  setting them warns once.
+  and ``locality_with_output`` have no effect in shardflow: setting them warns once;
+- ``verbose_progress`` shows a progress bar per operator (True, the default) or only the
+  dataset's and the exchanges' (False).
 """
 
 from __future__ import annotations
@@ -163,7 +164,8 @@ class ExecutionOptions:
             as Ray Data's.
         actor_locality_enabled: On Ray, send each task of an actor pool to an actor on the
             node that holds its input, where one has room.
-        verbose_progress: Accepted; shardflow shows one bar per operator when bars are on.
+        verbose_progress: Show a progress bar per operator (True, the default), or only the
+            dataset's bar and the exchanges' (False), as in Ray Data.
         label_selector: Node labels for the tasks (no effect in shardflow).
 
     Examples:
@@ -306,12 +308,6 @@ class ExecutionOptions:
     def verbose_progress(self, value: bool) -> None:
         if not isinstance(value, bool):
             raise TypeError(f"verbose_progress must be a bool, got {value!r}.")
-        if not value:
-            warn_once(
-                "verbose_progress",
-                "ExecutionOptions.verbose_progress=False has no effect: shardflow shows one "
-                "progress bar per operator whenever bars are on (DataContext.enable_progress_bars).",
-            )
         self._verbose_progress = value
 
     @property

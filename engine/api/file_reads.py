@@ -16,6 +16,7 @@ from shardflow.connectors.json import JSONDatasource
 from shardflow.connectors.numpy import NumpyDatasource
 from shardflow.connectors.parquet import ParquetDatasource
 from shardflow.connectors.text import TextDatasource
+from shardflow.engine.api.error_boundary import drop_shardflow_frames
 from shardflow.sdk.file_datasource import FileShuffleConfig
 from shardflow.sdk.partitioning import Partitioning, PathPartitionFilter
 
@@ -25,9 +26,16 @@ _HIVE = Partitioning("hive")
 
 
 def _read(datasource: Any, parallelism: int, override_num_blocks: int | None) -> Any:
+    from shardflow.engine.api.context import DataContext
     from shardflow.engine.api.create import read_datasource
+    from shardflow.sdk.retry import RetryConfig
 
-    datasource._file_units()  # list now, so a missing path fails here and not at execution
+    retry = RetryConfig.from_data_context(DataContext.get_current())
+    try:  # list now, so a missing path fails here and not at execution
+        datasource._file_units(retry)
+    except Exception as exc:
+        drop_shardflow_frames(exc)
+        raise
     return read_datasource(
         datasource, parallelism=parallelism, override_num_blocks=override_num_blocks
     )

@@ -27,9 +27,10 @@ from shardflow.engine.execution.backends.base import Backend
 from shardflow.engine.execution.backends.task_runner import DONE, ERROR
 from shardflow.engine.execution.memory import MemoryBudget
 from shardflow.engine.execution.operators.base import OperatorRuntime, PhysicalOperator
-from shardflow.engine.execution.progress import ProgressBars
+from shardflow.engine.execution.progress import ProgressReporter
 from shardflow.engine.execution.refs import RefBundle
 from shardflow.engine.execution.stats import ExecutionStats
+from shardflow.engine.execution.task_timing import peak_rss
 from shardflow.engine.plan.physical import PhysicalPlan
 from shardflow.sdk.block import BlockMetadata
 
@@ -75,7 +76,8 @@ class StreamingExecutor:
         )
         self._thread: threading.Thread | None = None
         self._started_at = 0.0
-        self._bars: ProgressBars | None = None
+        self._progress: ProgressReporter | None = None
+        self._finished_ok = False
         self._shown = shown
 
     # -- consumer side ------------------------------------------------------------------
@@ -125,21 +127,19 @@ class StreamingExecutor:
         self.stats.bytes_spilled = sum(op.stats.bytes_spilled for op in self._ops)
         if self._started_at:
             self.stats.wall_time_s = time.perf_counter() - self._started_at
-        if self._bars is not None:
-            self._bars.close()
+        self.stats.driver_peak_rss = peak_rss()
+        if self._progress is not None:
+            self._progress.close(self._finished_ok)
+            self._progress = None
 
     # -- scheduling thread --------------------------------------------------------------
 
     def _start(self) -> None:
         self._started_at = time.perf_counter()
+        self.stats.started_at_epoch = time.time()
         for op in self._ops:
             op.start(self.runtime)
-        self._bars = ProgressBars(
-            [op.stats for op in self._shown],
-            [None] * len(self._shown),
-            self.context.progress_bars_enabled(),
-            [getattr(op, "runs_tasks", False) for op in self._shown],
-        )
+        self._progress = ProgressReporter(self._ops, self._shown, self.stats, self.context)
         self._thread = threading.Thread(target=self._run, name="shardflow-executor", daemon=True)
         self._thread.start()
 
@@ -157,6 +157,7 @@ class StreamingExecutor:
                 if self._route():
                     if not ended:
                         ended = True
+                        self._finished_ok = not self.cancelled.is_set()
                         self._out.put(_END)
                     # Tasks of operators stopped by a limit may still be finishing.
                     cancelled_at = cancelled_at or time.monotonic()
@@ -165,6 +166,8 @@ class StreamingExecutor:
                 else:
                     self._dispatch()
                     self._break_standstill()
+                if self._progress is not None:
+                    self._progress.update()
                 try:
                     event = self._events.get(timeout=_WAIT_S)
                 except queue.Empty:
@@ -339,9 +342,8 @@ class StreamingExecutor:
                 self._update_bar(op)
 
     def _update_bar(self, op: PhysicalOperator) -> None:
-        if self._bars is not None and op in self._shown:
-            total = getattr(op, "inputs_received", None) if op.inputs_complete else None
-            self._bars.update(self._shown.index(op), op.stats, total)
+        if self._progress is not None:
+            self._progress.update()
 
     def _cancel_all(self) -> None:
         for op in self._ops:

@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from shardflow.engine.api.context import DataContext
+from shardflow.engine.api.error_boundary import iterate_at_boundary, public_methods_at_boundary
 from shardflow.engine.execution.refs import resolve
+from shardflow.engine.execution.stats import ConsumerTimer
 from shardflow.engine.iteration.batches import (
     iter_batches_from_blocks,
     validate_batch_size,
@@ -36,6 +38,9 @@ class Epoch:
     def interrupt(self) -> None:
         """Stop early (idempotent; nothing to do by default)."""
 
+    def attach_consumer(self, timer: ConsumerTimer) -> None:
+        """Let the execution's statistics report how long the consumer waited."""
+
 
 class EpochIterable:
     """An iterable whose every ``iter()`` starts a new epoch (as Ray Data's iterables).
@@ -49,7 +54,7 @@ class EpochIterable:
         self._open: weakref.WeakSet = weakref.WeakSet()
 
     def __iter__(self) -> Iterator[Any]:
-        iterator = self._make()
+        iterator = iterate_at_boundary(self._make())
         self._open.add(iterator)
         return iterator
 
@@ -58,6 +63,7 @@ class EpochIterable:
             iterator.close()
 
 
+@public_methods_at_boundary
 class DataIterator:
     """An iterator over a dataset's rows and batches, repeatable for several epochs.
 
@@ -294,11 +300,17 @@ class DataIterator:
     def _epoch_batches(self, **options: Any) -> Iterator[Any]:
         epoch = self._start_epoch()
         blocks = _resolved(epoch.items())
+        timer = ConsumerTimer()
+        batches = iter_batches_from_blocks(
+            blocks, on_stop=epoch.interrupt, pandas=_pandas_conversion(), **options
+        )
         try:
-            yield from iter_batches_from_blocks(
-                blocks, on_stop=epoch.interrupt, pandas=_pandas_conversion(), **options
-            )
+            for batch in timer.timed(batches):
+                epoch.attach_consumer(timer)
+                yield batch
         finally:
+            epoch.attach_consumer(timer)
+            batches.close()
             blocks.close()
             epoch.interrupt()
 
@@ -359,6 +371,11 @@ class _DatasetEpoch(Epoch):
 
     def items(self) -> Iterator[tuple[Any, Any]]:
         yield from self._dataset._execute(handle=self._handle)
+
+    def attach_consumer(self, timer: ConsumerTimer) -> None:
+        stats = getattr(self._dataset, "_last_stats", None)
+        if stats is not None:
+            stats.consumer = timer
 
     def interrupt(self) -> None:
         # The consumer stopped (break, an exception, Ctrl-C) while a prefetching thread may

@@ -34,7 +34,8 @@ class Check:
         name: Short name; the pytest method is ``test_<name>``.
         kind: ``"read"`` (needs a Datasource) or ``"write"`` (needs a Datasink).
         fn: ``fn(suite, tmp_path)``.
-        doc: One line saying what is checked.
+        doc: The rule the check enforces (the docstring's first paragraph, on one line);
+            docs/connectors.md lists every check with this text.
     """
 
     name: str
@@ -51,7 +52,8 @@ def check(kind: str) -> Callable[[Callable[[Any, Path], None]], Callable[[Any, P
 
     def register(fn: Callable[[Any, Path], None]) -> Callable[[Any, Path], None]:
         name = fn.__name__[len("check_") :] if fn.__name__.startswith("check_") else fn.__name__
-        doc = (inspect.getdoc(fn) or name).splitlines()[0]
+        paragraph = (inspect.getdoc(fn) or name).split("\n\n")[0]
+        doc = " ".join(line.strip() for line in paragraph.splitlines())
         CHECKS.append(Check(name, kind, fn, doc))
         return fn
 

@@ -87,7 +87,9 @@ def _write_tasks(sink: Any, tasks: list[list[pa.Table]], write_uuid: str) -> lis
 
 @check(WRITE)
 def check_write_round_trip(suite: Any, tmp_path: Path) -> None:
-    """Blocks written by several tasks stay invisible until on_write_complete, then read back."""
+    """Blocks written by several tasks (an empty block among them) stay invisible until
+    on_write_complete, then read back equal.
+    """
     expected = suite.expected_table()
     sink = _sink(suite, tmp_path)
     sink.on_write_start(expected.schema)
@@ -181,7 +183,9 @@ def _assert_unchanged(
 
 @check(WRITE)
 def check_failed_write_leaves_nothing(suite: Any, tmp_path: Path) -> None:
-    """A write task failing midway, then on_write_failed, leaves an empty destination as it was."""
+    """A write task failing midway (write lets its input's error propagate), then on_write_failed,
+    leaves the destination as it was.
+    """
     expected = suite.expected_table()
     if expected.num_rows < 2:
         raise SkipCheck("expected_table() needs at least 2 rows")
@@ -214,7 +218,9 @@ def _fail_on_size(rows: int, batch: pa.Table) -> pa.Table:
 
 @check(WRITE)
 def check_failed_pipeline_write_leaves_nothing(suite: Any, tmp_path: Path) -> None:
-    """When one task of Dataset.write_datasink fails, the destination is left as it was."""
+    """When a task of Dataset.write_datasink fails, its error reaches the caller and the
+    destination is left as it was.
+    """
     sf = import_shardflow()
     expected = suite.expected_table()
     if expected.num_rows < 3:

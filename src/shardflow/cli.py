@@ -256,11 +256,22 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             raise UsageError(f"--storage-options must be a JSON object: {exc}") from None
         if not isinstance(options, dict):
             raise UsageError("--storage-options must be a JSON object, e.g. '{\"anon\": true}'.")
+    from shardflow.sdk.filesystems import with_client_defaults
+    from shardflow.sdk.retry import call_with_retry
+    from shardflow.sdk.storage_errors import StorageError, explain_storage_error
+
     try:
         fs, root = fsspec.core.url_to_fs(args.path, **options)
+        fs = with_client_defaults(fs)
     except (ValueError, ImportError) as exc:
         raise UsageError(f"{args.path}: cannot open this location: {exc}") from None
-    files = _list_files(fs, root, args.path)
+    try:
+        files = call_with_retry(
+            lambda: _list_files(fs, root, args.path), description=f"list {args.path}"
+        )
+    except StorageError as exc:  # credentials, endpoint: one paragraph, no library traceback
+        _err(str(exc))
+        return EXIT_PROBLEM
     if not files:
         raise UsageError(f"{args.path}: no data files (hidden '.'/'_' files are not counted).")
     info: dict[str, Any] = {
@@ -288,7 +299,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         try:
             schema, rows, reader = _read_summary(fmt, data_files, fs)
         except Exception as exc:  # a corrupt file: say which, keep the listing
-            info["error"] = f"reading as {fmt} failed: {type(exc).__name__}: {exc}"
+            explained = explain_storage_error(exc, args.path)
+            info["error"] = (
+                str(explained)
+                if explained is not None
+                else f"reading as {fmt} failed: {type(exc).__name__}: {exc}"
+            )
             code = EXIT_PROBLEM
         else:
             info.update(

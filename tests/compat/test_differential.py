@@ -17,6 +17,7 @@ import cases_interop  # noqa: F401
 import cases_io  # noqa: F401
 import cases_media  # noqa: F401
 import cases_ml_formats  # noqa: F401
+import cases_observability  # noqa: F401
 import cases_pandas  # noqa: F401
 import cases_paths  # noqa: F401
 import cases_random  # noqa: F401

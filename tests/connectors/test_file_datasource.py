@@ -6,7 +6,6 @@ import json
 import logging
 import os
 import pickle
-import time
 
 import cloudpickle
 import pandas as pd
@@ -81,7 +80,8 @@ def test_empty_folder_gives_empty_dataset_and_warning(tmp_path, caplog):
     )
 
 
-def test_ten_thousand_small_files_plan_fast_and_group(tmp_path):
+def test_ten_thousand_small_files_plan_and_group(tmp_path):
+    """How fast the planning is: benchmarks/timing_checks.py (no timing in the test suite)."""
     root = tmp_path / "many"
     for i in range(100):
         folder = root / f"d{i:03d}"
@@ -89,11 +89,8 @@ def test_ten_thousand_small_files_plan_fast_and_group(tmp_path):
         for j in range(100):
             with open(folder / f"f{j:03d}.txt", "w") as f:
                 f.write(f"{i * 100 + j}\n")
-    start = time.perf_counter()
     ds = TextDatasource(str(root))
     tasks = ds.get_read_tasks(16)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 3.0, f"planning 10,000 files took {elapsed:.2f}s"
     assert len(tasks) == 16
     assert sum(len(t.metadata.input_files) for t in tasks) == 10_000
     # the tasks do not carry the whole listing

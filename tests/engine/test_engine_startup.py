@@ -9,6 +9,7 @@ import fcntl
 import json
 import os
 import pty
+import re
 import select
 import struct
 import subprocess
@@ -110,8 +111,11 @@ def test_no_progress_bars_when_stderr_is_not_a_terminal():
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "done"
-    assert "it/s" not in proc.stderr and "tasks" not in proc.stderr and "%|" not in proc.stderr
-    assert proc.stderr.strip() == ""
+    # no bar is drawn; a run longer than DataContext.progress_log_interval_s logs reports
+    # (tests/engine/execution/test_progress.py), which this short one may do on a busy machine
+    assert "it/s" not in proc.stderr and "%|" not in proc.stderr and "\r" not in proc.stderr
+    for line in proc.stderr.splitlines():
+        assert re.match(r"(\S+ \S+ shardflow: Running dataset|  - |Execution finished)", line), line
 
 
 @pytest.mark.timeout(120)
@@ -119,8 +123,9 @@ def test_progress_bars_on_a_terminal_unless_disabled():
     code, stdout, stderr = _run_with_tty_stderr(PIPELINE, _env())
     assert code == 0, stderr
     assert stdout.strip() == "done"
-    # shown on a terminal: the bar names the fused operator
+    # shown on a terminal: the dataset's bar, and a bar naming the fused operator
     assert "ReadRange->MapBatches(slow)" in stderr
+    assert "Running" in stderr and " row" in stderr
 
     code, stdout, stderr = _run_with_tty_stderr(PIPELINE, _env(SHARDFLOW_DISABLE_PROGRESS_BARS="1"))
     assert code == 0, stderr

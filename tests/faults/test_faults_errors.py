@@ -67,16 +67,15 @@ def test_a_fifo_is_refused_instead_of_read_forever(tmp_path):
         sf.read_csv(str(fifo)).take_all()
 
 
+@pytest.mark.timeout(120)  # catches a hang: the stage sleeps far longer than this
 def test_a_stage_without_progress_fails_naming_itself():
     import time
 
     sf.DataContext.get_current().no_progress_timeout_s = 1.0
 
     def stuck(batch):
-        time.sleep(30)
+        time.sleep(600)
         return batch
 
-    start = time.monotonic()
     with pytest.raises(TimeoutError, match=r"MapBatches\(stuck\) waits for"):
         sf.range(4, override_num_blocks=2).map_batches(stuck).take_all()
-    assert time.monotonic() - start < 10

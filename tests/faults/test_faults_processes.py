@@ -29,15 +29,19 @@ def nested_count(row):
     return {"id": row["id"], "n": sf.range(row["id"] + 1).map(double).count()}
 
 
+# Far longer than the tests' timeouts: a test that waited for these calls would time out.
+SLOW_S = 600
+
+
 def slow_after_first(row):
     if row["id"] > 0:
-        time.sleep(30)
+        time.sleep(SLOW_S)
     return row
 
 
 def slow_batches_after_first(batch):
     if batch["id"][0] > 0:
-        time.sleep(30)
+        time.sleep(SLOW_S)
     return batch
 
 
@@ -92,17 +96,14 @@ def test_pipeline_inside_a_user_function(backend):
     assert rows == [{"id": i, "n": i + 1} for i in range(4)]
 
 
+@pytest.mark.timeout(150)  # catches a hang: the other tasks sleep SLOW_S
 @pytest.mark.parametrize("kind", ["process", "thread"])
-def test_satisfied_take_returns_within_two_seconds(kind):
+def test_satisfied_take_returns_without_waiting_for_other_tasks(kind):
     ds = sf.range(8, override_num_blocks=8)
     ds = ds.map(slow_after_first) if kind == "process" else ds.map_batches(slow_batches_after_first)
-    start = time.monotonic()
     assert ds.take(1) == [{"id": 0}]
-    assert time.monotonic() - start < 4  # includes starting workers
-    start = time.monotonic()
     for _ in ds.iter_rows():
         break
-    assert time.monotonic() - start < 3
 
 
 def test_udf_exit_status_reaches_the_script():
@@ -174,8 +175,8 @@ def test_workers_die_with_a_killed_driver(tmp_path):
         pids = [int(p) for p in os.listdir(tmp_path)]
         assert len(pids) >= 2, "the workers never started"
         driver.send_signal(signal.SIGKILL)
-        driver.wait(timeout=10)
-        deadline = time.monotonic() + 3
+        driver.wait(timeout=30)
+        deadline = time.monotonic() + 30  # only catches a hang: workers check every 0.5 s
         while any(_alive(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not any(_alive(p) for p in pids), "workers outlived their driver"

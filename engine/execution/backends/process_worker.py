@@ -54,6 +54,7 @@ def _read_exactly(stream: BinaryIO, n: int):
 
 
 def serve(inbox: BinaryIO, outbox: BinaryIO) -> None:
+    from shardflow.engine.execution import task_timing
     from shardflow.engine.execution.errors import TaskFailure
     from shardflow.engine.execution.shm import for_transfer
     from shardflow.sdk import task_stats
@@ -61,6 +62,7 @@ def serve(inbox: BinaryIO, outbox: BinaryIO) -> None:
     blocks = None
     op_name = "task"
     actor_transform = None
+    begun = task_timing.begin()
     while True:
         message = receive(inbox)
         kind = message[0]
@@ -70,6 +72,7 @@ def serve(inbox: BinaryIO, outbox: BinaryIO) -> None:
             if kind == "run":
                 transform, inputs, ctx, op_name = cloudpickle.loads(message[1])
                 task_stats.reset()
+                begun = task_timing.begin()
                 blocks = transform(inputs, ctx)
                 send(outbox, ("started",))
                 continue
@@ -81,6 +84,7 @@ def serve(inbox: BinaryIO, outbox: BinaryIO) -> None:
             if kind == "call":
                 inputs, ctx, op_name = cloudpickle.loads(message[1])
                 task_stats.reset()
+                begun = task_timing.begin()
                 blocks = actor_transform(inputs, ctx)
                 send(outbox, ("started",))
                 continue
@@ -98,7 +102,9 @@ def serve(inbox: BinaryIO, outbox: BinaryIO) -> None:
                     block = next(blocks)
                 except StopIteration:
                     blocks = None
-                    send(outbox, ("done", task_stats.take()))
+                    counters = dict(task_stats.take())
+                    counters["timing"] = task_timing.finish(begun)
+                    send(outbox, ("done", counters))
                     continue
                 send(outbox, ("block", for_transfer(block)))
         except BaseException as exc:

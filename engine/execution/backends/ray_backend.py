@@ -67,16 +67,19 @@ def stream_blocks(transform, ctx, inputs, runs_before: int = 0):
     Every run of a task must yield as many items as the first one (Ray fails a rerun that
     rebuilds lost blocks otherwise), so what differs between runs goes in item values only.
     """
+    from shardflow.engine.execution import task_timing
     from shardflow.sdk import task_stats
 
     node = _node_id()
     task_stats.reset()
+    begun = task_timing.begin()
     for block in transform(list(inputs), ctx):
         yield (block.num_rows, block.nbytes, runs_before, node)
         yield for_ray(block)
-    counters = task_stats.take()
-    if counters:  # per-task counters last, marked by a string where rows would be
-        yield ("counters", counters, runs_before, node)
+    counters = dict(task_stats.take())
+    counters["timing"] = task_timing.finish(begun)
+    # Per-task counters and timing last, marked by a string where rows would be.
+    yield ("counters", counters, runs_before, node)
 
 
 _NODE_ID: str | None = None

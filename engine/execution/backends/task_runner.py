@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from shardflow.engine.execution import task_timing
 from shardflow.engine.execution.errors import TaskFailure
 from shardflow.sdk import task_stats
 from shardflow.sdk.block import Block, BlockMetadata
@@ -18,6 +19,7 @@ def drive_task(spec: Any, blocks: Iterator[Block], store: Callable[[Block], Any]
     ``store`` turns a produced block into the reference handed to the executor.
     """
     task_stats.reset()
+    begun = task_timing.begin()
     try:
         while True:
             if not spec.gate.acquire():
@@ -30,7 +32,9 @@ def drive_task(spec: Any, blocks: Iterator[Block], store: Callable[[Block], Any]
                 break
             spec.gate.produced(block.nbytes)
             spec.events.put((BLOCK, spec.task_id, store(block), BlockMetadata.of(block)))
-        spec.events.put((DONE, spec.task_id, task_stats.take() or None, None))
+        counters: dict[str, Any] = dict(task_stats.take())
+        counters["timing"] = task_timing.finish(begun)
+        spec.events.put((DONE, spec.task_id, counters, None))
     except BaseException as exc:  # reported to the driver, never swallowed
         spec.gate.unused()
         spec.events.put((ERROR, spec.task_id, TaskFailure(spec.op_name, exc), None))

@@ -24,6 +24,7 @@ from typing import Any
 import cloudpickle
 
 from shardflow.engine.execution.arrow_memory import child_environment
+from shardflow.engine.execution.backends import code_pickling
 from shardflow.engine.execution.backends.base import TaskSpec
 from shardflow.engine.execution.backends.process_worker import receive, send
 from shardflow.engine.execution.backends.task_runner import BLOCK, DONE, ERROR
@@ -193,7 +194,7 @@ class WorkerProcess:
         Returns the failure (the user's constructor raised, or the worker died), or None.
         """
         try:
-            payload = cloudpickle.dumps((transform, op_name))
+            payload = code_pickling.dumps((transform, op_name))
         except Exception as exc:
             return TaskFailure(op_name, exc)
         try:
@@ -233,7 +234,7 @@ class WorkerProcess:
                 message = ("call", cloudpickle.dumps((inputs, spec.ctx, spec.op_name)))
             else:
                 payload = (spec.transform, inputs, spec.ctx, spec.op_name)
-                message = ("run", cloudpickle.dumps(payload))
+                message = ("run", code_pickling.dumps(payload))
         except Exception as exc:
             for item in shared:
                 unlink(item.path)

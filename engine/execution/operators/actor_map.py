@@ -138,6 +138,13 @@ class ActorMapOperator(MapOperator):
     def num_actors(self) -> int:
         return len(self._actors)
 
+    def progress_detail(self) -> str:
+        starting = sum(1 for a in self._actors.values() if not a.ready)
+        running = sum(1 for a in self._actors.values() if a.ready and a.in_flight)
+        idle = sum(1 for a in self._actors.values() if a.ready and not a.in_flight)
+        pending = len(self._queue) + len(self._pool.retry_queue) if self._pool else 0
+        return f"actors: {starting} starting, {running} running, {idle} idle; {pending} pending"
+
     def _start_actor(self) -> bool:
         remote_args = self.options.remote_args() if self.runtime.backend.name == "ray" else {}
         most = self.max_task_retries

@@ -52,6 +52,9 @@ class PhysicalOperator:
     #: (they stop at their next block and their results are dropped). Writes may not: their
     #: tasks must have stopped before the write is cleaned up.
     abandon_tasks = True
+    #: Whether progress shows the operator's steps (an exchange's map and reduce); such an
+    #: operator gets a bar even without ExecutionOptions.verbose_progress, as in Ray Data.
+    phased_progress = False
 
     def __init__(self, name: str, inputs: list[PhysicalOperator]):
         self.name = name
@@ -143,6 +146,29 @@ class PhysicalOperator:
 
     def shutdown(self) -> None:
         """Release everything the operator owns (temporary files); called once at the end."""
+
+    # -- progress -----------------------------------------------------------------------
+
+    def estimated_output_rows(self, input_rows: int | None) -> int | None:
+        """The rows this operator will output in all, for progress bars: exact once it has
+        finished; else extrapolated from its finished tasks when it knows how many tasks it
+        will run; else its inputs' estimate (``input_rows``, None when unknown)."""
+        stats = self.stats
+        if stats.finished_at is not None:
+            return stats.rows_out
+        records = stats.task_records
+        expected = self.expected_tasks()
+        if records and expected:
+            return int(sum(r.rows for r in records) / len(records) * max(expected, len(records)))
+        return input_rows
+
+    def expected_tasks(self) -> int | None:
+        """How many tasks the operator will run in all, when known."""
+        return None
+
+    def progress_detail(self) -> str:
+        """A short state shown beside the operator's progress (its tasks, actors, steps)."""
+        return ""
 
 
 @dataclass

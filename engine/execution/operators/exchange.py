@@ -35,6 +35,7 @@ class ExchangeOperator(PhysicalOperator):
     """
 
     runs_tasks = True
+    phased_progress = True
 
     def __init__(
         self,
@@ -65,8 +66,8 @@ class ExchangeOperator(PhysicalOperator):
         self._held_in_memory = 0
 
     def start(self, runtime: Any) -> None:
-        self._prepare = TaskPool(self, ordered=False, counts_output=False)
-        self._reduce = TaskPool(self, ordered=True)
+        self._prepare = TaskPool(self, ordered=False, counts_output=False, phase="map")
+        self._reduce = TaskPool(self, ordered=True, phase="reduce")
         super().start(runtime)
         self._block_limit = _debug_block_limit(self.spec, runtime.context)
 
@@ -85,6 +86,7 @@ class ExchangeOperator(PhysicalOperator):
         if limit is not None and self._received[input_index] >= limit:
             self.runtime.budget.release(bundle.charge)  # left out: see _debug_block_limit
             return
+        self.stats.rows_in += bundle.num_rows
         seq = self._received[input_index]
         self._received[input_index] += 1
         if self.spec.prepare(input_index) is None and not self._must_spill():
@@ -156,8 +158,19 @@ class ExchangeOperator(PhysicalOperator):
                 side_bundle = bundles.pop()
                 side = self.runtime.backend.get(side_bundle.ref)
                 self.runtime.budget.release(side_bundle.charge)
+                self._uncount_side(task_index, side_bundle)
             for position, bundle in enumerate(bundles):
                 self._add_run(Run(input_index, bundle, side), (input_index, first_seq, position))
+
+    def _uncount_side(self, task_index: int, side: RefBundle) -> None:
+        """A prepare task's side block (sort samples) is not part of its output in stats."""
+        rows, size = side.num_rows, side.meta.size_bytes or 0
+        self.stats.phase("map").rows -= rows
+        for record in self.stats.task_records:
+            if record.phase == "map" and record.index == task_index:
+                record.rows -= rows
+                record.bytes -= size
+                break
 
     def _add_run(self, run: Run, order: tuple[int, int, int]) -> None:
         if not self.runtime.backend.spills_locally and run.bundle.charge:
@@ -187,6 +200,8 @@ class ExchangeOperator(PhysicalOperator):
             context.target_min_block_size,
         )
         self._plans = [_read_back_if_spilled(plan) for plan in self.spec.plan(runs, ctx)]
+        self.stats.phase("map").total = self.stats.phase("map").tasks
+        self.stats.phase("reduce").total = sum(1 for p in self._plans if p.passthrough is None)
 
     # -- reduce phase -------------------------------------------------------------------
 
@@ -247,6 +262,31 @@ class ExchangeOperator(PhysicalOperator):
         return bool(self._prepare.running or self._reduce.running or any(self._queues)) or (
             self._plans is not None and self._next_plan < len(self._plans)
         )
+
+    # -- progress -----------------------------------------------------------------------
+
+    def estimated_output_rows(self, input_rows: int | None) -> int | None:
+        """Extrapolated from finished reduce tasks once there are some; before, the rows in
+        (shuffles, sorts and repartitions keep every row; an aggregation's bar corrects
+        itself when its first reduce task ends)."""
+        stats = self.stats
+        if stats.finished_at is not None:
+            return stats.rows_out
+        reduced = [r for r in stats.task_records if r.phase == "reduce"]
+        total = stats.phase("reduce").total
+        if reduced and total:
+            return int(sum(r.rows for r in reduced) / len(reduced) * total)
+        return input_rows
+
+    def progress_detail(self) -> str:
+        steps = []
+        for phase in ("map", "reduce"):
+            info = self.stats.phase(phase)
+            if phase == "map" and not info.tasks and self._plans is not None:
+                continue  # nothing to prepare: blocks became runs as they were
+            total = info.total if info.total is not None else "?"
+            steps.append(f"{phase} {info.finished}/{total}")
+        return ", ".join(steps) + " tasks"
 
     # -- outputs ------------------------------------------------------------------------
 

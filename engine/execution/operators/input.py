@@ -23,6 +23,11 @@ class InputOperator(PhysicalOperator):
         super().__init__(name, [])
         self._items = deque(bundles)
         self.num_items = len(self._items)
+        rows = [b.meta.num_rows if b.meta is not None else None for b in self._items]
+        self.rows_total = None if None in rows else sum(rows)  # type: ignore[arg-type]
+
+    def estimated_output_rows(self, input_rows: int | None) -> int | None:
+        return self.rows_total
 
     def has_next(self) -> bool:
         return bool(self._items) and not self.cancelled

@@ -17,6 +17,7 @@ class LimitOperator(PhysicalOperator):
 
     def __init__(self, name: str, input_op: PhysicalOperator, limit: int):
         super().__init__(name, [input_op])
+        self.limit = limit
         self.remaining = limit
         self._ready: deque[RefBundle] = deque()
         self._emitted = False
@@ -72,3 +73,8 @@ class LimitOperator(PhysicalOperator):
         for bundle in self._ready:
             self.runtime.budget.release(bundle.charge)
         self._ready.clear()
+
+    def estimated_output_rows(self, input_rows: int | None) -> int | None:
+        if self.stats.finished_at is not None:
+            return self.stats.rows_out
+        return self.limit if input_rows is None else min(self.limit, input_rows)

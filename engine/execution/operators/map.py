@@ -128,6 +128,22 @@ class MapOperator(PooledOperator):
             return 0
         return self._queued_charge or (1 if self._queue else 0)
 
+    # -- progress -----------------------------------------------------------------------
+
+    def expected_tasks(self) -> int | None:
+        if self.min_rows_per_task:
+            return None
+        if self.inputs_complete:
+            return self.inputs_received
+        upstream = self.input_ops[0]
+        return getattr(upstream, "num_items", None) if not upstream.input_ops else None
+
+    def progress_detail(self) -> str:
+        expected = self.expected_tasks()
+        running = len(self._pool.running) if self._pool is not None else 0
+        done = self.stats.tasks_finished
+        return f"{running} running, {done}/{expected if expected is not None else '?'} tasks"
+
     @property
     def stages(self) -> list[Any]:
         return list(getattr(self.transform, "stages", []))

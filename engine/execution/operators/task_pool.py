@@ -19,6 +19,7 @@ from shardflow.engine.execution.backends.task_runner import BLOCK, DONE, ERROR
 from shardflow.engine.execution.errors import WorkerCrashedError, is_retryable
 from shardflow.engine.execution.operators.base import PhysicalOperator
 from shardflow.engine.execution.refs import RefBundle
+from shardflow.engine.execution.stats import TaskRecord
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,9 @@ class PoolTask:
     actor: Any = None  # the actor it runs on (actor pools)
     remote_args: dict[str, Any] | None = None  # its resources on Ray
     retried_by_backend: bool = False  # the backend runs it again after failures, not the pool
+    rows: int = 0  # what this attempt produced
+    bytes: int = 0
+    launched_at: float = field(default_factory=time.time)  # driver's clock, for the timeline
 
 
 def is_worker_crash(failure: Any) -> bool:
@@ -151,8 +155,10 @@ class TaskPool:
         ordered: bool,
         counts_output: bool = True,
         relaunch_by_operator: bool = False,
+        phase: str = "",
     ):
         self.op = op
+        self.phase = phase
         self.ordered = ordered
         self.counts_output = counts_output
         self.relaunch_by_operator = relaunch_by_operator
@@ -207,6 +213,7 @@ class TaskPool:
         self.outputs.setdefault(index, deque())
         stats = self.op.stats
         stats.tasks += 1
+        stats.phase(self.phase).tasks += 1
         stats.mark_started()
         return task
 
@@ -238,6 +245,8 @@ class TaskPool:
             retries=self._retries_left(task),
         )
         task.started = time.perf_counter()
+        task.launched_at = time.time()
+        task.rows = task.bytes = 0
         self.running[task.task_id] = task
         return task
 
@@ -253,6 +262,9 @@ class TaskPool:
                 self.runtime.budget.release(bundle.charge)
                 return
             self.outputs[task.index].append(bundle)
+            task.rows += meta.num_rows or 0
+            task.bytes += meta.size_bytes or 0
+            stats.phase(self.phase).rows += meta.num_rows or 0
             self.queued_bytes += bundle.charge
             stats.peak_queued_bytes = max(stats.peak_queued_bytes, self.queued_bytes)
             if self.counts_output:
@@ -266,7 +278,7 @@ class TaskPool:
                 stats.tasks_retried += payload.get("task_retries", 0)  # by the backend
                 if "node" in payload:  # the Ray node it ran on
                     stats.tasks_per_node[payload["node"]] += 1
-            self._finish(task)
+            self._finish(task, (payload or {}).get("timing"))
         elif event == ERROR:
             if self.op.cancelled:
                 self._finish(task)
@@ -350,7 +362,9 @@ class TaskPool:
         )
         return True
 
-    def _finish(self, task: PoolTask) -> None:
+    def _finish(self, task: PoolTask, timing: dict[str, Any] | None = None) -> None:
+        if timing is not None or not self.op.cancelled:
+            self._record(task, timing)
         del self.running[task.task_id]
         self.runtime.task_finished(task.task_id)
         self.finished.add(task.index)
@@ -358,7 +372,30 @@ class TaskPool:
             self.runtime.budget.release(bundle.charge)
         stats = self.op.stats
         stats.tasks_finished += 1
+        stats.phase(self.phase).finished += 1
         stats.task_time_s += time.perf_counter() - task.started
+
+    def _record(self, task: PoolTask, timing: dict[str, Any] | None) -> None:
+        """Keep the task for stats() and the timeline: as the worker measured it, or as the
+        driver saw it when the worker reported nothing."""
+        timing = timing or {}
+        record = TaskRecord(
+            operator=self.op.name,
+            index=task.index if task.name_index is None else task.name_index,
+            start=timing.get("start", task.launched_at),
+            end=timing.get("end", time.time()),
+            cpu_s=timing.get("cpu_s"),
+            rows=task.rows,
+            bytes=task.bytes,
+            pid=timing.get("pid"),
+            thread=timing.get("thread", 0),
+            worker=_worker_name(timing, task),
+            node=timing.get("node", ""),
+            peak_rss=timing.get("peak_rss"),
+            phase=self.phase,
+            attempt=task.attempt,
+        )
+        self.op.stats.task_records.append(record)
 
     def pop_ready(self) -> Iterator[RefBundle]:
         """Blocks ready to go downstream: all of them, or in task order when ordered."""
@@ -417,6 +454,13 @@ class TaskPool:
 
     def held_bytes(self) -> int:
         return self.queued_bytes + sum(b.charge for t in self.running.values() for b in t.inputs)
+
+
+def _worker_name(timing: dict[str, Any], task: PoolTask) -> str:
+    if not timing:
+        return "driver"
+    kind = "actor" if task.actor is not None else task.kind
+    return f"{kind} {timing.get('thread_name', '')} (pid {timing.get('pid')})".replace("  ", " ")
 
 
 def peek_lazy(bundles: deque[RefBundle]) -> bool | None:

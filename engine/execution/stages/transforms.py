@@ -16,7 +16,7 @@ import cloudpickle
 import numpy as np
 import pyarrow as pa
 
-from shardflow.engine.execution.errors import UserCodeError, wrap_user_exception
+from shardflow.engine.execution.errors import UserCodeError, wrap_task_exception
 from shardflow.engine.execution.refs import resolve
 from shardflow.engine.execution.stages.udf import (  # noqa: F401  (the stages of user functions)
     BatchMapStage,
@@ -279,8 +279,8 @@ def _guard(name: str, stream: Iterator[Block]) -> Iterator[Block]:
         yield from stream
     except UserCodeError:
         raise
-    except Exception as exc:
-        raise wrap_user_exception(name, exc) from exc
+    except Exception as exc:  # not from a call of a user function: those are wrapped there
+        raise wrap_task_exception(name, exc) from exc
 
 
 def rebatch_blocks(blocks: Iterable[Block], batch_size: int | None) -> Iterator[Block]:

@@ -210,11 +210,34 @@ class BatchMapStage(UDFStage):
         try:
             return to_block(result)
         except (TypeError, ValueError, pa.ArrowException) as exc:
-            raise ValueError(
-                f"{self.name}: the function must return a pyarrow.Table, a pandas.DataFrame or a "
-                f"dict of column name to numpy array (one entry per column); it returned "
-                f"{type(result).__name__}. ({exc})"
-            ) from exc
+            raise ValueError(f"{self.name}: {describe_bad_batch(result, exc)}") from None
+
+
+def describe_bad_batch(result: Any, error: BaseException) -> str:
+    """Why ``result``, returned by a ``map_batches`` function, is not a batch, and what to do."""
+    expected = (
+        "The function must return a pyarrow.Table, a pandas.DataFrame or a dict of column "
+        "name to an array with one value per row"
+    )
+    if isinstance(result, Mapping) and result:
+        lengths = {}
+        for name, values in result.items():
+            if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+                return (
+                    f"{expected}; column {name!r} is a single {type(values).__name__}, not an "
+                    f"array. Return one value per row, e.g. {{{name!r}: np.full(n, value)}}."
+                )
+            lengths[name] = len(values)
+        if len(set(lengths.values())) > 1:
+            shown = ", ".join(f"{name!r}: {n}" for name, n in lengths.items())
+            return (
+                f"{expected}; the columns it returned have different lengths ({shown} values). "
+                "Every column of a batch must have one value per row: return columns of equal "
+                "length (a batch may have fewer or more rows than it was given)."
+            )
+    if isinstance(result, Mapping) or hasattr(result, "columns"):
+        return f"{expected}; converting what it returned failed: {type(error).__name__}: {error}"
+    return f"{expected}; it returned {type(result).__name__}."
 
 
 #: Row functions see a block's rows at most this many rows and about this many Arrow bytes at

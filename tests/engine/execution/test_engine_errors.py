@@ -230,32 +230,26 @@ def test_failure_cancels_outstanding_work(backend, tmp_path):
     ds = sf.range(100 * 50, override_num_blocks=100).map_batches(
         fail_on_first_block, fn_args=(str(tmp_path),), batch_size=None
     )
-    start = time.monotonic()
     with pytest.raises(ValueError, match="bad record 0"):
         ds.take_all()
-    elapsed = time.monotonic() - start
     time.sleep(0.5)  # anything still running would leave more files
     calls = len(os.listdir(tmp_path))
     assert calls < 20, f"{calls} of 100 tasks ran after the first one failed"
-    assert elapsed < 30
     # the backend is healthy afterwards
     assert sf.range(10).map_batches(lambda b: b).count() == 10
 
 
 @pytest.mark.timeout(60)
 def test_early_stop_of_iteration_returns_promptly(backend):
+    # a billion rows: reading them all would take far longer than the test's timeout
     ds = sf.range(10**9, override_num_blocks=200).map_batches(lambda b: {"id": b["id"] * 2})
-    start = time.monotonic()
     for batch in ds.iter_batches(batch_size=100):
         np.testing.assert_array_equal(batch["id"], np.arange(100) * 2)
         break
-    assert time.monotonic() - start < 20
-    start = time.monotonic()
     iterator = iter(ds.iter_rows())
     assert next(iterator) == {"id": 0}
     del iterator
     assert sf.range(5).take_all() == [{"id": i} for i in range(5)]
-    assert time.monotonic() - start < 20
 
 
 @pytest.mark.timeout(60)

@@ -1,5 +1,6 @@
-"""A training loop fed by iter_torch_batches barely waits: batches are prepared ahead of it in
-a background thread, on both backends."""
+"""A training loop fed by iter_torch_batches gets every batch, prepared ahead of it in a
+background thread, on both backends. How little it waits is a timing check:
+benchmarks/timing_checks.py (the test suite asserts no elapsed time)."""
 
 from __future__ import annotations
 
@@ -18,26 +19,20 @@ def normalize(batch):
     return {"image": images, "label": batch["data"][:, 0, 0, 0] % 10}
 
 
-def test_training_loop_waits_under_ten_percent(backend):
+def test_training_loop_gets_every_batch_prefetched(backend):
     ds = sf.range_tensor(6400, shape=(3, 16, 16), override_num_blocks=16).map_batches(normalize)
-    waited, steps, seen = 0.0, 0, 0
+    steps, seen, labels = 0, 0, []
     batches = iter(
         ds.iter_torch_batches(batch_size=64, prefetch_batches=4, dtypes={"label": torch.int64})
     )
-    first = next(batches)  # the pipeline's start is not part of the steady state
-    seen += len(first["label"])
-    start = time.perf_counter()
-    while True:
-        asked = time.perf_counter()
-        try:
-            batch = next(batches)
-        except StopIteration:
-            break
-        waited += time.perf_counter() - asked
+    for batch in batches:
         assert batch["image"].shape[1:] == (3, 16, 16) and batch["image"].dtype == torch.float32
+        assert batch["label"].dtype == torch.int64
         seen += len(batch["label"])
+        labels.append(batch["label"].numpy())
         time.sleep(0.01)  # the training step
         steps += 1
-    total = time.perf_counter() - start
-    assert seen == 6400 and steps == 99
-    assert waited / total < 0.10, f"waited {waited:.3f} s of {total:.3f} s"
+    assert seen == 6400 and steps == 100
+    # oracle: the labels NumPy computes from the same tensors, in order
+    expected = np.arange(6400) % 10
+    np.testing.assert_array_equal(np.concatenate(labels), expected)

@@ -197,13 +197,12 @@ def test_epoch_starts_when_every_split_started(backend, tmp_path):
     assert sorted(results["a"][0] + results["b"][0]) == list(range(100))
 
 
+@pytest.mark.timeout(120)  # catches a barrier that never times out
 def test_barrier_times_out_with_a_clear_error(backend, fresh_context):
     fresh_context.streaming_split_timeout_s = 0.5
     it0, _unused = sf.range(10).streaming_split(2)
-    start = time.monotonic()
     with pytest.raises(TimeoutError, match=r"split\(s\) \[1\] to start iterating"):
         list(it0.iter_batches())
-    assert time.monotonic() - start < 10
 
 
 # -- early stop, failures -----------------------------------------------------------------
