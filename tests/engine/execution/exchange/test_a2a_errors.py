@@ -151,15 +151,20 @@ def test_equal_split_of_fewer_rows_than_splits_gives_empty_splits():
         (-1, "test_size"),
         (10, "smaller than the size of the dataset"),
         (11, "smaller than the size"),
-        (0.0, "between 0 and 1"),
-        (1.0, "between 0 and 1"),
-        (1.5, "between 0 and 1"),
-        ("a", "test_size"),
+        (0.0, "bigger than 0 and smaller than 1"),
+        (1.0, "bigger than 0 and smaller than 1"),
+        (1.5, "bigger than 0 and smaller than 1"),
     ],
 )
 def test_train_test_split_bad_sizes(test_size, match):
     with pytest.raises(ValueError, match=match):
         sf.range(10).train_test_split(test_size)
+
+
+def test_train_test_split_size_of_another_type_is_a_type_error():
+    # Ray Data's type and words.
+    with pytest.raises(TypeError, match="`test_size` must be int or float"):
+        sf.range(10).train_test_split("a")
 
 
 # -- zip, join, union ----------------------------------------------------------------------------
