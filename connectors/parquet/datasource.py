@@ -154,6 +154,10 @@ class ParquetDatasource(FileBasedDatasource):
             if ROW_HASH_COLUMN in schema.names:
                 schema = schema.remove(schema.get_field_index(ROW_HASH_COLUMN))
             schema = schema.append(pa.field(ROW_HASH_COLUMN, pa.uint64()))
+        if self._tensor_column_schema:  # the tensor columns' types, as the reads give them
+            from shardflow.sdk.tensor_types import decode_tensor_columns
+
+            schema = decode_tensor_columns(schema.empty_table(), self._tensor_column_schema).schema
         return schema
 
     # -- reading ----------------------------------------------------------------------------
