@@ -205,7 +205,8 @@ def test_join_bad_partitions_and_keys(ds):
 # -- seeds and other arguments ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("seed", [1.5, "7", np.float64(2.0)])  # -1 and True pass the call, as in Ray
+# -1 and True pass the call, as in Ray Data.
+@pytest.mark.parametrize("seed", [1.5, "7", np.float64(2.0)])
 def test_bad_seeds(seed):
     ds = sf.range(10)
     for call in (
