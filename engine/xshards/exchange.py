@@ -308,10 +308,12 @@ def _check_columns(cols: list[str], columns: list[Any]) -> None:
 
 
 def hash_destinations(df: Any, cols: list[str], num: int) -> np.ndarray:
-    import pandas as pd
+    # From the submodule, not ``pd.util``: a worker whose first import of pandas was cut
+    # short (a task cancelled mid-import) keeps pandas.util loaded but not bound on pandas.
+    from pandas.util import hash_pandas_object
 
     _check_columns(cols, list(df.columns))
-    hashes = pd.util.hash_pandas_object(df[cols], index=False).to_numpy()
+    hashes = hash_pandas_object(df[cols], index=False).to_numpy()
     return (hashes % np.uint64(num)).astype(np.int64)
 
 

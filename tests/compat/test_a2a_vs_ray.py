@@ -48,7 +48,8 @@ def ray_table(ds: Any) -> pa.Table:
     import ray
 
     tables = [t for t in ray.get(ds.to_arrow_refs()) if t.num_rows or t.num_columns]
-    return pa.concat_tables(tables) if tables else pa.table({})
+    # Ray's blocks may disagree on a column's type (null where a block held only nulls).
+    return pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
 
 
 def canonical(value: Any) -> Any:

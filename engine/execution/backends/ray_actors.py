@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +41,12 @@ from shardflow.engine.execution.errors import TaskFailure
 logger = logging.getLogger(__name__)
 _EPS = 1e-9
 _remote_class = None
+#: How often the driver looks at a starting actor's state in Ray's control store.
+_READY_POLL_S = 5.0
+#: An actor the control store has called alive this long without its first call returning
+#: is replaced (see ``RayActor._await_ready``), at most ``_READY_REPLACEMENTS`` times.
+_LOST_READY_S = 20.0
+_READY_REPLACEMENTS = 2
 
 
 class _MapActor:
@@ -168,26 +175,71 @@ class RayActor:
         self._ended = False
         self._lock = threading.Lock()
         self.node_id: str | None = None  # known once it is ready; updated by its tasks
-        self.actor = _remote_class.options(**options).remote(
+        self._options = options
+        self.actor = self._create()
+        backend.drivers.submit(self._await_ready)
+
+    def _create(self) -> Any:
+        spec = self._spec
+        return _remote_class.options(**self._options).remote(
             spec.transform, spec.op_name, applied_memory_pool()
         )
-        backend.drivers.submit(self._await_ready)
 
     def _await_ready(self) -> None:
         from shardflow.engine.execution.backends.ray_backend import unwrap_ray_error
 
         spec = self._spec
         try:
-            # Waits through restarts: a node lost while the actor is constructed is not a
-            # failure of the user's constructor.
-            ready = self.actor.ready.options(max_task_retries=-1 if self.restartable else 0)
-            failure, self.node_id = self._backend.ray.get(ready.remote())
+            failure, self.node_id = self._first_call()
         except BaseException as exc:
             failure = TaskFailure(spec.op_name, unwrap_ray_error(exc))
         if failure is None:
             spec.events.put((DONE, spec.actor_id, None, None))
         else:
             spec.events.put((ERROR, spec.actor_id, failure, None))
+
+    def _first_call(self) -> tuple[TaskFailure | None, str | None]:
+        """The answer of the actor's ``ready`` call.
+
+        Waits through restarts: a node lost while the actor is constructed is not a failure
+        of the user's constructor. In a long-lived Ray session, now and then the driver never
+        learns that an actor it created is alive (Ray's control store has it alive, its
+        worker ran the constructor, yet the first call stays queued in the driver for good),
+        which would hold the pipeline forever; such an actor is killed and created again.
+        """
+        ray = self._backend.ray
+        for attempt in range(_READY_REPLACEMENTS + 1):
+            ready = self.actor.ready.options(max_task_retries=-1 if self.restartable else 0)
+            ref = ready.remote()
+            alive_since: float | None = None
+            while True:
+                done, _ = ray.wait([ref], timeout=_READY_POLL_S, fetch_local=False)
+                if done or self._ended:
+                    return ray.get(ref)
+                if _control_store_state(self.actor) != "ALIVE":
+                    alive_since = None
+                    continue
+                alive_since = alive_since or time.monotonic()
+                if time.monotonic() - alive_since < _LOST_READY_S:
+                    continue
+                if attempt == _READY_REPLACEMENTS:
+                    return ray.get(ref)  # as Ray would: wait on
+                logger.warning(
+                    "%s: an actor Ray reports alive did not answer its first call in %.0f s; "
+                    "starting another in its place.",
+                    self._spec.op_name,
+                    _LOST_READY_S,
+                )
+                with self._lock:
+                    if self._ended:
+                        return ray.get(ref)
+                    try:
+                        ray.kill(self.actor, no_restart=True)
+                    except Exception:
+                        pass
+                    self.actor = self._create()
+                break
+        raise AssertionError("unreachable")
 
     def submit(self, spec: TaskSpec) -> None:
         from shardflow.engine.execution.backends.ray_backend import RetryableTaskError, task_args
@@ -223,3 +275,13 @@ class RayActor:
         except Exception:
             pass
         self._on_exit()
+
+
+def _control_store_state(actor: Any) -> str | None:
+    """The actor's state in Ray's control store (GCS), or None where it cannot be read."""
+    try:
+        from ray._private import state
+
+        return state.actors(actor_id=actor._actor_id.hex()).get("State")
+    except Exception:
+        return None

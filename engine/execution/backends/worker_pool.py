@@ -28,7 +28,11 @@ from shardflow.engine.execution.backends import code_pickling
 from shardflow.engine.execution.backends.base import TaskSpec
 from shardflow.engine.execution.backends.process_worker import receive, send
 from shardflow.engine.execution.backends.task_runner import BLOCK, DONE, ERROR
-from shardflow.engine.execution.backends.zygote import receive_message, send_message
+from shardflow.engine.execution.backends.zygote import (
+    ZYGOTE_ENVIRONMENT,
+    receive_message,
+    send_message,
+)
 from shardflow.engine.execution.errors import TaskFailure, WorkerCrashedError
 from shardflow.engine.execution.shm import (
     SHM_DIR_ENV,
@@ -50,7 +54,7 @@ class Zygote:
 
     def __init__(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = {**os.environ, **child_environment()}
+        env = {**ZYGOTE_ENVIRONMENT, **os.environ, **child_environment()}
         try:  # blocks to and from workers go through this run's private folder
             env[SHM_DIR_ENV] = private_folder()
         except OSError:  # no folder: blocks are pickled through the pipes instead

@@ -16,8 +16,13 @@ preload -> pid; ``status`` pid -> exit code or None.
 
 Preloading: a fork request may name heavy modules (see ``PRELOADABLE``) that the zygote
 imports once before forking, so that every actor using them starts without importing them
-again (importing torch takes more than a second). Only modules known to start no threads and
-to touch no device at import are preloaded, so forking stays safe.
+again (importing torch takes more than a second).
+
+Single-threaded: the zygote forks only while it has one thread. Arrow's jemalloc and numpy's
+OpenBLAS would start threads, so the zygote runs with them off (``ZYGOTE_ENVIRONMENT``);
+should a thread run all the same (the user's own settings of those, a preloaded module that
+starts one, as some builds of torch do), the zygote starts each worker from then on as a
+fresh interpreter (fork + exec), slower to start but safe.
 """
 
 from __future__ import annotations
@@ -33,9 +38,25 @@ import sys
 _LEN = struct.Struct("<I")
 _PR_SET_PDEATHSIG = 1
 
-#: Modules the zygote may import before forking on request: heavy to import, and neither
-#: starting threads nor initializing a device when imported.
+#: Modules the zygote may import before forking on request: heavy to import, and
+#: initializing no device when imported.
 PRELOADABLE = ("torch",)
+
+#: Environment of the zygote (where the user set none of these): no background thread in
+#: Arrow's jemalloc, no thread pool in OpenBLAS (numpy would start one per core at import).
+#: Workers therefore run numpy's BLAS on one thread, one worker per CPU, as Ray's tasks do.
+ZYGOTE_ENVIRONMENT = {
+    "JE_ARROW_MALLOC_CONF": "background_thread:false",
+    "OPENBLAS_NUM_THREADS": "1",
+}
+
+
+def thread_count() -> int:
+    """Threads of this process (1 where /proc cannot tell)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
 
 
 def _preload(names: list[str]) -> None:
@@ -107,6 +128,28 @@ def _run_child(inbox_fd: int, outbox_fd: int, env: dict[str, str], driver_pid: i
         os._exit(code)
 
 
+def _start_fresh(fds: list[int], env: dict[str, str], driver_pid: int) -> int:
+    """A worker started as a fresh interpreter (fork + exec: safe with threads)."""
+    import subprocess
+
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            __spec__.name,
+            "--worker",
+            str(fds[0]),
+            str(fds[1]),
+            str(driver_pid),
+        ],
+        pass_fds=fds,
+        env={**os.environ, **env},
+        stdin=subprocess.DEVNULL,
+    )
+    process.returncode = 0  # reaped by serve(); keeps Popen from warning or reaping it
+    return process.pid
+
+
 def serve(control: socket.socket, driver_pid: int) -> None:
     exit_codes: dict[int, int] = {}
     children: set = set()
@@ -134,10 +177,13 @@ def serve(control: socket.socket, driver_pid: int) -> None:
             return
         if message["op"] == "fork":
             _preload(message.get("preload", []))
-            pid = os.fork()
-            if pid == 0:
-                control.close()
-                _run_child(fds[0], fds[1], message.get("env", {}), driver_pid)
+            if thread_count() > 1:
+                pid = _start_fresh(fds, message.get("env", {}), driver_pid)
+            else:
+                pid = os.fork()
+                if pid == 0:
+                    control.close()
+                    _run_child(fds[0], fds[1], message.get("env", {}), driver_pid)
             for fd in fds:
                 os.close(fd)
             children.add(pid)
@@ -148,6 +194,8 @@ def serve(control: socket.socket, driver_pid: int) -> None:
 
 
 def main() -> None:
+    if sys.argv[1] == "--worker":  # started fresh by a zygote that has threads
+        _run_child(int(sys.argv[2]), int(sys.argv[3]), {}, int(sys.argv[4]))
     control_fd, driver_pid = int(sys.argv[1]), int(sys.argv[2])
     # No PDEATHSIG here: it would fire when the driver *thread* that started the zygote ends.
     # The zygote ends when the driver's end of the control socket closes instead.

@@ -388,3 +388,45 @@ def test_actor_pools_asking_for_every_cpu_do_not_starve_the_read(backend, tmp_pa
     folder = _write_images(tmp_path / "images")
     ds = sf.read_images(folder).map_batches(MeanPixel, batch_size=4, **kwargs)
     assert sorted(ds.take_batch(12)["mean"].tolist()) == [float(i * 10) for i in range(12)]
+
+
+class _SilentActor:
+    """An actor that is alive but never answers its first call: what the driver sees when
+    Ray loses the news that an actor it created is alive."""
+
+    def ready(self):
+        import time
+
+        time.sleep(3600)
+
+
+def test_ray_actor_that_never_answers_its_first_call_is_replaced(
+    ray_session, fresh_context, monkeypatch, caplog, tmp_path
+):
+    from shardflow.engine.execution.backends import ray_actors
+
+    monkeypatch.setattr(ray_actors, "_READY_POLL_S", 0.2)
+    monkeypatch.setattr(ray_actors, "_LOST_READY_S", 1.0)
+    created = []
+    real_create = ray_actors.RayActor._create
+
+    def create(self):
+        created.append(self._spec.op_name)
+        if len(created) == 1:
+            return ray_session.remote(_SilentActor).options(num_cpus=0).remote()
+        return real_create(self)
+
+    monkeypatch.setattr(ray_actors.RayActor, "_create", create)
+    sf.init(backend="ray")
+    ds = sf.range(20, override_num_blocks=4).map_batches(
+        Scale,
+        fn_constructor_args=(str(tmp_path),),
+        fn_constructor_kwargs={"factor": 2},
+        concurrency=1,
+    )
+    with caplog.at_level("WARNING", logger=ray_actors.__name__):
+        out = ds.take_batch(20)
+    np.testing.assert_array_equal(np.sort(out["out"]), np.arange(20) * 2)
+    assert len(created) == 2
+    assert "did not answer its first call" in caplog.text
+    assert ray_actors._control_store_state(ray_session.get_actor) is None  # not an actor

@@ -68,8 +68,10 @@ class _Worker:
 
 @pytest.mark.skipif(
     not os.environ.get("SHARDFLOW_TEST_XSHARDS_ACTORS"),
-    reason="its actors never started once in a full run on two xdist workers (a hang to find); "
-    "SHARDFLOW_TEST_XSHARDS_ACTORS=1 runs it",
+    reason="in a long test session Ray now and then never tells the driver that an actor it "
+    "created is alive, and this test's own actors have no guard against it (shardflow's "
+    "pools replace such an actor, see RayActor._first_call); SHARDFLOW_TEST_XSHARDS_ACTORS=1 "
+    "runs it",
 )
 def test_ray_xshards_with_actors(on_ray):
     ray = on_ray
