@@ -10,7 +10,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test ci lint fmt typecheck wheel wheel-check pytest test-cluster bench install clean \
+.PHONY: demo test ci lint fmt typecheck wheel wheel-check pytest test-slow test-cluster bench install clean \
 	compat-table
 
 $(PY):
@@ -71,9 +71,13 @@ wheel-check: wheel
 
 # Two workers (pytest-xdist): most tests wait on processes, servers and Ray, so two workers
 # finish sooner on two cores. Tests that measure memory, or that wait on short deadlines,
-# share one group and run one at a time (tests/conftest.py, SERIAL_GROUP).
+# share one group and run one at a time (tests/conftest.py, SERIAL_GROUP). The few cases
+# marked slow run with `make test-slow`.
 pytest: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow"
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m slow
 
 # The long tests on simulated multi-node Ray clusters (tests/cluster: node loss, locality);
 # the default suite runs the short ones and skips these.

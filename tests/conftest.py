@@ -38,6 +38,20 @@ SERIAL_TESTS = (
 )
 
 
+#: Tests that share one costly server or cluster run on one worker, so that it starts once
+#: (a session- or module-scoped fixture starts once per xdist worker that needs it).
+SHARED_START_GROUPS = {"spark": "spark", "cluster": "cluster"}
+
+
+def _uses_spark(item) -> bool:
+    """Whether the test asks for the ``spark`` fixture, by name or through a "spark" param."""
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params.values() if callspec is not None else ()
+    # Param values may be anything (an expression refuses ``==`` in a bool context).
+    named = any(isinstance(value, str) and value == "spark" for value in params)
+    return named or "spark" in getattr(item, "fixturenames", ())
+
+
 def pytest_collection_modifyitems(config, items):
     root = os.path.dirname(__file__)
     for item in items:
@@ -45,6 +59,10 @@ def pytest_collection_modifyitems(config, items):
         name = f"{relative}::{item.originalname}"
         if any(name == t or relative == t for t in SERIAL_TESTS):
             item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP))
+        elif relative.startswith("cluster/"):
+            item.add_marker(pytest.mark.xdist_group(SHARED_START_GROUPS["cluster"]))
+        elif _uses_spark(item):
+            item.add_marker(pytest.mark.xdist_group(SHARED_START_GROUPS["spark"]))
 
 
 @pytest.fixture(autouse=True)

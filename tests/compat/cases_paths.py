@@ -137,7 +137,7 @@ def write_parquet_row_group_size_zero_raises(m, tmp):
     return "no error"
 
 
-@case("read_parquet", "read_csv")
+@case("read_parquet", "read_csv", slow=True)
 def read_folders_whose_names_hold_glob_characters(m, tmp):
     """a folder named like a glob (br[1], a*b) is read as the folder it is"""
     out = []

@@ -126,7 +126,7 @@ def random_argument_errors(m, tmp):
     ]
 
 
-@case("FileShuffleConfig", "read_parquet")
+@case("FileShuffleConfig", "read_parquet", slow=True)
 def file_shuffle_configs(m, tmp):
     """FileShuffleConfig(seed=, reseed_after_execution=): fields, checks, file orders"""
     for i in range(12):

@@ -29,7 +29,7 @@ def _parquet(tmp, name="f.parquet", rows=4):
     return path
 
 
-@case("read_parquet")
+@case("read_parquet", slow=True)
 def parquet_columns_paths_and_row_hash(m, tmp):
     """columns= keeps the path column; columns=[] keeps the row count; row_hash is uint64"""
     f = _parquet(tmp)
@@ -57,7 +57,7 @@ def parquet_dataset_kwargs(m, tmp):
     ]
 
 
-@case("read_parquet", "read_csv", "Partitioning", "PathPartitionFilter")
+@case("read_parquet", "read_csv", "Partitioning", "PathPartitionFilter", slow=True)
 def hive_partition_values_are_strings(m, tmp):
     """hive values are strings unless Partitioning(field_types=...) types them"""
     from ray.data.datasource import Partitioning as RayPartitioning
@@ -189,7 +189,7 @@ def csv_and_json_lines_of_numbers_and_strings(m, tmp):
     ]
 
 
-@case("read_parquet")
+@case("read_parquet", slow=True)
 def parquet_dictionary_encoded_strings(m, tmp):
     """dictionary-encoded string and binary columns (nulls, several row groups, a chunk the
     writer fell back to plain pages for) come back as plain strings and bytes"""

@@ -179,6 +179,7 @@ def test_killing_a_local_overwrite_at_every_step(local_store):
     assert outcomes.count("refused") >= 5 and outcomes[-1] == "new"
 
 
+@pytest.mark.slow
 def test_killing_an_s3_overwrite_at_every_step(s3_store):
     outcomes = _sweep(s3_store, "overwrite", old_files=1, new_files=1)
     assert outcomes.count("refused") >= 7 and outcomes[-1] == "new"

@@ -44,10 +44,11 @@ def s3_store(xshards_s3_endpoint):
     return f"s3://{name}", options
 
 
-@pytest.fixture(params=["local", "ray", "spark"])
+@pytest.fixture(params=["local", "ray", pytest.param("spark", marks=pytest.mark.slow)])
 def orca_backend(request, fresh_context):
     """Run the test with XShards on shardflow's local backend, on Ray, and on Spark local[2]
-    (the session of the ``spark`` fixture, joined by ``init_orca_context``)."""
+    (the session of the ``spark`` fixture, joined by ``init_orca_context``). The Spark runs
+    are slow cases (``make test-slow``); test_xshards_spark.py covers Spark in every run."""
     import shardflow as sf
     from shardflow.orca import init_orca_context, stop_orca_context
 
