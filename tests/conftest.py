@@ -52,6 +52,14 @@ def _uses_spark(item) -> bool:
     return named or "spark" in getattr(item, "fixturenames", ())
 
 
+def _uses_ray(request) -> bool:
+    """Whether the test asks for the session's Ray, by fixture or through a "ray" param."""
+    callspec = getattr(request.node, "callspec", None)
+    params = callspec.params.values() if callspec is not None else ()
+    named = any(isinstance(value, str) and value == "ray" for value in params)
+    return named or "ray_session" in request.fixturenames
+
+
 def pytest_collection_modifyitems(config, items):
     root = os.path.dirname(__file__)
     for item in items:
@@ -66,64 +74,99 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
-def fresh_context():
+def fresh_context(request):
     """Every test starts from default settings on the local backend."""
     previous = DataContext.get_current()
     DataContext._set_current(DataContext())
+    if _uses_ray(request):
+        _ray["tests"] += 1
     yield DataContext.get_current()
     DataContext._set_current(previous)
 
 
 RAY_START_ATTEMPTS = 3
+#: A Ray session that has served this many Ray tests is started afresh at the next module: late
+#: in a long session (hundreds of actors and thousands of tasks in one driver) Ray now and
+#: then stops telling the driver about an actor (a call that never returns); a younger
+#: session has not shown it. Started between modules, so no module's fixtures hold objects
+#: of the session that ends.
+RAY_TESTS_PER_SESSION = int(os.environ.get("SHARDFLOW_TEST_RAY_TESTS_PER_SESSION", "250"))
+_ray = {"started_here": False, "tests": 0, "lock": None}
+
+
+def _start_ray(lock_path) -> None:
+    """ray.init on loopback, one xdist worker at a time, retried on a failed start."""
+    import ray
+
+    # Ray workers get only the driver's cwd on sys.path; test modules holding functions
+    # and classes pickled by reference must be importable there too. Workers inherit the
+    # environment of the processes ray.init starts (a runtime_env would cost ~10 s).
+    previous = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    # Ray gives its raylet 30 s to register, a limit a loaded machine can miss, the more
+    # so when the pytest-xdist workers start their Rays at the same moment: they start
+    # one at a time (a lock in the folder the workers share), and a failed start is
+    # retried.
+    try:
+        with open(lock_path, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            for attempt in range(1, RAY_START_ATTEMPTS + 1):
+                try:
+                    # Two logical GPUs: GPU scheduling is tested without a GPU (Ray sets
+                    # CUDA_VISIBLE_DEVICES for tasks and actors that ask for them).
+                    # address="local": a fresh instance even when another Ray on this
+                    # machine (`ray start`, a test cluster of another process) would
+                    # otherwise be joined.
+                    ray.init(
+                        address="local",
+                        num_cpus=2,
+                        num_gpus=2,
+                        include_dashboard=False,
+                        log_to_driver=False,
+                    )
+                    break
+                except Exception as exc:
+                    ray.shutdown()
+                    if attempt == RAY_START_ATTEMPTS:
+                        raise
+                    sys.stderr.write(f"Ray did not start ({exc}); trying again\n")
+    finally:
+        if previous is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = previous
+    _ray["tests"] = 0
 
 
 @pytest.fixture(scope="session")
 def ray_session(tmp_path_factory):
-    """A real local Ray, started once per test process, bound to 127.0.0.1."""
+    """A real local Ray, started once per test process, bound to 127.0.0.1 (and started
+    afresh between modules after ``RAY_TESTS_PER_SESSION`` tests)."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     import ray
 
     if not ray.is_initialized():
-        # Ray workers get only the driver's cwd on sys.path; test modules holding functions
-        # and classes pickled by reference must be importable there too. Workers inherit the
-        # environment of the processes ray.init starts (a runtime_env would cost ~10 s).
-        previous = os.environ.get("PYTHONPATH")
-        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        # Ray gives its raylet 30 s to register, a limit a loaded machine can miss, the more
-        # so when the pytest-xdist workers start their Rays at the same moment: they start
-        # one at a time (a lock in the folder the workers share), and a failed start is
-        # retried.
-        lock_path = tmp_path_factory.getbasetemp().parent / "ray-start.lock"
-        try:
-            with open(lock_path, "a") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                for attempt in range(1, RAY_START_ATTEMPTS + 1):
-                    try:
-                        # Two logical GPUs: GPU scheduling is tested without a GPU (Ray sets
-                        # CUDA_VISIBLE_DEVICES for tasks and actors that ask for them).
-                        # address="local": a fresh instance even when another Ray on this
-                        # machine (`ray start`, a test cluster of another process) would
-                        # otherwise be joined.
-                        ray.init(
-                            address="local",
-                            num_cpus=2,
-                            num_gpus=2,
-                            include_dashboard=False,
-                            log_to_driver=False,
-                        )
-                        break
-                    except Exception as exc:
-                        ray.shutdown()
-                        if attempt == RAY_START_ATTEMPTS:
-                            raise
-                        sys.stderr.write(f"Ray did not start ({exc}); trying again\n")
-        finally:
-            if previous is None:
-                os.environ.pop("PYTHONPATH", None)
-            else:
-                os.environ["PYTHONPATH"] = previous
+        _ray["lock"] = tmp_path_factory.getbasetemp().parent / "ray-start.lock"
+        _start_ray(_ray["lock"])
+        _ray["started_here"] = True
     yield ray
     ray.shutdown()
+    _ray["started_here"] = False
+
+
+@pytest.fixture(scope="module", autouse=True)
+def young_ray_session():
+    """Start the session's Ray afresh between modules once it has served many tests."""
+    if _ray["started_here"] and _ray["tests"] >= RAY_TESTS_PER_SESSION:
+        import ray
+
+        from shardflow.engine.execution import runtime
+
+        if ray.is_initialized():
+            ray.shutdown()
+            runtime._backends.pop("ray", None)
+            _start_ray(_ray["lock"])
+    yield
 
 
 @pytest.fixture(params=["local", "ray"])
