@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from shardflow.engine.api.context import DataContext
-from shardflow.engine.execution.backends.base import Backend
+from shardflow.engine.execution.backends.base import THREAD, Backend
 from shardflow.engine.execution.backends.task_runner import DONE, ERROR
 from shardflow.engine.execution.memory import MemoryBudget
 from shardflow.engine.execution.operators.base import OperatorRuntime, PhysicalOperator
@@ -40,6 +40,9 @@ _WAIT_S = 0.05
 #: tasks are killed at once; a thread task cannot be interrupted, so it is left to stop at
 #: its next block and its results are dropped.
 ABANDON_AFTER_S = 1.0
+#: A backend that queues tasks beyond its CPUs (Ray) may hold tasks that cannot start while
+#: parked ones keep every CPU; such a standstill is declared after this long without events.
+QUEUED_STANDSTILL_AFTER_S = 0.5
 
 
 class StreamingExecutor:
@@ -146,7 +149,7 @@ class StreamingExecutor:
     def _run(self) -> None:
         ended = False
         cancelled_at = None
-        self._last_progress = time.monotonic()
+        self._last_progress = self._last_event = time.monotonic()
         try:
             while True:
                 if self.cancelled.is_set():
@@ -173,7 +176,7 @@ class StreamingExecutor:
                 except queue.Empty:
                     self._check_progress()
                     continue
-                self._last_progress = time.monotonic()
+                self._last_progress = self._last_event = time.monotonic()
                 self._handle(event)
                 while True:
                     try:
@@ -312,7 +315,9 @@ class StreamingExecutor:
         if not self._consumer_waiting or not self._out.empty() or not self._events.empty():
             return
         parked = self.budget.stuck_waiters()
-        if parked is None or len(parked) != self.runtime.num_running():
+        if parked is None:
+            return
+        if len(parked) != self.runtime.num_running() and not self._queued_behind(parked):
             return
         for op in reversed(self._ops):
             if op.cancelled or id(op) in self._done:
@@ -328,6 +333,15 @@ class StreamingExecutor:
                 if kind is not None:
                     op.launch_next()
                     return
+
+    def _queued_behind(self, parked: list) -> bool:
+        """Whether the running tasks that are not parked wait in the backend's queue behind
+        the parked ones: the parked tasks hold every CPU (Ray runs at most that many at
+        once, and queues the rest), and nothing has happened for a while."""
+        slots = self.backend.num_slots(THREAD)
+        if self.backend.max_in_flight(THREAD) <= slots or len(parked) < slots:
+            return False
+        return time.monotonic() - self._last_event >= QUEUED_STANDSTILL_AFTER_S
 
     def _handle(self, event: tuple) -> None:
         kind, task_id, payload, meta = event
