@@ -85,8 +85,16 @@ def decode_audio(source: Any) -> tuple[np.ndarray, int]:
 
 def audio_table(samples: np.ndarray, rate: int) -> pa.Table:
     """The one-row block of a decoded file."""
-    amplitude = pa.FixedShapeTensorArray.from_numpy_ndarray(samples.reshape((1,) + samples.shape))
-    return pa.table({AMPLITUDE_COLUMN: amplitude, SAMPLE_RATE_COLUMN: pa.array([rate], pa.int64())})
+    # From the array's buffer, not pa.array: that imports pandas (a quarter of a second on
+    # the first file) to ask whether a NumPy array is a pandas object.
+    values = np.ascontiguousarray(samples, dtype=np.float32)
+    flat = pa.Array.from_buffers(pa.float32(), values.size, [None, pa.py_buffer(values)])
+    storage = pa.FixedSizeListArray.from_arrays(flat, values.size)
+    amplitude = pa.ExtensionArray.from_storage(
+        pa.fixed_shape_tensor(pa.float32(), values.shape), storage
+    )
+    rates = pa.Array.from_buffers(pa.int64(), 1, [None, pa.py_buffer(np.array([rate], np.int64))])
+    return pa.table({AMPLITUDE_COLUMN: amplitude, SAMPLE_RATE_COLUMN: rates})
 
 
 class AudioDatasource(FileBasedDatasource):
