@@ -99,8 +99,9 @@ def _column_to_numpy(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
             column = column.combine_chunks()
     if isinstance(column, pa.ChunkedArray):
         parts = [_primitive_to_numpy(chunk) for chunk in column.chunks]
-        if parts and all(part is not None for part in parts):
-            return np.concatenate(parts)  # pyarrow's ChunkedArray.to_numpy imports pandas
+        views = [part for part in parts if part is not None]
+        if views and len(views) == len(parts):
+            return np.concatenate(views)  # pyarrow's ChunkedArray.to_numpy imports pandas
         return column.to_numpy()
     if isinstance(column.type, pa.FixedShapeTensorType):
         return column.to_numpy_ndarray()
