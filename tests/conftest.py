@@ -143,6 +143,9 @@ def ray_session(tmp_path_factory):
     """A real local Ray, started once per test process, bound to 127.0.0.1 (and started
     afresh between modules after ``RAY_TESTS_PER_SESSION`` tests)."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    # Ray runs its workers at niceness 15; with another process keeping the cores busy they
+    # then got almost no CPU (the suite reached 5% in 9 minutes beside two busy loops).
+    os.environ.setdefault("RAY_worker_niceness", "0")
     import ray
 
     if not ray.is_initialized():
