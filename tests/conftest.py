@@ -40,24 +40,18 @@ SERIAL_TESTS = (
 
 #: Tests that share one costly server or cluster run on one worker, so that it starts once
 #: (a session- or module-scoped fixture starts once per xdist worker that needs it).
-SHARED_START_GROUPS = {"spark": "spark", "cluster": "cluster"}
+SPARK_GROUP = "spark"
+CLUSTER_GROUP = "cluster"
 
 
-def _uses_spark(item) -> bool:
-    """Whether the test asks for the ``spark`` fixture, by name or through a "spark" param."""
-    callspec = getattr(item, "callspec", None)
+def _asks_for(node, fixture: str, param: str) -> bool:
+    """Whether the test asks for ``fixture`` by name, or through a ``param`` parameter (a
+    backend fixture that requests it at run time)."""
+    callspec = getattr(node, "callspec", None)
     params = callspec.params.values() if callspec is not None else ()
     # Param values may be anything (an expression refuses ``==`` in a bool context).
-    named = any(isinstance(value, str) and value == "spark" for value in params)
-    return named or "spark" in getattr(item, "fixturenames", ())
-
-
-def _uses_ray(request) -> bool:
-    """Whether the test asks for the session's Ray, by fixture or through a "ray" param."""
-    callspec = getattr(request.node, "callspec", None)
-    params = callspec.params.values() if callspec is not None else ()
-    named = any(isinstance(value, str) and value == "ray" for value in params)
-    return named or "ray_session" in request.fixturenames
+    named = any(isinstance(value, str) and value == param for value in params)
+    return named or fixture in getattr(node, "fixturenames", ())
 
 
 def pytest_collection_modifyitems(config, items):
@@ -68,9 +62,9 @@ def pytest_collection_modifyitems(config, items):
         if any(name == t or relative == t for t in SERIAL_TESTS):
             item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP))
         elif relative.startswith("cluster/"):
-            item.add_marker(pytest.mark.xdist_group(SHARED_START_GROUPS["cluster"]))
-        elif _uses_spark(item):
-            item.add_marker(pytest.mark.xdist_group(SHARED_START_GROUPS["spark"]))
+            item.add_marker(pytest.mark.xdist_group(CLUSTER_GROUP))
+        elif _asks_for(item, "spark", "spark"):
+            item.add_marker(pytest.mark.xdist_group(SPARK_GROUP))
 
 
 @pytest.fixture(autouse=True)
@@ -78,7 +72,7 @@ def fresh_context(request):
     """Every test starts from default settings on the local backend."""
     previous = DataContext.get_current()
     DataContext._set_current(DataContext())
-    if _uses_ray(request):
+    if _asks_for(request.node, "ray_session", "ray"):
         _ray["tests"] += 1
     yield DataContext.get_current()
     DataContext._set_current(previous)

@@ -44,7 +44,7 @@ _remote_class = None
 #: How often the driver looks at a starting actor's state in Ray's control store.
 _READY_POLL_S = 5.0
 #: An actor the control store has called alive this long without its first call returning
-#: is replaced (see ``RayActor._await_ready``), at most ``_READY_REPLACEMENTS`` times.
+#: is replaced (see ``RayActor._first_call``), at most ``_READY_REPLACEMENTS`` times.
 _LOST_READY_S = 20.0
 _READY_REPLACEMENTS = 2
 
@@ -208,38 +208,43 @@ class RayActor:
         which would hold the pipeline forever; such an actor is killed and created again.
         """
         ray = self._backend.ray
-        for attempt in range(_READY_REPLACEMENTS + 1):
+        replacements = 0
+        while True:
             ready = self.actor.ready.options(max_task_retries=-1 if self.restartable else 0)
             ref = ready.remote()
-            alive_since: float | None = None
-            while True:
-                done, _ = ray.wait([ref], timeout=_READY_POLL_S, fetch_local=False)
-                if done or self._ended:
+            if replacements == _READY_REPLACEMENTS or not self._first_call_lost(ref):
+                return ray.get(ref)  # answered, or waited on as Ray would
+            logger.warning(
+                "%s: an actor Ray reports alive did not answer its first call in %.0f s; "
+                "starting another in its place.",
+                self._spec.op_name,
+                _LOST_READY_S,
+            )
+            with self._lock:
+                if self._ended:
                     return ray.get(ref)
-                if _control_store_state(self.actor) != "ALIVE":
-                    alive_since = None
-                    continue
-                alive_since = alive_since or time.monotonic()
-                if time.monotonic() - alive_since < _LOST_READY_S:
-                    continue
-                if attempt == _READY_REPLACEMENTS:
-                    return ray.get(ref)  # as Ray would: wait on
-                logger.warning(
-                    "%s: an actor Ray reports alive did not answer its first call in %.0f s; "
-                    "starting another in its place.",
-                    self._spec.op_name,
-                    _LOST_READY_S,
-                )
-                with self._lock:
-                    if self._ended:
-                        return ray.get(ref)
-                    try:
-                        ray.kill(self.actor, no_restart=True)
-                    except Exception:
-                        pass
-                    self.actor = self._create()
-                break
-        raise AssertionError("unreachable")
+                try:
+                    ray.kill(self.actor, no_restart=True)
+                except Exception:
+                    pass
+                self.actor = self._create()
+            replacements += 1
+
+    def _first_call_lost(self, ref: Any) -> bool:
+        """False once ``ref`` is answered or the actor ended; True when Ray's control store
+        has had the actor alive for ``_LOST_READY_S`` without an answer."""
+        ray = self._backend.ray
+        alive_since: float | None = None
+        while True:
+            done, _ = ray.wait([ref], timeout=_READY_POLL_S, fetch_local=False)
+            if done or self._ended:
+                return False
+            if _control_store_state(self.actor) != "ALIVE":
+                alive_since = None
+            elif alive_since is None:
+                alive_since = time.monotonic()
+            elif time.monotonic() - alive_since >= _LOST_READY_S:
+                return True
 
     def submit(self, spec: TaskSpec) -> None:
         from shardflow.engine.execution.backends.ray_backend import RetryableTaskError, task_args
