@@ -90,14 +90,16 @@ class StreamingExecutor:
         held: RefBundle | None = None
         try:
             while True:
+                # Asking for the next block moves past the one held: its room goes to the
+                # block that is awaited (often the head task's next one), within the budget.
                 self._consumer_waiting = True
+                if held is not None:
+                    self.budget.release_held(held.charge)
+                    held = None
                 try:
                     item = self._out.get()
                 finally:
                     self._consumer_waiting = False
-                if held is not None:
-                    self.budget.release_held(held.charge)
-                    held = None
                 if item is _END:
                     break
                 if isinstance(item, BaseException):
@@ -228,7 +230,9 @@ class StreamingExecutor:
         """Whether ``op``'s consumer has nothing it can work on (see BudgetGate)."""
         consumer = self._consumer.get(id(op))
         if consumer is None:
-            return self._out.empty()
+            # a consumer busy with its block is not starved: the block it asks for next
+            # takes the room of the one it holds
+            return self._consumer_waiting and self._out.empty()
         ready = consumer[0].ready_input_bytes()
         return self._starved(consumer[0]) if ready is None else ready == 0
 
@@ -336,12 +340,16 @@ class StreamingExecutor:
 
     def _queued_behind(self, parked: list) -> bool:
         """Whether the running tasks that are not parked wait in the backend's queue behind
-        the parked ones: the parked tasks hold every CPU (Ray runs at most that many at
-        once, and queues the rest), and nothing has happened for a while."""
+        the parked ones: nothing has happened for a while, and parked tasks that have not
+        ended where they run hold every CPU (Ray runs at most that many at once, and
+        queues the rest)."""
         slots = self.backend.num_slots(THREAD)
         if self.backend.max_in_flight(THREAD) <= slots or len(parked) < slots:
             return False
-        return time.monotonic() - self._last_event >= QUEUED_STANDSTILL_AFTER_S
+        if time.monotonic() - self._last_event < QUEUED_STANDSTILL_AFTER_S:
+            return False
+        holding = [w for w in parked if self.backend.holds_slot(getattr(w, "task_id", -1))]
+        return len(holding) >= slots
 
     def _handle(self, event: tuple) -> None:
         kind, task_id, payload, meta = event

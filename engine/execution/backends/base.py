@@ -121,6 +121,11 @@ class Backend:
         more where the backend queues tasks itself and gains from a backlog (Ray)."""
         return self.num_slots(kind)
 
+    def holds_slot(self, task_id: int) -> bool:
+        """Whether a started task still occupies one of the ``num_slots`` (not yet ended
+        where it runs, though its last blocks may still wait for the driver)."""
+        return True
+
     def launch(self, spec: TaskSpec) -> None:
         """Start a task; its events arrive on ``spec.events``."""
         raise NotImplementedError

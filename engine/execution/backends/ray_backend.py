@@ -316,6 +316,18 @@ class RayBackend(Backend):
             self._transforms[key] = (alive, ref)
         return ref
 
+    def holds_slot(self, task_id: int) -> bool:
+        # A task that yielded its last block has ended in Ray and freed its CPU, though the
+        # driver may still wait for room to take that block.
+        generator = self._generators.get(task_id)
+        if generator is None:
+            return False
+        try:
+            ended, _ = self._ray.wait([generator.completed()], timeout=0)
+        except Exception:  # a generator Ray no longer knows holds nothing
+            return False
+        return not ended
+
     def drive_generator(self, spec: TaskSpec, generator: Any) -> None:
         """Follow a streaming generator (a task or an actor call) on a driver thread."""
         self._generators[spec.task_id] = generator

@@ -56,15 +56,17 @@ class BudgetGate:
 
     Blocks are reserved at the size of the largest block the operator has produced so far.
     When order is preserved, the oldest running task (the head) may pass a full budget while
-    its consumer has nothing it can work on: blocks of later tasks may fill the budget while
-    they wait for the head, and only the head can break that. The others leave room for one
-    block of the head.
+    its consumer waits with nothing it can work on and no block of the head is on its way:
+    blocks of later tasks may fill the budget while they wait for the head, and only the head
+    can break that. The others leave room for one block of the head.
     """
 
-    def __init__(self, pool: TaskPool, index: int):
+    def __init__(self, pool: TaskPool, task: PoolTask):
         self._pool = pool
-        self._index = index
+        self._task = task
+        self._index = task.index
         self._reserved = 0
+        self._produced = 0
 
     @property
     def op(self) -> PhysicalOperator:
@@ -76,11 +78,23 @@ class BudgetGate:
         """The task's position in its operator (the oldest is granted first)."""
         return self._index
 
+    @property
+    def task_id(self) -> int:
+        """The backend's id of the task that waits here."""
+        return self._task.task_id
+
     def _is_head(self) -> bool:
         return self._pool.ordered and self._pool.head == self._index
 
     def _exempt(self) -> bool:
-        return self._is_head() and self._pool.runtime.downstream_starved(self._pool.op)
+        # A block of the head still on its way downstream feeds the consumer and frees room
+        # when taken: until then the head waits like any other task.
+        on_its_way = self._produced > self._pool.delivered.get(self._index, 0)
+        return (
+            self._is_head()
+            and not on_its_way
+            and self._pool.runtime.downstream_starved(self._pool.op)
+        )
 
     def _cancelled(self) -> bool:
         return self._pool.runtime.cancelled.is_set() or self._pool.op.cancelled
@@ -100,6 +114,7 @@ class BudgetGate:
     def produced(self, nbytes: int) -> None:
         self._pool.runtime.budget.commit(self._reserved, nbytes)
         self._reserved = 0
+        self._produced += 1
         if nbytes > self._pool.est_block_bytes:
             self._pool.est_block_bytes = nbytes
 
@@ -228,7 +243,7 @@ class TaskPool:
         elif not task.wait:
             gate = CountingGate(self)
         else:
-            gate = BudgetGate(self, task.index)
+            gate = BudgetGate(self, task)
         spill_dir = self.runtime.spill_dir() if task.spilled else None
         name = task.index if task.name_index is None else task.name_index
         task.retried_by_backend = self.runtime.backend.retries_failed_tasks(task.kind, task.actor)

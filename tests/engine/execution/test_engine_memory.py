@@ -87,3 +87,27 @@ def test_small_budget_still_makes_progress(backend, fresh_context):
     for batch in ds.iter_batches(batch_size=None):
         total += len(batch["id"])
     assert total == 64 * 1024
+
+
+def _head_task_is_slow(batch):
+    """The first task takes a while: later tasks fill the budget while the consumer waits."""
+    if batch["id"][0] == 0:
+        time.sleep(2.0)
+    return widen(batch)
+
+
+@pytest.mark.timeout(120)
+def test_a_slow_first_task_does_not_push_the_budget(backend, fresh_context):
+    # Later tasks finish, and their blocks wait for room while the consumer waits for the
+    # first task's block, which is on its way: that is no standstill, and nothing passes the
+    # budget (on Ray, tasks queue beyond the CPUs, and only parked tasks that hold every CPU
+    # are a standstill).
+    fresh_context.memory_budget_bytes = 12 * MiB
+    ds = sf.range(48 * 1024, override_num_blocks=12).map_batches(
+        _head_task_is_slow,
+        batch_size=1024,  # four blocks of 1 MiB per task
+    )
+    rows = sum(len(batch["id"]) for batch in ds.iter_batches(batch_size=None))
+    assert rows == 48 * 1024
+    stats = ds._last_stats
+    assert 0 < stats.peak_bytes_in_flight <= 12 * MiB, stats.to_string()
