@@ -73,16 +73,21 @@ wheel-check: wheel
 # finish sooner on two cores. Tests that measure memory, or that wait on short deadlines,
 # share one group and run one at a time (tests/conftest.py, SERIAL_GROUP). The few cases
 # marked slow run with `make test-slow`.
+# Bytecode is cached even where the environment says not to (PYTHONDONTWRITEBYTECODE): the
+# suite starts hundreds of processes (Ray workers, actors, spawned workers), and each would
+# compile shardflow's modules again; the cache goes to __pycache__ folders git ignores.
+TEST_ENV := env -u PYTHONDONTWRITEBYTECODE
+
 pytest: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow"
+	$(TEST_ENV) $(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow"
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup -m slow
+	$(TEST_ENV) $(PY) -m pytest -q -n 2 --dist loadgroup -m slow
 
 # The long tests on simulated multi-node Ray clusters (tests/cluster: node loss, locality);
 # the default suite runs the short ones and skips these.
 test-cluster: $(STAMP)
-	SHARDFLOW_TEST_CLUSTER=1 $(PY) -m pytest -q tests/cluster
+	$(TEST_ENV) SHARDFLOW_TEST_CLUSTER=1 $(PY) -m pytest -q tests/cluster
 
 # Daft caps pyarrow below the version shardflow is tested with, so it gets a venv of its own
 # (benchmarks/systems.py runs Daft's children with it); the main venv keeps its pyarrow.
