@@ -1,5 +1,6 @@
 """from_modin / to_modin with Modin (skipped where Modin is not installed: Modin 0.37 caps
-pandas below 2.4, so it cannot join the test extra)."""
+pandas below 2.4, so it cannot join the test extra; `make test-modin` runs them in a venv with
+pandas 2.3)."""
 
 from __future__ import annotations
 
