@@ -62,6 +62,24 @@ def _name_set(value: Any, name: str) -> set[str] | None:
     return names or None
 
 
+def _open_reader(f: Any) -> Any:
+    """An MCAP reader of the seekable file ``f``: one that uses the file's summary (its
+    chunk index skips chunks outside the topics and time range asked for) when the file
+    ends with a valid footer, else one that reads the records in order (files recorded
+    without a summary, or cut short by a crash: their messages up to the cut are read,
+    then mcap's ``EndOfFile`` is raised)."""
+    reader_module = _mcap_reader()
+    from mcap.exceptions import McapError
+
+    reader = reader_module.SeekingReader(f)  # checks the magic: InvalidMagic when wrong
+    try:
+        reader.get_summary()
+    except (McapError, OSError, ValueError, StopIteration):  # no footer where it should be
+        f.seek(0)
+        return reader_module.NonSeekingReader(f)
+    return reader
+
+
 class MCAPDatasource(FileBasedDatasource):
     """Reads the messages of MCAP files, one row per message. See :func:`shardflow.read_mcap`.
 
@@ -121,7 +139,7 @@ class MCAPDatasource(FileBasedDatasource):
         return True  # records are parsed one by one in Python: worker processes, locally
 
     def _read_stream(self, f: Any, path: str) -> Iterator[Block]:
-        reader = _mcap_reader().make_reader(f)
+        reader = _open_reader(f)
         messages = reader.iter_messages(
             topics=sorted(self._topics) if self._topics else None,
             start_time=self._time_range.start_time if self._time_range else None,

@@ -5,6 +5,7 @@ The ``@differs`` registrations feed docs/compatibility.md (tests/compat/gen_comp
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -684,3 +685,37 @@ def test_spark_and_modin_need_no_ray_plugins(rd, sfm):
         rd.from_spark(object())
     with pytest.raises(TypeError, match="pyspark.sql.DataFrame"):
         sfm.from_spark(object())
+
+
+@differs(
+    "Dataset.write_orc",
+    reason="mode defaults to 'error' (Ray Data: 'append'), as for the other file writes; "
+    "writes are all-or-nothing.",
+)
+def test_write_orc_default_mode_refuses_existing_data(rd, sfm, tmp_path):
+    rd.range(3).write_orc(str(tmp_path / "ray"))
+    rd.range(3).write_orc(str(tmp_path / "ray"))  # Ray appends by default
+    assert rd.read_orc(str(tmp_path / "ray")).count() == 6
+
+    sfm.range(3).write_orc(tmp_path / "sf")
+    with pytest.raises(ValueError, match="already holds data"):
+        sfm.range(3).write_orc(tmp_path / "sf")
+    assert sfm.read_orc(tmp_path / "sf").count() == 3
+
+
+@differs(
+    "read_zarr",
+    reason="arrays stored big-endian (dtype '>i4', ...) are read as their values, in native "
+    "byte order (Ray Data 2.60 reinterprets their bytes as native: 1 reads as 16777216).",
+)
+def test_read_zarr_big_endian_values(rd, sfm, tmp_path):
+    zarr = pytest.importorskip("zarr")
+    values = np.arange(4, dtype=">i4")
+    zarr.save_array(str(tmp_path / "big.zarr"), values, chunks=(4,))
+
+    (row,) = sfm.read_zarr(str(tmp_path / "big.zarr")).take_all()
+    np.testing.assert_array_equal(row["chunk"], values)
+    assert row["chunk"].dtype == np.dtype("int32")
+
+    (ray_row,) = rd.read_zarr(str(tmp_path / "big.zarr")).take_all()
+    np.testing.assert_array_equal(ray_row["chunk"], np.frombuffer(values.tobytes(), "<i4"))
