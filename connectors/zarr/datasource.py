@@ -121,12 +121,13 @@ class ZarrDatasource(Datasource):
         self._path = path
         self._store = _open_store(path, filesystem, storage_options)
         self._chunk_shapes: ChunkShapes = parse_chunk_shapes(chunk_shapes)
-        try:
-            root = zarr.open_consolidated(self._store.mapper(), mode="r")
-            consolidated = True
-        except KeyError:
-            root = zarr.open(self._store.mapper(), mode="r")
-            consolidated = False
+        with self._store.errors_named(""):
+            try:
+                root = zarr.open_consolidated(self._store.mapper(), mode="r")
+                consolidated = True
+            except KeyError:  # no .zmetadata
+                root = zarr.open(self._store.mapper(), mode="r")
+                consolidated = False
         self._arrays = _discover(zarr, root, array_paths, consolidated, allow_full_metadata_scan)
         if not self._arrays:
             raise ValueError(f"No arrays discovered in Zarr store at {path!r}.")
