@@ -48,10 +48,13 @@ class ORCDatasource(FileBasedDatasource):
     def _read_stream(self, f: Any, path: str) -> Iterator[Block]:
         orc_file = _orc().ORCFile(f)  # the file layer names the file in any error
         columns = self._file_columns(orc_file.schema)
+        # A stripe read with no columns has no rows either: read one column for the count
+        # when only partition or path columns are asked for.
+        counted = columns if columns != [] else orc_file.schema.names[:1]
         for stripe in range(orc_file.nstripes):
-            batch = orc_file.read_stripe(stripe, columns=columns)
-            if batch.num_rows:
-                yield pa.Table.from_batches([batch])
+            table = pa.Table.from_batches([orc_file.read_stripe(stripe, columns=counted)])
+            if table.num_rows:
+                yield table if columns != [] else table.select([])
 
     def _schema_of_file(self, path: str) -> pa.Schema | None:
         with self._open_file(path) as f:

@@ -74,6 +74,10 @@ def test_projection_reads_only_the_columns_asked_for(tmp_path):
     assert got.column_names == ["score", "path"]
     assert got.column("score").equals(po.read_table(path, columns=["score"]).column("score"))
     assert set(got.column("path").to_pylist()) == {path}
+    # only columns that are not in the file: the stripes still give the row count
+    paths_only = sf.read_orc(path, include_paths=True).select_columns(["path"])
+    assert paths_only.take_all() == [{"path": path}] * 50
+    assert sf.read_orc(path).select_columns([]).count() == 50
 
 
 def test_schema_is_known_from_the_footer_before_reading(tmp_path):
