@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -17,76 +16,13 @@ from shardflow.connectors.zarr.layout import (
     normalize_array_path,
     parse_chunk_shapes,
 )
+from shardflow.connectors.zarr.store import ZarrStore, open_store, read_slices, zarr_module
 from shardflow.sdk.block import Block, BlockMetadata, numpy_batch_to_block
 from shardflow.sdk.datasource import Datasource, ReadTask
-from shardflow.sdk.file_reading import file_error
-from shardflow.sdk.filesystems import display_path, resolve_filesystem
-from shardflow.sdk.optional import require
+from shardflow.sdk.retry import RetryConfig
 
 # A read task cuts its block after about this many bytes of chunk data.
 _BLOCK_BYTES = 64 * 1024 * 1024
-
-
-def _zarr() -> Any:
-    zarr = require("zarr", "zarr", "Reading Zarr stores")
-    if int(zarr.__version__.split(".")[0]) >= 3:
-        raise ImportError(
-            f"read_zarr reads Zarr v2 stores with zarr-python 2.x, but found "
-            f"zarr=={zarr.__version__}. Install a compatible version with "
-            "`pip install 'zarr<3'` (or `pip install 'shardflow[zarr]'`)."
-        )
-    return zarr
-
-
-@dataclass(frozen=True)
-class ZarrStore:
-    """Where a store lives: an fsspec filesystem (picklable) and the store's root in it."""
-
-    fs: Any
-    root: str
-    shown: str
-
-    def mapper(self) -> Any:
-        return self.fs.get_mapper(self.root)
-
-    def open(self, array: str) -> Any:
-        """The array at path ``array`` of the store, opened for reading."""
-        with self.errors_named(array):
-            return _zarr().open_array(store=self.mapper(), path=array, mode="r")
-
-    @contextmanager
-    def errors_named(self, array: str) -> Iterator[None]:
-        """Errors inside name the store and the array."""
-        try:
-            yield
-        except Exception as exc:
-            where = f"{self.shown} (array {array!r})" if array else self.shown
-            raise file_error(exc, where, file_format="Zarr") from exc
-
-
-def read_slices(store: ZarrStore, opened: Any, slices: tuple[tuple[int, int], ...]) -> np.ndarray:
-    """``opened[slices]`` as a NumPy array in native byte order."""
-    with store.errors_named(opened.path):
-        data = np.asarray(opened[tuple(slice(a, b) for a, b in slices)])
-    if not data.dtype.isnative:
-        data = data.astype(data.dtype.newbyteorder("="))
-    return data
-
-
-def _open_store(path: str, filesystem: Any, storage_options: dict[str, Any] | None) -> ZarrStore:
-    if filesystem is None and path.endswith(".zip"):
-        import fsspec
-
-        zip_fs = fsspec.filesystem("zip", fo=path, target_options=storage_options or {})
-        return ZarrStore(zip_fs, "", path)
-    fs, (root,) = resolve_filesystem([path], filesystem, storage_options)
-    if hasattr(fs, "fsspec"):  # LocalDisk: zarr needs a real fsspec mapper
-        fs = fs.fsspec()
-    from fsspec.implementations.zip import ZipFileSystem
-
-    if isinstance(fs, ZipFileSystem) and path.endswith(".zip"):
-        root = ""  # the archive given as filesystem= is the store
-    return ZarrStore(fs, root.rstrip("/"), display_path(fs, root) if root else path)
 
 
 class ZarrDatasource(Datasource):
@@ -109,7 +45,7 @@ class ZarrDatasource(Datasource):
         overlap: int = 0,
         storage_options: dict[str, Any] | None = None,
     ):
-        zarr = _zarr()
+        zarr = zarr_module()
         if not isinstance(path, str):
             if isinstance(path, (list, tuple)):
                 raise TypeError("read_zarr reads one store: pass its path as a string.")
@@ -119,7 +55,7 @@ class ZarrDatasource(Datasource):
         ):
             raise TypeError(f"array_paths must be a list of strings, got {array_paths!r}.")
         self._path = path
-        self._store = _open_store(path, filesystem, storage_options)
+        self._store = open_store(path, filesystem, storage_options)
         self._chunk_shapes: ChunkShapes = parse_chunk_shapes(chunk_shapes)
         with self._store.errors_named(""):
             try:
@@ -168,11 +104,15 @@ class ZarrDatasource(Datasource):
         return sum(math.prod(a.shape) * a.itemsize for a in self._arrays)
 
     def get_read_tasks(
-        self, parallelism: int, per_task_row_limit: int | None = None
+        self,
+        parallelism: int,
+        per_task_row_limit: int | None = None,
+        data_context: Any | None = None,
     ) -> list[ReadTask]:
         parallelism = max(1, int(parallelism))
+        retry = RetryConfig.from_data_context(data_context)
         if self._aligned:
-            return self._aligned_tasks(parallelism, per_task_row_limit)
+            return self._aligned_tasks(parallelism, per_task_row_limit, retry)
         tasks = []
         for array in self._arrays:
             chunks = self._read_chunks[array.name]
@@ -183,12 +123,14 @@ class ZarrDatasource(Datasource):
             per_task = math.ceil(count / min(parallelism, count))
             for start in range(0, count, per_task):
                 stop = min(start + per_task, count)
-                read = _ChunkRows(self._store, array, chunks, grid, start, stop)
+                read = _ChunkRows(self._store, retry, array, chunks, grid, start, stop)
                 size = (stop - start) * math.prod(chunks) * array.itemsize
                 tasks.append(self._task(read, stop - start, size, per_task_row_limit))
         return tasks
 
-    def _aligned_tasks(self, parallelism: int, limit: int | None) -> list[ReadTask]:
+    def _aligned_tasks(
+        self, parallelism: int, limit: int | None, retry: RetryConfig
+    ) -> list[ReadTask]:
         first = self._arrays[0]
         step, length = self._read_chunks[first.name][0], first.shape[0]
         rows = math.ceil(length / step)
@@ -199,8 +141,9 @@ class ZarrDatasource(Datasource):
         tasks = []
         for start in range(0, rows, per_task):
             stop = min(start + per_task, rows)
-            read = _AlignedRows(self._store, tuple(self._arrays), step, length, self._overlap)
-            read = read.between(start, stop)
+            read = _AlignedRows(
+                self._store, retry, tuple(self._arrays), step, length, self._overlap, start, stop
+            )
             size = (min(stop * step + self._overlap, length) - start * step) * row_bytes
             tasks.append(self._task(read, stop - start, size, limit))
         return tasks
@@ -298,6 +241,7 @@ class _ChunkRows:
     array, one row per chunk."""
 
     store: ZarrStore
+    retry: RetryConfig
     array: ArrayLayout
     chunks: tuple[int, ...]
     grid: tuple[int, ...]
@@ -307,18 +251,16 @@ class _ChunkRows:
     def limited(self, limit: int | None) -> _ChunkRows:
         if limit is None or self.start + limit >= self.stop:
             return self
-        return _ChunkRows(
-            self.store, self.array, self.chunks, self.grid, self.start, self.start + limit
-        )
+        return replace(self, stop=self.start + limit)
 
     def __call__(self) -> Iterator[Block]:
-        opened = self.store.open(self.array.name)
+        opened = self.store.open(self.array.name, self.retry)
         indexes, slices, data = [], [], []
         held = 0
         for flat in range(self.start, self.stop):
             index = tuple(int(i) for i in np.unravel_index(flat, self.grid)) if self.grid else ()
             where = self.array.chunk_slices(index, self.chunks)
-            chunk = read_slices(self.store, opened, where)
+            chunk = read_slices(self.store, opened, where, self.retry)
             indexes.append(list(index))
             slices.append([list(pair) for pair in where])
             data.append(chunk)
@@ -346,25 +288,21 @@ class _AlignedRows:
     chunk, ``overlap`` more steps of each array's data past the chunk's end."""
 
     store: ZarrStore
+    retry: RetryConfig
     arrays: tuple[ArrayLayout, ...]
     step: int
     length: int
     overlap: int
-    start: int = 0
-    stop: int = 0
-
-    def between(self, start: int, stop: int) -> _AlignedRows:
-        return _AlignedRows(
-            self.store, self.arrays, self.step, self.length, self.overlap, start, stop
-        )
+    start: int
+    stop: int
 
     def limited(self, limit: int | None) -> _AlignedRows:
         if limit is None or self.start + limit >= self.stop:
             return self
-        return self.between(self.start, self.start + limit)
+        return replace(self, stop=self.start + limit)
 
     def __call__(self) -> Iterator[Block]:
-        opened = [self.store.open(a.name) for a in self.arrays]
+        opened = [self.store.open(a.name, self.retry) for a in self.arrays]
         rows: list[tuple[int, int]] = []
         columns: dict[str, list[np.ndarray]] = {a.name: [] for a in self.arrays}
         held = 0
@@ -373,7 +311,7 @@ class _AlignedRows:
             data_stop = min(t_stop + self.overlap, self.length)
             rows.append((t_start, t_stop))
             for array, handle in zip(self.arrays, opened):
-                chunk = read_slices(self.store, handle, ((t_start, data_stop),))
+                chunk = read_slices(self.store, handle, ((t_start, data_stop),), self.retry)
                 columns[array.name].append(chunk)
                 held += chunk.nbytes
             if held >= _BLOCK_BYTES:

@@ -46,6 +46,12 @@ def read_zarr(
     (``[16]`` turns chunks of ``(1, 28, 28)`` into ``(16, 28, 28)``), a dict per array.
     Arrays' attributes (``.zattrs``) are not read.
 
+    A chunk that does not exist reads as the array's fill value; a chunk whose read fails
+    is retried (transient errors, ``DataContext.retried_io_errors``), then raised with the
+    store and the array named. Differences from Ray Data 2.60: Ray Data reads a failed
+    chunk as the fill value, and reinterprets the bytes of big-endian arrays (shardflow
+    reads their values, in native byte order).
+
     Examples:
         >>> import tempfile
         >>> import numpy as np, zarr
