@@ -83,8 +83,27 @@ class _ORCBlockWriter(BlockFileWriter):
                 block = block.cast(self.schema)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
                 return False
-        self._writer.write(block)
+        try:
+            self._writer.write(block)
+        except pa.ArrowNotImplementedError as exc:
+            raise _unwritable_column(block, exc) from exc
         return True
 
     def close(self) -> None:
         self._writer.close()
+
+
+def _unwritable_column(block: Block, exc: Exception) -> Exception:
+    """``exc`` (a type ORC cannot store), naming the first column of that type."""
+    import pyarrow.orc
+
+    for name in block.column_names:
+        try:
+            pyarrow.orc.write_table(block.select([name]).slice(0, 0), pa.BufferOutputStream())
+        except pa.ArrowNotImplementedError:
+            kind = block.schema.field(name).type
+            return pa.ArrowNotImplementedError(
+                f"write_orc cannot write column {name!r} of type {kind}: ORC has no such "
+                "type. Cast or drop it first (e.g. with map_batches)."
+            )
+    return exc

@@ -187,5 +187,10 @@ def test_arguments_are_checked(tmp_path):
         ds.write_orc(str(tmp_path / "b"), arrow_orc_args_fn={"compression": "zlib"})
     with pytest.raises(TypeError, match="file_extensions"):
         sf.read_orc(str(tmp_path), file_extensions="orc")
+    with pytest.raises(pa.ArrowNotImplementedError, match="column 'small' of type uint8"):
+        sf.from_arrow(pa.table({"id": [1], "small": pa.array([1], pa.uint8())})).write_orc(
+            str(tmp_path / "d")
+        )
+    assert not (tmp_path / "d").exists()
     with pytest.raises(ValueError, match="at least one column"):
         sf.range(3).select_columns([]).write_orc(str(tmp_path / "c"))
