@@ -14,6 +14,7 @@ import numpy as np
 
 from shardflow.sdk.file_reading import file_error
 from shardflow.sdk.filesystems import display_path, resolve_filesystem
+from shardflow.sdk.local_disk import LocalDisk
 from shardflow.sdk.optional import require
 from shardflow.sdk.retry import RetryConfig, call_with_retry
 
@@ -85,7 +86,7 @@ def open_store(path: str, filesystem: Any, storage_options: dict[str, Any] | Non
         zip_fs = fsspec.filesystem("zip", fo=path, target_options=storage_options or {})
         return ZarrStore(zip_fs, "", path)
     fs, (root,) = resolve_filesystem([path], filesystem, storage_options)
-    if hasattr(fs, "fsspec"):  # LocalDisk: zarr needs a real fsspec mapper
+    if isinstance(fs, LocalDisk):  # zarr needs a real fsspec mapper
         fs = fs.fsspec()
     from fsspec.implementations.zip import ZipFileSystem
 
