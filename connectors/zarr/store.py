@@ -1,7 +1,7 @@
 """Where a Zarr store lives and how its chunks are read: an fsspec filesystem and the store's
 root, opened through a mapping that lets a missing chunk be a fill value but never another
-error (zarr-python 2's own fsspec store turns every ``OSError`` of a chunk read, a throttled
-or dropped request among them, into a missing chunk: zeros, silently)."""
+error (zarr-python 2's own fsspec store drops the chunks whose read raised, a throttled or
+dropped request among them, and zarr then fills them with the fill value, silently)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from shardflow.sdk.file_reading import file_error
-from shardflow.sdk.filesystems import display_path, resolve_filesystem
+from shardflow.sdk.filesystems import display_path, redact, resolve_filesystem
 from shardflow.sdk.local_disk import LocalDisk
 from shardflow.sdk.optional import require
 from shardflow.sdk.retry import RetryConfig, call_with_retry
@@ -80,11 +80,13 @@ def read_slices(
 
 
 def open_store(path: str, filesystem: Any, storage_options: dict[str, Any] | None) -> ZarrStore:
+    """Where the store at ``path`` lives: a folder on any filesystem, or a ``.zip`` archive
+    (the archive's root is the store's)."""
     if filesystem is None and path.endswith(".zip"):
         import fsspec
 
         zip_fs = fsspec.filesystem("zip", fo=path, target_options=storage_options or {})
-        return ZarrStore(zip_fs, "", path)
+        return ZarrStore(zip_fs, "", redact(path))
     fs, (root,) = resolve_filesystem([path], filesystem, storage_options)
     if isinstance(fs, LocalDisk):  # zarr needs a real fsspec mapper
         fs = fs.fsspec()
@@ -92,7 +94,7 @@ def open_store(path: str, filesystem: Any, storage_options: dict[str, Any] | Non
 
     if isinstance(fs, ZipFileSystem) and path.endswith(".zip"):
         root = ""  # the archive given as filesystem= is the store
-    return ZarrStore(fs, root.rstrip("/"), display_path(fs, root) if root else path)
+    return ZarrStore(fs, root.rstrip("/"), display_path(fs, root) if root else redact(path))
 
 
 _STRICT_STORE: list[type] = []
