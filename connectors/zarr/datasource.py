@@ -64,9 +64,12 @@ class ZarrDatasource(Datasource):
             except KeyError:  # no .zmetadata
                 root = zarr.open(self._store.mapper(), mode="r")
                 consolidated = False
-        self._arrays = _discover(zarr, root, array_paths, consolidated, allow_full_metadata_scan)
+        shown = self._store.shown
+        self._arrays = _discover(
+            zarr, root, array_paths, consolidated, allow_full_metadata_scan, shown
+        )
         if not self._arrays:
-            raise ValueError(f"No arrays discovered in Zarr store at {path!r}.")
+            raise ValueError(f"No arrays discovered in Zarr store at {shown!r}.")
         if isinstance(self._chunk_shapes, dict):
             unknown = sorted(set(self._chunk_shapes) - {a.name for a in self._arrays})
             if unknown:
@@ -159,6 +162,7 @@ def _discover(
     array_paths: list[str] | None,
     consolidated: bool,
     allow_full_metadata_scan: bool,
+    shown: str,
 ) -> list[ArrayLayout]:
     """The arrays to read: the store's own array, those named, or every array it lists."""
 
@@ -182,7 +186,7 @@ def _discover(
     if not consolidated and not allow_full_metadata_scan:
         if wanted is None:
             raise ValueError(
-                "No array_paths were provided and this Zarr store does not contain "
+                f"No array_paths were provided and the Zarr store {shown} does not contain "
                 ".zmetadata. Pass array_paths=[...] or set allow_full_metadata_scan=True."
             )
         found = []
@@ -190,9 +194,9 @@ def _discover(
             try:
                 array = root[name]
             except KeyError as exc:
-                raise ValueError(f"Array path {raw!r} not found in Zarr store.") from exc
+                raise ValueError(f"Array path {raw!r} not found in Zarr store {shown}.") from exc
             if not isinstance(array, zarr.Array):
-                raise ValueError(f"Array path {raw!r} is a group, not an array.")
+                raise ValueError(f"Array path {raw!r} in {shown} is a group, not an array.")
             found.append(layout(name, array))
         return found
     every: dict[str, ArrayLayout] = {}
@@ -207,7 +211,7 @@ def _discover(
     missing = sorted(set(wanted) - set(every))
     if missing:
         raise ValueError(
-            f"Array(s) not found: {', '.join(repr(m) for m in missing)}. "
+            f"Array(s) not found in {shown}: {', '.join(repr(m) for m in missing)}. "
             f"Available: {', '.join(repr(a) for a in sorted(every))}"
         )
     return [a for name, a in every.items() if name in set(wanted)]
