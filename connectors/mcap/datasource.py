@@ -101,9 +101,21 @@ class MCAPDatasource(FileBasedDatasource):
         file_based_datasource_kwargs: As for :class:`~shardflow.sdk.FileBasedDatasource`.
 
     Examples:
-        >>> from shardflow.datasource import MCAPDatasource, TimeRange
-        >>> MCAPDatasource  # doctest: +ELLIPSIS
-        <class '...MCAPDatasource'>
+        >>> import os, tempfile
+        >>> from mcap.writer import Writer
+        >>> import shardflow as sf
+        >>> from shardflow.datasource import MCAPDatasource
+        >>> path = os.path.join(tempfile.mkdtemp(), "log.mcap")
+        >>> with open(path, "wb") as f:
+        ...     writer = Writer(f)
+        ...     writer.start()
+        ...     channel = writer.register_channel("/count", "json", schema_id=0)
+        ...     for t in range(3):
+        ...         writer.add_message(channel, log_time=t, publish_time=t, data=b'{"n": %d}' % t)
+        ...     writer.finish()
+        >>> source = MCAPDatasource(path, topics=["/count"], include_metadata=False)
+        >>> [row["data"]["n"] for row in sf.read_datasource(source).take_all()]
+        [0, 1, 2]
     """
 
     _FILE_EXTENSIONS = ["mcap"]
