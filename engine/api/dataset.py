@@ -25,6 +25,7 @@ from shardflow.engine.api.interop.methods import InteropMixin
 from shardflow.engine.api.iteration import IterationMixin
 from shardflow.engine.api.lance import LanceWriteMixin
 from shardflow.engine.api.map import MapMixin
+from shardflow.engine.api.orc import ORCWriteMixin
 from shardflow.engine.api.split import SplitMixin
 from shardflow.engine.api.sql import SQLWriteMixin
 from shardflow.engine.api.tfrecords import TFRecordsWriteMixin
@@ -63,6 +64,7 @@ class Dataset(
     DeltaWriteMixin,
     WebDatasetWriteMixin,
     TFRecordsWriteMixin,
+    ORCWriteMixin,
     InteropMixin,
 ):
     """A distributed-style collection of rows, stored as Arrow blocks and computed lazily.
