@@ -54,6 +54,7 @@ def _asks_for(node, fixture: str, param: str) -> bool:
     return named or fixture in getattr(node, "fixturenames", ())
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     root = os.path.dirname(__file__)
     for item in items:
