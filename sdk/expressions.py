@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import (
     Any,
-    ClassVar,
     Generic,
     TypeVar,
 )
@@ -34,19 +34,23 @@ from typing import (
 import pyarrow as pa
 
 from shardflow.sdk.datatype import DataType
+from shardflow.sdk.expression_operations import (
+    ARITHMETIC_OPS,
+    BINARY_OPS,
+    BOOLEAN_OPS,
+    COMPARISONS,
+    FLIPPED_COMPARISONS,
+    UNARY_OPS,
+    Operation,
+)
 
 T = TypeVar("T")
 
-COMPARISONS = ("==", "!=", ">", ">=", "<", "<=")
-BOOLEAN_OPS = ("&", "|")
-ARITHMETIC_OPS = ("+", "-", "*", "/", "%", "//")
-_ALL_OPS = COMPARISONS + BOOLEAN_OPS + ARITHMETIC_OPS
-
-# ``a op b`` is ``b flipped(op) a``: lets a visitor put the column on the left.
-FLIPPED_COMPARISONS = {"==": "==", "!=": "!=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
-
-# Kinds whose evaluation calls Python code (a user function, a download) rather than Arrow.
-PYTHON_KINDS = frozenset({"udf", "download", "uuid", "monotonically_increasing_id"})
+# Kinds whose evaluation calls Python code (a user function, a download, a random number
+# generator) rather than Arrow: they cannot be handed to Arrow or pushed into a reader.
+PYTHON_KINDS = frozenset({"udf", "download", "uuid", "monotonically_increasing_id", "random"})
+# Kinds whose values differ from one evaluation to the next (Ray Data's non-idempotent ones).
+_NON_IDEMPOTENT_KINDS = frozenset({"random", "uuid", "monotonically_increasing_id"})
 
 
 class UnsupportedExpressionError(ValueError):
@@ -72,7 +76,9 @@ class Expr:
     ``name`` is the output name of a column reference or an alias, None for the others.
     """
 
-    kind: ClassVar[str] = ""
+    # The kind of a node: a class attribute, except for unary and binary expressions, whose
+    # kind depends on their operation (``"not"``, ``"is_in"``, ...).
+    kind: str = ""
     name: str | None = None
 
     def children(self) -> tuple[Expr, ...]:
@@ -121,7 +127,12 @@ class Expr:
         """What identifies this node apart from its children (for structurally_equals)."""
         return ()
 
-    def _binary(self, op: str, other: Any, reverse: bool = False) -> BinaryExpr:
+    def is_idempotent(self) -> bool:
+        """Whether evaluating the expression twice gives the same values: False when it
+        contains ``random()``, ``uuid()`` or ``monotonically_increasing_id()``, as in Ray Data."""
+        return not any(e.kind in _NON_IDEMPOTENT_KINDS for e in self.walk())
+
+    def _binary(self, op: Operation | str, other: Any, reverse: bool = False) -> BinaryExpr:
         other = other if isinstance(other, Expr) else LiteralExpr(other)
         return BinaryExpr(op, other, self) if reverse else BinaryExpr(op, self, other)
 
@@ -192,10 +203,10 @@ class Expr:
         return self._binary("%", other, reverse=True)
 
     def __neg__(self) -> BinaryExpr:
-        return BinaryExpr("-", LiteralExpr(0), self)
+        return BinaryExpr(Operation.SUB, LiteralExpr(0), self)
 
-    def __invert__(self) -> NotExpr:
-        return NotExpr(self)
+    def __invert__(self) -> UnaryExpr:
+        return UnaryExpr(Operation.NOT, self)
 
     def __bool__(self) -> bool:
         raise TypeError(
@@ -205,21 +216,22 @@ class Expr:
 
     __hash__ = object.__hash__
 
-    def is_null(self) -> IsNullExpr:
-        """True where the value is null."""
-        return IsNullExpr(self)
+    def is_null(self) -> UnaryExpr:
+        """True where the value is null: ``UnaryExpr(Operation.IS_NULL, self)``."""
+        return UnaryExpr(Operation.IS_NULL, self)
 
-    def is_not_null(self) -> NotExpr:
-        """True where the value is not null."""
-        return NotExpr(IsNullExpr(self))
+    def is_not_null(self) -> UnaryExpr:
+        """True where the value is not null: ``UnaryExpr(Operation.IS_NOT_NULL, self)``."""
+        return UnaryExpr(Operation.IS_NOT_NULL, self)
 
-    def is_in(self, values: Iterable[Any]) -> IsInExpr:
-        """True where the value is one of ``values`` (a null value is in no list)."""
-        return IsInExpr(self, _literal_values(values, "is_in"))
+    def is_in(self, values: Iterable[Any]) -> BinaryExpr:
+        """True where the value is one of ``values`` (a null value is in no list):
+        ``BinaryExpr(Operation.IN, self, lit(values))``."""
+        return BinaryExpr(Operation.IN, self, LiteralExpr(_literal_values(values, "is_in")))
 
-    def not_in(self, values: Iterable[Any]) -> NotExpr:
+    def not_in(self, values: Iterable[Any]) -> BinaryExpr:
         """True where the value is none of ``values`` (a null value is in no list)."""
-        return NotExpr(IsInExpr(self, _literal_values(values, "not_in")))
+        return BinaryExpr(Operation.NOT_IN, self, LiteralExpr(_literal_values(values, "not_in")))
 
     def alias(self, name: str) -> AliasExpr:
         """The same values under the output name ``name``.
@@ -295,71 +307,146 @@ class LiteralExpr(Expr):
 
 
 class BinaryExpr(Expr):
-    """``left <op> right`` for a comparison, boolean or arithmetic operator."""
+    """``left <op> right``: a comparison, boolean or arithmetic operation, or a test of
+    membership in a list (``Operation.IN`` / ``NOT_IN``, whose right side is a literal list).
 
-    kind = "binary"
+    Args:
+        op: An :class:`Operation` (or its symbol, ``"+"``, ``">="``...).
+        left: The left operand.
+        right: The right operand.
 
-    def __init__(self, op: str, left: Expr, right: Expr):
-        if op not in _ALL_OPS:
-            raise ValueError(f"Unknown operator {op!r}; expected one of {sorted(_ALL_OPS)}.")
+    Examples:
+        >>> from shardflow.sdk.expressions import BinaryExpr, Operation, col, lit
+        >>> BinaryExpr(Operation.ADD, col("x"), lit(5)).structurally_equals(col("x") + 5)
+        True
+    """
+
+    def __init__(self, op: Operation | str, left: Expr, right: Expr):
+        op = Operation.of(op)
+        if op not in BINARY_OPS:
+            raise ValueError(
+                f"{op!r} is not a binary operation; expected one of {[o.name for o in BINARY_OPS]}."
+            )
+        if not isinstance(left, Expr) or not isinstance(right, Expr):
+            raise TypeError(
+                f"BinaryExpr takes expressions on both sides, got {type(left).__name__} and "
+                f"{type(right).__name__}: wrap constants in lit()."
+            )
+        if op in (Operation.IN, Operation.NOT_IN) and not isinstance(right, LiteralExpr):
+            raise ValueError(
+                f"is_in/not_in operations require the right operand to be a literal list, got "
+                f"{type(right).__name__}."
+            )
         self.op, self.left, self.right = op, left, right
+        self.kind = _BINARY_KINDS.get(op, "binary")
+
+    @property
+    def operand(self) -> Expr:
+        """The tested value of ``IN`` / ``NOT_IN`` (the left side)."""
+        return self.left
+
+    @property
+    def values(self) -> list:
+        """The list of ``IN`` / ``NOT_IN`` (the right side's value, as a list)."""
+        return _literal_values(self.right, self.op.value)
 
     def children(self) -> tuple[Expr, ...]:
         return (self.left, self.right)
 
-    def _key(self) -> tuple[Any, ...]:
-        return (self.op,)
+    def structurally_equals(self, other: Any) -> bool:
+        return (
+            isinstance(other, BinaryExpr)
+            and self.op is other.op
+            and self.left.structurally_equals(other.left)
+            and self.right.structurally_equals(other.right)
+        )
 
     def __repr__(self) -> str:
-        return f"({self.left!r} {self.op} {self.right!r})"
+        if self.op is Operation.IN:
+            return f"{self.left!r}.is_in({self.values!r})"
+        if self.op is Operation.NOT_IN:
+            return f"{self.left!r}.not_in({self.values!r})"
+        return f"({self.left!r} {self.op.symbol} {self.right!r})"
 
 
-class NotExpr(Expr):
-    """Boolean negation."""
+_BINARY_KINDS = {Operation.IN: "is_in", Operation.NOT_IN: "not_in"}
+_UNARY_KINDS = {
+    Operation.NOT: "not",
+    Operation.IS_NULL: "is_null",
+    Operation.IS_NOT_NULL: "is_not_null",
+}
 
-    kind = "not"
 
-    def __init__(self, operand: Expr):
-        self.operand = operand
+class UnaryExpr(Expr):
+    """An operation on one operand: ``Operation.NOT`` (``~x``), ``IS_NULL``
+    (``x.is_null()``) or ``IS_NOT_NULL`` (``x.is_not_null()``), as Ray Data's ``UnaryExpr``.
+
+    Its ``kind`` for visitors is ``"not"``, ``"is_null"`` or ``"is_not_null"``.
+
+    Args:
+        op: The operation.
+        operand: The expression it applies to.
+
+    Raises:
+        ValueError: for an operation that takes two operands (Ray Data fails only when the
+            expression runs).
+
+    Examples:
+        >>> from shardflow.sdk.expressions import Operation, UnaryExpr, col
+        >>> UnaryExpr(Operation.IS_NULL, col("x")).structurally_equals(col("x").is_null())
+        True
+    """
+
+    def __init__(self, op: Operation | str, operand: Expr):
+        op = Operation.of(op)
+        if op not in UNARY_OPS:
+            raise ValueError(
+                f"{op!r} is not a unary operation; expected one of {[o.name for o in UNARY_OPS]}."
+            )
+        if not isinstance(operand, Expr):
+            raise TypeError(
+                f"UnaryExpr takes an expression, got {type(operand).__name__}: wrap constants "
+                "in lit()."
+            )
+        self.op, self.operand = op, operand
+        self.kind = _UNARY_KINDS[op]
 
     def children(self) -> tuple[Expr, ...]:
         return (self.operand,)
 
+    def structurally_equals(self, other: Any) -> bool:
+        return (
+            isinstance(other, UnaryExpr)
+            and self.op is other.op
+            and self.operand.structurally_equals(other.operand)
+        )
+
     def __repr__(self) -> str:
-        return f"~{self.operand!r}"
+        if self.op is Operation.NOT:
+            return f"~{self.operand!r}"
+        return f"{self.operand!r}.{self.op.value}()"
 
 
-class IsNullExpr(Expr):
-    """True where the operand is null."""
-
-    kind = "is_null"
+class NotExpr(UnaryExpr):
+    """Boolean negation: ``UnaryExpr(Operation.NOT, operand)``."""
 
     def __init__(self, operand: Expr):
-        self.operand = operand
-
-    def children(self) -> tuple[Expr, ...]:
-        return (self.operand,)
-
-    def __repr__(self) -> str:
-        return f"{self.operand!r}.is_null()"
+        super().__init__(Operation.NOT, operand)
 
 
-class IsInExpr(Expr):
-    """True where the operand is one of a list of values."""
+class IsNullExpr(UnaryExpr):
+    """True where the operand is null: ``UnaryExpr(Operation.IS_NULL, operand)``."""
 
-    kind = "is_in"
+    def __init__(self, operand: Expr):
+        super().__init__(Operation.IS_NULL, operand)
+
+
+class IsInExpr(BinaryExpr):
+    """True where the operand is one of a list of values:
+    ``BinaryExpr(Operation.IN, operand, lit(values))``."""
 
     def __init__(self, operand: Expr, values: list):
-        self.operand, self.values = operand, values
-
-    def children(self) -> tuple[Expr, ...]:
-        return (self.operand,)
-
-    def _key(self) -> tuple[Any, ...]:
-        return (repr(self.values),)
-
-    def __repr__(self) -> str:
-        return f"{self.operand!r}.is_in({self.values!r})"
+        super().__init__(Operation.IN, operand, LiteralExpr(list(values)))
 
 
 class AliasExpr(Expr):
@@ -521,6 +608,176 @@ def monotonically_increasing_id() -> MonotonicallyIncreasingIdExpr:
     return MonotonicallyIncreasingIdExpr()
 
 
+class RandomExpr(Expr):
+    """Random floats in [0, 1), one per row; build it with :func:`random`.
+
+    Args:
+        seed: The base seed, or None for fresh randomness on every evaluation.
+        reseed_after_execution: With a seed, whether each execution of the dataset draws
+            other numbers (True, the default) or the same ones (False).
+    """
+
+    kind = "random"
+
+    def __init__(self, seed: int | None = None, reseed_after_execution: bool = True):
+        import uuid as uuid_module
+
+        self.seed, self.reseed_after_execution = seed, reseed_after_execution
+        # Identifies the expression across processes: its block counter and execution number.
+        self._instance_id = str(uuid_module.uuid4())
+        self._executions = 0
+
+    def next_execution(self) -> int:
+        """The number of the execution about to start (0, 1, ...), counting it."""
+        with _EXECUTIONS_LOCK:
+            execution = self._executions
+            self._executions += 1
+        return execution
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.seed, self.reseed_after_execution)
+
+    def __repr__(self) -> str:
+        if self.seed is None:
+            return "RANDOM()"
+        return f"RANDOM(seed={self.seed}, reseed_after_execution={self.reseed_after_execution})"
+
+
+_EXECUTIONS_LOCK = threading.Lock()
+
+
+def random(*, seed: int | None = None, reseed_after_execution: bool = True) -> RandomExpr:
+    """An expression giving each row a random float in [0, 1), as Ray Data's ``random()``.
+
+    The numbers of a block come from ``numpy.random.default_rng([block, task, execution,
+    seed]).random(rows)``: the block's number among the blocks the task evaluated, the
+    task's index, the execution's number (0 when ``reseed_after_execution`` is False) and
+    the seed, as Ray Data draws them. So with a seed and ``reseed_after_execution=False``
+    every execution gives the same numbers; with True (the default) each execution of the
+    dataset gives others, reproducibly from the seed. Without a seed every evaluation
+    draws fresh numbers.
+
+    Args:
+        seed: An int seed, or None.
+        reseed_after_execution: Whether each execution draws other numbers (with a seed).
+
+    Returns:
+        A :class:`RandomExpr`.
+
+    Examples:
+        >>> import shardflow as sf
+        >>> from shardflow.expressions import random
+        >>> ds = sf.range(3).with_column("r", random(seed=42, reseed_after_execution=False))
+        >>> [round(r["r"], 4) for r in ds.take_all()] == [round(r["r"], 4) for r in ds.take_all()]
+        True
+    """
+    return RandomExpr(seed=seed, reseed_after_execution=reseed_after_execution)
+
+
+class StarExpr(Expr):
+    """All the columns of the input, as Ray Data's ``star()``: a marker of projections
+    (``with_columns`` keeps every column and adds its own). It has no values of its own, so
+    evaluating it raises a TypeError."""
+
+    kind = "star"
+
+    def __repr__(self) -> str:
+        return "star()"
+
+
+def star() -> StarExpr:
+    """An expression standing for all the input columns, as Ray Data's ``star()``.
+
+    Ray Data builds projections with it internally; it cannot be evaluated as one column
+    (``with_column("c", star())`` fails when the dataset runs, as in Ray Data).
+
+    Returns:
+        A :class:`StarExpr`.
+
+    Examples:
+        >>> from shardflow.expressions import star
+        >>> star().structurally_equals(star())
+        True
+    """
+    return StarExpr()
+
+
+class UnnestExpr(Expr):
+    """A struct-valued expression expanded into one column per field; build it with
+    :func:`unnest` and pass it to ``Dataset.with_columns``."""
+
+    kind = "unnest"
+
+    def __init__(self, expr: Expr):
+        self.expr = expr
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.expr,)
+
+    def alias(self, name: str) -> AliasExpr:
+        raise TypeError(
+            "unnest() cannot be aliased: it produces one output column per struct field, "
+            "named after the fields themselves. Pass it positionally to with_columns(), e.g. "
+            "ds.with_columns(unnest(expr))."
+        )
+
+    def __repr__(self) -> str:
+        return f"unnest({self.expr!r})"
+
+
+def unnest(expr: Expr) -> UnnestExpr:
+    """Expand a struct-typed expression into one output column per struct field, for
+    ``Dataset.with_columns``, as Ray Data's ``unnest()``.
+
+    The struct's type must be known when ``with_columns`` is called: a ``udf`` declaring a
+    struct ``return_dtype``, or a struct column of a dataset whose schema is known without
+    running it. The wrapped expression is evaluated once per block; the fields become
+    columns named after them (one level deep), replacing columns of those names in place.
+
+    Args:
+        expr: An expression whose values are structs.
+
+    Returns:
+        An :class:`UnnestExpr`.
+
+    Raises:
+        TypeError: for something other than an expression, or an unnest of an unnest.
+
+    Examples:
+        >>> import shardflow as sf
+        >>> from shardflow.expressions import col, unnest
+        >>> ds = sf.from_items([{"s": {"x": 1, "y": "a"}}])
+        >>> ds.with_columns(unnest(col("s"))).take_all()
+        [{'s': {'x': 1, 'y': 'a'}, 'x': 1, 'y': 'a'}]
+    """
+    if isinstance(expr, UnnestExpr):
+        raise TypeError("unnest() cannot be nested inside another unnest().")
+    if not isinstance(expr, Expr):
+        raise TypeError(f"unnest() expects an expression, got {type(expr).__name__}.")
+    return UnnestExpr(expr)
+
+
+class StructFieldExpr(Expr):
+    """Field ``index`` of a struct-valued operand (what ``unnest`` expands into).
+
+    Operands that are the same object are evaluated once per block by the evaluator.
+    """
+
+    kind = "struct_field"
+
+    def __init__(self, operand: Expr, index: int):
+        self.operand, self.index = operand, index
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand,)
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.index,)
+
+    def __repr__(self) -> str:
+        return f"{self.operand!r}.struct[{self.index}]"
+
+
 def _callable_name(fn: Any) -> str:
     return getattr(fn, "__name__", None) or type(fn).__name__
 
@@ -541,7 +798,7 @@ class ExprVisitor(Generic[T]):
         ...     def visit_literal(self, expr):
         ...         return repr(expr.value)
         ...     def visit_binary(self, expr):
-        ...         op = {"&": "AND", "|": "OR", "==": "="}.get(expr.op, expr.op)
+        ...         op = {"&": "AND", "|": "OR", "==": "="}.get(expr.op.symbol, expr.op.symbol)
         ...         return f"({self.visit(expr.left)} {op} {self.visit(expr.right)})"
         >>> ToSQL().visit((col("x") > 1) & (col("y") == "a"))
         "((x > 1) AND (y = 'a'))"
@@ -572,14 +829,23 @@ class ExprVisitor(Generic[T]):
     def visit_binary(self, expr: BinaryExpr) -> T:
         return self.visit_unsupported(expr)
 
-    def visit_not(self, expr: NotExpr) -> T:
+    def visit_not(self, expr: UnaryExpr) -> T:
         return self.visit_unsupported(expr)
 
-    def visit_is_null(self, expr: IsNullExpr) -> T:
+    def visit_is_null(self, expr: UnaryExpr) -> T:
         return self.visit_unsupported(expr)
 
-    def visit_is_in(self, expr: IsInExpr) -> T:
+    def visit_is_not_null(self, expr: UnaryExpr) -> T:
+        """``x.is_not_null()``; by default visited as ``~x.is_null()``."""
+        return self.visit(NotExpr(IsNullExpr(expr.operand)))
+
+    def visit_is_in(self, expr: BinaryExpr) -> T:
+        """``x.is_in(values)``: ``expr.operand`` and the list ``expr.values``."""
         return self.visit_unsupported(expr)
+
+    def visit_not_in(self, expr: BinaryExpr) -> T:
+        """``x.not_in(values)``; by default visited as ``~x.is_in(values)``."""
+        return self.visit(NotExpr(IsInExpr(expr.operand, expr.values)))
 
     def visit_alias(self, expr: AliasExpr) -> T:
         return self.visit_unsupported(expr)
@@ -599,10 +865,28 @@ class ExprVisitor(Generic[T]):
     def visit_monotonically_increasing_id(self, expr: MonotonicallyIncreasingIdExpr) -> T:
         return self.visit_unsupported(expr)
 
+    def visit_random(self, expr: RandomExpr) -> T:
+        return self.visit_unsupported(expr)
+
+    def visit_struct_field(self, expr: StructFieldExpr) -> T:
+        return self.visit_unsupported(expr)
+
+    def visit_star(self, expr: StarExpr) -> T:
+        raise TypeError(
+            f"{type(self).__name__} cannot translate star(): it stands for all the input "
+            "columns, not for one column of values."
+        )
+
+    def visit_unnest(self, expr: UnnestExpr) -> T:
+        raise TypeError(
+            "unnest() expands to multiple columns, so it has no single value to evaluate. "
+            "Pass it directly to `with_columns`; it cannot be composed into another expression."
+        )
+
 
 def conjuncts(expr: Expr) -> list:
     """The terms of a chain of ``&``: ``a & (b & c)`` gives ``[a, b, c]``."""
-    if isinstance(expr, BinaryExpr) and expr.op == "&":
+    if isinstance(expr, BinaryExpr) and expr.op is Operation.AND:
         return conjuncts(expr.left) + conjuncts(expr.right)
     return [expr]
 
@@ -845,6 +1129,10 @@ from shardflow.sdk.expression_arrow import PyArrowExprVisitor  # noqa: E402
 from shardflow.sdk.expression_parsing import parse_expr  # noqa: E402
 
 __all__ = [
+    "ARITHMETIC_OPS",
+    "BOOLEAN_OPS",
+    "COMPARISONS",
+    "FLIPPED_COMPARISONS",
     "AliasExpr",
     "BinaryExpr",
     "CastExpr",
@@ -858,8 +1146,13 @@ __all__ = [
     "IsNullExpr",
     "LiteralExpr",
     "NotExpr",
+    "Operation",
     "PyArrowExprVisitor",
+    "RandomExpr",
+    "StarExpr",
     "UDFExpr",
+    "UnaryExpr",
+    "UnnestExpr",
     "UnsupportedExpressionError",
     "and_all",
     "col",
@@ -867,5 +1160,8 @@ __all__ = [
     "download",
     "lit",
     "parse_expr",
+    "random",
+    "star",
     "udf",
+    "unnest",
 ]
