@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from shardflow.engine.execution.runtime import init
     from shardflow.engine.iteration.data_iterator import DataIterator, DatasetIterator
     from shardflow.engine.xshards.shards import XShards
+    from shardflow.preprocessor import Preprocessor
     from shardflow.sdk import (
         Block,
         BlockBasedFileDatasink,
@@ -105,6 +106,7 @@ __all__ = [
     "Datasource",
     "Partitioning",
     "PathPartitionFilter",
+    "Preprocessor",
     "RandomSeedConfig",
     "ReadTask",
     "RetryPolicy",
@@ -228,6 +230,7 @@ _EXPORTS = {
     "PathPartitionFilter": "shardflow.sdk.partitioning",
     "SaveMode": "shardflow.sdk.save_mode",
     "RandomSeedConfig": "shardflow.sdk.random_seeds",
+    "Preprocessor": "shardflow.preprocessor",
 }
 _SUBMODULES = (
     "xshards",
@@ -240,6 +243,7 @@ _SUBMODULES = (
     "collate_fn",
     "datasource",
     "context",
+    "preprocessor",
 )
 
 
