@@ -622,6 +622,14 @@ class RandomExpr(Expr):
     def __init__(self, seed: int | None = None, reseed_after_execution: bool = True):
         import uuid as uuid_module
 
+        if seed is not None and (not isinstance(seed, int) or seed < 0):
+            raise TypeError(
+                f"random() takes a non-negative int seed (NumPy's seeds), or None; got {seed!r}."
+            )
+        if not isinstance(reseed_after_execution, bool):
+            raise TypeError(
+                f"reseed_after_execution must be a bool, got {reseed_after_execution!r}."
+            )
         self.seed, self.reseed_after_execution = seed, reseed_after_execution
         # Identifies the expression across processes: its block counter and execution number.
         self._instance_id = str(uuid_module.uuid4())
@@ -658,11 +666,15 @@ def random(*, seed: int | None = None, reseed_after_execution: bool = True) -> R
     draws fresh numbers.
 
     Args:
-        seed: An int seed, or None.
+        seed: A non-negative int seed, or None.
         reseed_after_execution: Whether each execution draws other numbers (with a seed).
 
     Returns:
         A :class:`RandomExpr`.
+
+    Raises:
+        TypeError: for a seed that is not a non-negative int (Ray Data fails only when the
+            dataset runs).
 
     Examples:
         >>> import shardflow as sf

@@ -717,7 +717,8 @@ def test_expression_nodes_check_their_operation(rd, sfm):
     "random() expression (every dataset using it), where Ray Data counts those of the Dataset "
     "(a dataset derived from another starts from the other's count). Executing one dataset "
     "again and again gives Ray Data's numbers; with reseed_after_execution=False they are "
-    "always Ray Data's (cases: random_with_a_fixed_seed).",
+    "always Ray Data's (cases: random_with_a_fixed_seed). A seed that is not a non-negative "
+    "int raises TypeError when random() is called (Ray Data fails when the dataset runs).",
 )
 def test_random_reseeds_by_the_expressions_own_executions(rd, sfm):
     import numpy as np
@@ -737,3 +738,6 @@ def test_random_reseeds_by_the_expressions_own_executions(rd, sfm):
     sf_random = sf_expressions.random(seed=11)
     assert draws(sfm, sf_random) == expected[:2]
     assert draws(sfm, sf_random) == expected[2:]  # the expression's executions 2 and 3
+    ray_expressions.random(seed=-1)  # accepted until a dataset runs it
+    with pytest.raises(TypeError, match="non-negative int"):
+        sf_expressions.random(seed=-1)
