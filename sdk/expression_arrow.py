@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shardflow.sdk.expression_operations import Operation
+from shardflow.sdk.expression_projection import StructFieldExpr
 from shardflow.sdk.expressions import (
     AliasExpr,
     BinaryExpr,
@@ -20,7 +21,6 @@ from shardflow.sdk.expressions import (
     ColumnExpr,
     ExprVisitor,
     LiteralExpr,
-    StructFieldExpr,
     UnaryExpr,
 )
 

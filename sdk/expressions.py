@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import (
     Any,
@@ -554,242 +553,6 @@ class DownloadExpr(Expr):
         return f"download({self.uri_column_name!r})"
 
 
-class UUIDExpr(Expr):
-    """A new random UUID (version 4) per row, as a string; build it with :func:`uuid`."""
-
-    kind = "uuid"
-
-    def __repr__(self) -> str:
-        return "UUID()"
-
-
-def uuid() -> UUIDExpr:
-    """An expression giving each row a new random identifier: a UUID4 string, as Ray Data's
-    ``uuid()``. Each evaluation draws new identifiers.
-
-    Returns:
-        A :class:`UUIDExpr`.
-
-    Examples:
-        >>> import shardflow as sf
-        >>> from shardflow.expressions import uuid
-        >>> rows = sf.range(2).with_column("key", uuid()).take_all()
-        >>> [len(r["key"]) for r in rows]
-        [36, 36]
-    """
-    return UUIDExpr()
-
-
-class MonotonicallyIncreasingIdExpr(Expr):
-    """Unique, increasing ids per task; build it with :func:`monotonically_increasing_id`."""
-
-    kind = "monotonically_increasing_id"
-
-    def __repr__(self) -> str:
-        return "monotonically_increasing_id()"
-
-
-def monotonically_increasing_id() -> MonotonicallyIncreasingIdExpr:
-    """An expression giving each row a unique int64 id, as Ray Data's
-    ``monotonically_increasing_id()``: the task's index in the upper 31 bits and the row's
-    number among the rows the task handled in the lower 33, so ids increase within a task
-    and are unique, but not consecutive across tasks.
-
-    Returns:
-        A :class:`MonotonicallyIncreasingIdExpr`.
-
-    Examples:
-        >>> import shardflow as sf
-        >>> from shardflow.expressions import monotonically_increasing_id
-        >>> ds = sf.range(4, override_num_blocks=2)
-        >>> ds.with_column("uid", monotonically_increasing_id()).take_all()
-        [{'id': 0, 'uid': 0}, {'id': 1, 'uid': 1}, {'id': 2, 'uid': 8589934592}, {'id': 3, 'uid': 8589934593}]
-    """
-    return MonotonicallyIncreasingIdExpr()
-
-
-class RandomExpr(Expr):
-    """Random floats in [0, 1), one per row; build it with :func:`random`.
-
-    Args:
-        seed: The base seed, or None for fresh randomness on every evaluation.
-        reseed_after_execution: With a seed, whether each execution of the dataset draws
-            other numbers (True, the default) or the same ones (False).
-    """
-
-    kind = "random"
-
-    def __init__(self, seed: int | None = None, reseed_after_execution: bool = True):
-        import uuid as uuid_module
-
-        if seed is not None and (not isinstance(seed, int) or seed < 0):
-            raise TypeError(
-                f"random() takes a non-negative int seed (NumPy's seeds), or None; got {seed!r}."
-            )
-        if not isinstance(reseed_after_execution, bool):
-            raise TypeError(
-                f"reseed_after_execution must be a bool, got {reseed_after_execution!r}."
-            )
-        self.seed, self.reseed_after_execution = seed, reseed_after_execution
-        # Identifies the expression across processes: its block counter and execution number.
-        self._instance_id = str(uuid_module.uuid4())
-        self._executions = 0
-
-    def next_execution(self) -> int:
-        """The number of the execution about to start (0, 1, ...), counting it."""
-        with _EXECUTIONS_LOCK:
-            execution = self._executions
-            self._executions += 1
-        return execution
-
-    def _key(self) -> tuple[Any, ...]:
-        return (self.seed, self.reseed_after_execution)
-
-    def __repr__(self) -> str:
-        if self.seed is None:
-            return "RANDOM()"
-        return f"RANDOM(seed={self.seed}, reseed_after_execution={self.reseed_after_execution})"
-
-
-_EXECUTIONS_LOCK = threading.Lock()
-
-
-def random(*, seed: int | None = None, reseed_after_execution: bool = True) -> RandomExpr:
-    """An expression giving each row a random float in [0, 1), as Ray Data's ``random()``.
-
-    The numbers of a block come from ``numpy.random.default_rng([block, task, execution,
-    seed]).random(rows)``: the block's number among the blocks the task evaluated, the
-    task's index, the execution's number (0 when ``reseed_after_execution`` is False) and
-    the seed, as Ray Data draws them. So with a seed and ``reseed_after_execution=False``
-    every execution gives the same numbers; with True (the default) each execution of the
-    dataset gives others, reproducibly from the seed. Without a seed every evaluation
-    draws fresh numbers.
-
-    Args:
-        seed: A non-negative int seed, or None.
-        reseed_after_execution: Whether each execution draws other numbers (with a seed).
-
-    Returns:
-        A :class:`RandomExpr`.
-
-    Raises:
-        TypeError: for a seed that is not a non-negative int (Ray Data fails only when the
-            dataset runs).
-
-    Examples:
-        >>> import shardflow as sf
-        >>> from shardflow.expressions import random
-        >>> ds = sf.range(3).with_column("r", random(seed=42, reseed_after_execution=False))
-        >>> [round(r["r"], 4) for r in ds.take_all()] == [round(r["r"], 4) for r in ds.take_all()]
-        True
-    """
-    return RandomExpr(seed=seed, reseed_after_execution=reseed_after_execution)
-
-
-class StarExpr(Expr):
-    """All the columns of the input, as Ray Data's ``star()``: a marker of projections
-    (``with_columns`` keeps every column and adds its own). It has no values of its own, so
-    evaluating it raises a TypeError."""
-
-    kind = "star"
-
-    def __repr__(self) -> str:
-        return "star()"
-
-
-def star() -> StarExpr:
-    """An expression standing for all the input columns, as Ray Data's ``star()``.
-
-    Ray Data builds projections with it internally; it cannot be evaluated as one column
-    (``with_column("c", star())`` fails when the dataset runs, as in Ray Data).
-
-    Returns:
-        A :class:`StarExpr`.
-
-    Examples:
-        >>> from shardflow.expressions import star
-        >>> star().structurally_equals(star())
-        True
-    """
-    return StarExpr()
-
-
-class UnnestExpr(Expr):
-    """A struct-valued expression expanded into one column per field; build it with
-    :func:`unnest` and pass it to ``Dataset.with_columns``."""
-
-    kind = "unnest"
-
-    def __init__(self, expr: Expr):
-        self.expr = expr
-
-    def children(self) -> tuple[Expr, ...]:
-        return (self.expr,)
-
-    def alias(self, name: str) -> AliasExpr:
-        raise TypeError(
-            "unnest() cannot be aliased: it produces one output column per struct field, "
-            "named after the fields themselves. Pass it positionally to with_columns(), e.g. "
-            "ds.with_columns(unnest(expr))."
-        )
-
-    def __repr__(self) -> str:
-        return f"unnest({self.expr!r})"
-
-
-def unnest(expr: Expr) -> UnnestExpr:
-    """Expand a struct-typed expression into one output column per struct field, for
-    ``Dataset.with_columns``, as Ray Data's ``unnest()``.
-
-    The struct's type must be known when ``with_columns`` is called: a ``udf`` declaring a
-    struct ``return_dtype``, or a struct column of a dataset whose schema is known without
-    running it. The wrapped expression is evaluated once per block; the fields become
-    columns named after them (one level deep), replacing columns of those names in place.
-
-    Args:
-        expr: An expression whose values are structs.
-
-    Returns:
-        An :class:`UnnestExpr`.
-
-    Raises:
-        TypeError: for something other than an expression, or an unnest of an unnest.
-
-    Examples:
-        >>> import shardflow as sf
-        >>> from shardflow.expressions import col, unnest
-        >>> ds = sf.from_items([{"s": {"x": 1, "y": "a"}}])
-        >>> ds.with_columns(unnest(col("s"))).take_all()
-        [{'s': {'x': 1, 'y': 'a'}, 'x': 1, 'y': 'a'}]
-    """
-    if isinstance(expr, UnnestExpr):
-        raise TypeError("unnest() cannot be nested inside another unnest().")
-    if not isinstance(expr, Expr):
-        raise TypeError(f"unnest() expects an expression, got {type(expr).__name__}.")
-    return UnnestExpr(expr)
-
-
-class StructFieldExpr(Expr):
-    """Field ``index`` of a struct-valued operand (what ``unnest`` expands into).
-
-    Operands that are the same object are evaluated once per block by the evaluator.
-    """
-
-    kind = "struct_field"
-
-    def __init__(self, operand: Expr, index: int):
-        self.operand, self.index = operand, index
-
-    def children(self) -> tuple[Expr, ...]:
-        return (self.operand,)
-
-    def _key(self) -> tuple[Any, ...]:
-        return (self.index,)
-
-    def __repr__(self) -> str:
-        return f"{self.operand!r}.struct[{self.index}]"
-
-
 def _callable_name(fn: Any) -> str:
     return getattr(fn, "__name__", None) or type(fn).__name__
 
@@ -1135,10 +898,26 @@ def and_all(exprs: Iterable[Expr]) -> Expr:
     return result
 
 
-# The translators and the parser live in modules of their own; they are imported here so
-# that ``shardflow.sdk.expressions`` offers the whole API.
+# The nodes of generated values and of projections, the translators and the parser live in
+# modules of their own; they are imported here so that ``shardflow.sdk.expressions`` offers
+# the whole API.
 from shardflow.sdk.expression_arrow import PyArrowExprVisitor  # noqa: E402
+from shardflow.sdk.expression_generated import (  # noqa: E402
+    MonotonicallyIncreasingIdExpr,
+    RandomExpr,
+    UUIDExpr,
+    monotonically_increasing_id,
+    random,
+    uuid,
+)
 from shardflow.sdk.expression_parsing import parse_expr  # noqa: E402
+from shardflow.sdk.expression_projection import (  # noqa: E402
+    StarExpr,
+    StructFieldExpr,
+    UnnestExpr,
+    star,
+    unnest,
+)
 
 __all__ = [
     "ARITHMETIC_OPS",
@@ -1157,12 +936,15 @@ __all__ = [
     "IsInExpr",
     "IsNullExpr",
     "LiteralExpr",
+    "MonotonicallyIncreasingIdExpr",
     "NotExpr",
     "Operation",
     "PyArrowExprVisitor",
     "RandomExpr",
     "StarExpr",
+    "StructFieldExpr",
     "UDFExpr",
+    "UUIDExpr",
     "UnaryExpr",
     "UnnestExpr",
     "UnsupportedExpressionError",
@@ -1171,9 +953,11 @@ __all__ = [
     "conjuncts",
     "download",
     "lit",
+    "monotonically_increasing_id",
     "parse_expr",
     "random",
     "star",
     "udf",
     "unnest",
+    "uuid",
 ]
