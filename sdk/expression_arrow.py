@@ -12,16 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from shardflow.sdk.expression_operations import Operation
+from shardflow.sdk.expression_projection import StructFieldExpr
 from shardflow.sdk.expressions import (
     AliasExpr,
     BinaryExpr,
     CastExpr,
     ColumnExpr,
     ExprVisitor,
-    IsInExpr,
-    IsNullExpr,
     LiteralExpr,
-    NotExpr,
+    UnaryExpr,
 )
 
 
@@ -40,21 +40,21 @@ def _modulo(a: Any, b: Any) -> Any:
 
 
 # The kernels of the binary operators; each takes arrays, scalars or Expressions.
-BINARY_KERNELS: dict[str, Callable[[Any, Any], Any]] = {
-    "==": lambda a, b: pc().equal(a, b),
-    "!=": lambda a, b: pc().not_equal(a, b),
-    ">": lambda a, b: pc().greater(a, b),
-    ">=": lambda a, b: pc().greater_equal(a, b),
-    "<": lambda a, b: pc().less(a, b),
-    "<=": lambda a, b: pc().less_equal(a, b),
-    "&": lambda a, b: pc().and_kleene(a, b),
-    "|": lambda a, b: pc().or_kleene(a, b),
-    "+": lambda a, b: pc().add(a, b),
-    "-": lambda a, b: pc().subtract(a, b),
-    "*": lambda a, b: pc().multiply(a, b),
-    "/": lambda a, b: pc().divide(a, b),
-    "//": _floordiv,
-    "%": _modulo,
+BINARY_KERNELS: dict[Operation, Callable[[Any, Any], Any]] = {
+    Operation.EQ: lambda a, b: pc().equal(a, b),
+    Operation.NE: lambda a, b: pc().not_equal(a, b),
+    Operation.GT: lambda a, b: pc().greater(a, b),
+    Operation.GE: lambda a, b: pc().greater_equal(a, b),
+    Operation.LT: lambda a, b: pc().less(a, b),
+    Operation.LE: lambda a, b: pc().less_equal(a, b),
+    Operation.AND: lambda a, b: pc().and_kleene(a, b),
+    Operation.OR: lambda a, b: pc().or_kleene(a, b),
+    Operation.ADD: lambda a, b: pc().add(a, b),
+    Operation.SUB: lambda a, b: pc().subtract(a, b),
+    Operation.MUL: lambda a, b: pc().multiply(a, b),
+    Operation.DIV: lambda a, b: pc().divide(a, b),
+    Operation.FLOORDIV: _floordiv,
+    Operation.MOD: _modulo,
 }
 
 
@@ -81,16 +81,19 @@ class PyArrowExprVisitor(ExprVisitor["pyarrow.compute.Expression"]):
     def visit_binary(self, expr: BinaryExpr) -> Any:
         return BINARY_KERNELS[expr.op](self.visit(expr.left), self.visit(expr.right))
 
-    def visit_not(self, expr: NotExpr) -> Any:
+    def visit_not(self, expr: UnaryExpr) -> Any:
         return pc().invert(self.visit(expr.operand))
 
-    def visit_is_null(self, expr: IsNullExpr) -> Any:
+    def visit_is_null(self, expr: UnaryExpr) -> Any:
         return pc().is_null(self.visit(expr.operand))
 
-    def visit_is_in(self, expr: IsInExpr) -> Any:
+    def visit_is_in(self, expr: BinaryExpr) -> Any:
         import pyarrow as pa
 
         return pc().is_in(self.visit(expr.operand), value_set=pa.array(expr.values))
+
+    def visit_struct_field(self, expr: StructFieldExpr) -> Any:
+        return pc().struct_field(self.visit(expr.operand), [expr.index])
 
     def visit_alias(self, expr: AliasExpr) -> Any:
         return self.visit(expr.operand)

@@ -12,8 +12,9 @@ schema tells the types of the results without running user code.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,12 +30,13 @@ from shardflow.sdk.expressions import (
     DownloadExpr,
     Expr,
     ExprVisitor,
-    IsInExpr,
-    IsNullExpr,
     LiteralExpr,
     MonotonicallyIncreasingIdExpr,
-    NotExpr,
+    Operation,
+    RandomExpr,
+    StructFieldExpr,
     UDFExpr,
+    UnaryExpr,
     UUIDExpr,
 )
 
@@ -78,6 +80,8 @@ class ArrowEvaluator(ExprVisitor[Any]):
     def __init__(self, table: pa.Table, dry_run: bool = False, position: RowPosition | None = None):
         self.table, self.dry_run = table, dry_run
         self.position = position or RowPosition()
+        # Values of the struct operands of unnest(), which its fields share (by identity).
+        self._struct_values: dict[int, Any] = {}
 
     def visit_column(self, expr: ColumnExpr) -> Any:
         if expr.name not in self.table.column_names:
@@ -92,18 +96,34 @@ class ArrowEvaluator(ExprVisitor[Any]):
 
     def visit_binary(self, expr: BinaryExpr) -> Any:
         left, right = self.visit(expr.left), self.visit(expr.right)
-        if expr.op == "+":
+        if expr.op is Operation.ADD:
             return _add(left, right)
         return BINARY_KERNELS[expr.op](left, right)
 
-    def visit_not(self, expr: NotExpr) -> Any:
+    def visit_not(self, expr: UnaryExpr) -> Any:
         return pc().invert(self.visit(expr.operand))
 
-    def visit_is_null(self, expr: IsNullExpr) -> Any:
+    def visit_is_null(self, expr: UnaryExpr) -> Any:
         return pc().is_null(self.visit(expr.operand))
 
-    def visit_is_in(self, expr: IsInExpr) -> Any:
+    def visit_is_in(self, expr: BinaryExpr) -> Any:
         return pc().is_in(self.visit(expr.operand), value_set=pa.array(expr.values))
+
+    def visit_struct_field(self, expr: StructFieldExpr) -> Any:
+        key = id(expr.operand)
+        if key not in self._struct_values:
+            self._struct_values[key] = self.visit(expr.operand)
+        return pc().struct_field(self._struct_values[key], [expr.index])
+
+    def visit_random(self, expr: RandomExpr) -> Any:
+        rows = 0 if self.dry_run else self.table.num_rows
+        seed = None
+        if expr.seed is not None:
+            execution = self.position.executions.get(expr._instance_id, 0)
+            if not expr.reseed_after_execution:
+                execution = 0
+            seed = [self.position.block_idx, self.position.task_idx, execution, expr.seed]
+        return pa.array(np.random.default_rng(seed).random(rows), type=pa.float64())
 
     def visit_alias(self, expr: AliasExpr) -> Any:
         return self.visit(expr.operand)
@@ -162,11 +182,26 @@ ROW_BITS = 33
 
 @dataclass(frozen=True)
 class RowPosition:
-    """Where a table's rows are: the index of the task evaluating it and the number, within
-    that task, of its first row (for ``monotonically_increasing_id``)."""
+    """Where a table's rows are: the index of the task evaluating it, the number, within
+    that task, of its first row (for ``monotonically_increasing_id``) and of its block, and
+    the number of the execution of each ``random()`` by its ``_instance_id`` (for
+    ``random()``'s seeds)."""
 
     task_idx: int = 0
     first_row: int = 0
+    block_idx: int = 0
+    executions: Mapping[str, int] = field(default_factory=dict)
+
+
+def random_executions(exprs: Any) -> dict[str, int]:
+    """The number of the execution about to start for each ``random()`` among ``exprs``
+    (by its ``_instance_id``), counting it: call once per execution, when it is planned."""
+    found: dict[str, int] = {}
+    for expr in exprs:
+        for node in expr.walk():
+            if isinstance(node, RandomExpr) and node._instance_id not in found:
+                found[node._instance_id] = node.next_execution()
+    return found
 
 
 def evaluate(

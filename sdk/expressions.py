@@ -26,7 +26,6 @@ import inspect
 from collections.abc import Callable, Iterable, Iterator
 from typing import (
     Any,
-    ClassVar,
     Generic,
     TypeVar,
 )
@@ -34,19 +33,23 @@ from typing import (
 import pyarrow as pa
 
 from shardflow.sdk.datatype import DataType
+from shardflow.sdk.expression_operations import (
+    ARITHMETIC_OPS,
+    BINARY_OPS,
+    BOOLEAN_OPS,
+    COMPARISONS,
+    FLIPPED_COMPARISONS,
+    UNARY_OPS,
+    Operation,
+)
 
 T = TypeVar("T")
 
-COMPARISONS = ("==", "!=", ">", ">=", "<", "<=")
-BOOLEAN_OPS = ("&", "|")
-ARITHMETIC_OPS = ("+", "-", "*", "/", "%", "//")
-_ALL_OPS = COMPARISONS + BOOLEAN_OPS + ARITHMETIC_OPS
-
-# ``a op b`` is ``b flipped(op) a``: lets a visitor put the column on the left.
-FLIPPED_COMPARISONS = {"==": "==", "!=": "!=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
-
-# Kinds whose evaluation calls Python code (a user function, a download) rather than Arrow.
-PYTHON_KINDS = frozenset({"udf", "download", "uuid", "monotonically_increasing_id"})
+# Kinds whose evaluation calls Python code (a user function, a download, a random number
+# generator) rather than Arrow: they cannot be handed to Arrow or pushed into a reader.
+PYTHON_KINDS = frozenset({"udf", "download", "uuid", "monotonically_increasing_id", "random"})
+# Kinds whose values differ from one evaluation to the next (Ray Data's non-idempotent ones).
+_NON_IDEMPOTENT_KINDS = frozenset({"random", "uuid", "monotonically_increasing_id"})
 
 
 class UnsupportedExpressionError(ValueError):
@@ -72,7 +75,9 @@ class Expr:
     ``name`` is the output name of a column reference or an alias, None for the others.
     """
 
-    kind: ClassVar[str] = ""
+    # The kind of a node: a class attribute, except for unary and binary expressions, whose
+    # kind depends on their operation (``"not"``, ``"is_in"``, ...).
+    kind: str = ""
     name: str | None = None
 
     def children(self) -> tuple[Expr, ...]:
@@ -121,7 +126,12 @@ class Expr:
         """What identifies this node apart from its children (for structurally_equals)."""
         return ()
 
-    def _binary(self, op: str, other: Any, reverse: bool = False) -> BinaryExpr:
+    def is_idempotent(self) -> bool:
+        """Whether evaluating the expression twice gives the same values: False when it
+        contains ``random()``, ``uuid()`` or ``monotonically_increasing_id()``, as in Ray Data."""
+        return not any(e.kind in _NON_IDEMPOTENT_KINDS for e in self.walk())
+
+    def _binary(self, op: Operation | str, other: Any, reverse: bool = False) -> BinaryExpr:
         other = other if isinstance(other, Expr) else LiteralExpr(other)
         return BinaryExpr(op, other, self) if reverse else BinaryExpr(op, self, other)
 
@@ -192,10 +202,10 @@ class Expr:
         return self._binary("%", other, reverse=True)
 
     def __neg__(self) -> BinaryExpr:
-        return BinaryExpr("-", LiteralExpr(0), self)
+        return BinaryExpr(Operation.SUB, LiteralExpr(0), self)
 
-    def __invert__(self) -> NotExpr:
-        return NotExpr(self)
+    def __invert__(self) -> UnaryExpr:
+        return UnaryExpr(Operation.NOT, self)
 
     def __bool__(self) -> bool:
         raise TypeError(
@@ -205,21 +215,22 @@ class Expr:
 
     __hash__ = object.__hash__
 
-    def is_null(self) -> IsNullExpr:
-        """True where the value is null."""
-        return IsNullExpr(self)
+    def is_null(self) -> UnaryExpr:
+        """True where the value is null: ``UnaryExpr(Operation.IS_NULL, self)``."""
+        return UnaryExpr(Operation.IS_NULL, self)
 
-    def is_not_null(self) -> NotExpr:
-        """True where the value is not null."""
-        return NotExpr(IsNullExpr(self))
+    def is_not_null(self) -> UnaryExpr:
+        """True where the value is not null: ``UnaryExpr(Operation.IS_NOT_NULL, self)``."""
+        return UnaryExpr(Operation.IS_NOT_NULL, self)
 
-    def is_in(self, values: Iterable[Any]) -> IsInExpr:
-        """True where the value is one of ``values`` (a null value is in no list)."""
-        return IsInExpr(self, _literal_values(values, "is_in"))
+    def is_in(self, values: Iterable[Any]) -> BinaryExpr:
+        """True where the value is one of ``values`` (a null value is in no list):
+        ``BinaryExpr(Operation.IN, self, lit(values))``."""
+        return BinaryExpr(Operation.IN, self, LiteralExpr(_literal_values(values, "is_in")))
 
-    def not_in(self, values: Iterable[Any]) -> NotExpr:
+    def not_in(self, values: Iterable[Any]) -> BinaryExpr:
         """True where the value is none of ``values`` (a null value is in no list)."""
-        return NotExpr(IsInExpr(self, _literal_values(values, "not_in")))
+        return BinaryExpr(Operation.NOT_IN, self, LiteralExpr(_literal_values(values, "not_in")))
 
     def alias(self, name: str) -> AliasExpr:
         """The same values under the output name ``name``.
@@ -295,71 +306,146 @@ class LiteralExpr(Expr):
 
 
 class BinaryExpr(Expr):
-    """``left <op> right`` for a comparison, boolean or arithmetic operator."""
+    """``left <op> right``: a comparison, boolean or arithmetic operation, or a test of
+    membership in a list (``Operation.IN`` / ``NOT_IN``, whose right side is a literal list).
 
-    kind = "binary"
+    Args:
+        op: An :class:`Operation` (or its symbol, ``"+"``, ``">="``...).
+        left: The left operand.
+        right: The right operand.
 
-    def __init__(self, op: str, left: Expr, right: Expr):
-        if op not in _ALL_OPS:
-            raise ValueError(f"Unknown operator {op!r}; expected one of {sorted(_ALL_OPS)}.")
+    Examples:
+        >>> from shardflow.sdk.expressions import BinaryExpr, Operation, col, lit
+        >>> BinaryExpr(Operation.ADD, col("x"), lit(5)).structurally_equals(col("x") + 5)
+        True
+    """
+
+    def __init__(self, op: Operation | str, left: Expr, right: Expr):
+        op = Operation.of(op)
+        if op not in BINARY_OPS:
+            raise ValueError(
+                f"{op!r} is not a binary operation; expected one of {[o.name for o in BINARY_OPS]}."
+            )
+        if not isinstance(left, Expr) or not isinstance(right, Expr):
+            raise TypeError(
+                f"BinaryExpr takes expressions on both sides, got {type(left).__name__} and "
+                f"{type(right).__name__}: wrap constants in lit()."
+            )
+        if op in (Operation.IN, Operation.NOT_IN) and not isinstance(right, LiteralExpr):
+            raise ValueError(
+                f"is_in/not_in operations require the right operand to be a literal list, got "
+                f"{type(right).__name__}."
+            )
         self.op, self.left, self.right = op, left, right
+        self.kind = _BINARY_KINDS.get(op, "binary")
+
+    @property
+    def operand(self) -> Expr:
+        """The tested value of ``IN`` / ``NOT_IN`` (the left side)."""
+        return self.left
+
+    @property
+    def values(self) -> list:
+        """The list of ``IN`` / ``NOT_IN`` (the right side's value, as a list)."""
+        return _literal_values(self.right, self.op.value)
 
     def children(self) -> tuple[Expr, ...]:
         return (self.left, self.right)
 
-    def _key(self) -> tuple[Any, ...]:
-        return (self.op,)
+    def structurally_equals(self, other: Any) -> bool:
+        return (
+            isinstance(other, BinaryExpr)
+            and self.op is other.op
+            and self.left.structurally_equals(other.left)
+            and self.right.structurally_equals(other.right)
+        )
 
     def __repr__(self) -> str:
-        return f"({self.left!r} {self.op} {self.right!r})"
+        if self.op is Operation.IN:
+            return f"{self.left!r}.is_in({self.values!r})"
+        if self.op is Operation.NOT_IN:
+            return f"{self.left!r}.not_in({self.values!r})"
+        return f"({self.left!r} {self.op.symbol} {self.right!r})"
 
 
-class NotExpr(Expr):
-    """Boolean negation."""
+_BINARY_KINDS = {Operation.IN: "is_in", Operation.NOT_IN: "not_in"}
+_UNARY_KINDS = {
+    Operation.NOT: "not",
+    Operation.IS_NULL: "is_null",
+    Operation.IS_NOT_NULL: "is_not_null",
+}
 
-    kind = "not"
 
-    def __init__(self, operand: Expr):
-        self.operand = operand
+class UnaryExpr(Expr):
+    """An operation on one operand: ``Operation.NOT`` (``~x``), ``IS_NULL``
+    (``x.is_null()``) or ``IS_NOT_NULL`` (``x.is_not_null()``), as Ray Data's ``UnaryExpr``.
+
+    Its ``kind`` for visitors is ``"not"``, ``"is_null"`` or ``"is_not_null"``.
+
+    Args:
+        op: The operation.
+        operand: The expression it applies to.
+
+    Raises:
+        ValueError: for an operation that takes two operands (Ray Data fails only when the
+            expression runs).
+
+    Examples:
+        >>> from shardflow.sdk.expressions import Operation, UnaryExpr, col
+        >>> UnaryExpr(Operation.IS_NULL, col("x")).structurally_equals(col("x").is_null())
+        True
+    """
+
+    def __init__(self, op: Operation | str, operand: Expr):
+        op = Operation.of(op)
+        if op not in UNARY_OPS:
+            raise ValueError(
+                f"{op!r} is not a unary operation; expected one of {[o.name for o in UNARY_OPS]}."
+            )
+        if not isinstance(operand, Expr):
+            raise TypeError(
+                f"UnaryExpr takes an expression, got {type(operand).__name__}: wrap constants "
+                "in lit()."
+            )
+        self.op, self.operand = op, operand
+        self.kind = _UNARY_KINDS[op]
 
     def children(self) -> tuple[Expr, ...]:
         return (self.operand,)
 
+    def structurally_equals(self, other: Any) -> bool:
+        return (
+            isinstance(other, UnaryExpr)
+            and self.op is other.op
+            and self.operand.structurally_equals(other.operand)
+        )
+
     def __repr__(self) -> str:
-        return f"~{self.operand!r}"
+        if self.op is Operation.NOT:
+            return f"~{self.operand!r}"
+        return f"{self.operand!r}.{self.op.value}()"
 
 
-class IsNullExpr(Expr):
-    """True where the operand is null."""
-
-    kind = "is_null"
+class NotExpr(UnaryExpr):
+    """Boolean negation: ``UnaryExpr(Operation.NOT, operand)``."""
 
     def __init__(self, operand: Expr):
-        self.operand = operand
-
-    def children(self) -> tuple[Expr, ...]:
-        return (self.operand,)
-
-    def __repr__(self) -> str:
-        return f"{self.operand!r}.is_null()"
+        super().__init__(Operation.NOT, operand)
 
 
-class IsInExpr(Expr):
-    """True where the operand is one of a list of values."""
+class IsNullExpr(UnaryExpr):
+    """True where the operand is null: ``UnaryExpr(Operation.IS_NULL, operand)``."""
 
-    kind = "is_in"
+    def __init__(self, operand: Expr):
+        super().__init__(Operation.IS_NULL, operand)
+
+
+class IsInExpr(BinaryExpr):
+    """True where the operand is one of a list of values:
+    ``BinaryExpr(Operation.IN, operand, lit(values))``."""
 
     def __init__(self, operand: Expr, values: list):
-        self.operand, self.values = operand, values
-
-    def children(self) -> tuple[Expr, ...]:
-        return (self.operand,)
-
-    def _key(self) -> tuple[Any, ...]:
-        return (repr(self.values),)
-
-    def __repr__(self) -> str:
-        return f"{self.operand!r}.is_in({self.values!r})"
+        super().__init__(Operation.IN, operand, LiteralExpr(list(values)))
 
 
 class AliasExpr(Expr):
@@ -467,60 +553,6 @@ class DownloadExpr(Expr):
         return f"download({self.uri_column_name!r})"
 
 
-class UUIDExpr(Expr):
-    """A new random UUID (version 4) per row, as a string; build it with :func:`uuid`."""
-
-    kind = "uuid"
-
-    def __repr__(self) -> str:
-        return "UUID()"
-
-
-def uuid() -> UUIDExpr:
-    """An expression giving each row a new random identifier: a UUID4 string, as Ray Data's
-    ``uuid()``. Each evaluation draws new identifiers.
-
-    Returns:
-        A :class:`UUIDExpr`.
-
-    Examples:
-        >>> import shardflow as sf
-        >>> from shardflow.expressions import uuid
-        >>> rows = sf.range(2).with_column("key", uuid()).take_all()
-        >>> [len(r["key"]) for r in rows]
-        [36, 36]
-    """
-    return UUIDExpr()
-
-
-class MonotonicallyIncreasingIdExpr(Expr):
-    """Unique, increasing ids per task; build it with :func:`monotonically_increasing_id`."""
-
-    kind = "monotonically_increasing_id"
-
-    def __repr__(self) -> str:
-        return "monotonically_increasing_id()"
-
-
-def monotonically_increasing_id() -> MonotonicallyIncreasingIdExpr:
-    """An expression giving each row a unique int64 id, as Ray Data's
-    ``monotonically_increasing_id()``: the task's index in the upper 31 bits and the row's
-    number among the rows the task handled in the lower 33, so ids increase within a task
-    and are unique, but not consecutive across tasks.
-
-    Returns:
-        A :class:`MonotonicallyIncreasingIdExpr`.
-
-    Examples:
-        >>> import shardflow as sf
-        >>> from shardflow.expressions import monotonically_increasing_id
-        >>> ds = sf.range(4, override_num_blocks=2)
-        >>> ds.with_column("uid", monotonically_increasing_id()).take_all()
-        [{'id': 0, 'uid': 0}, {'id': 1, 'uid': 1}, {'id': 2, 'uid': 8589934592}, {'id': 3, 'uid': 8589934593}]
-    """
-    return MonotonicallyIncreasingIdExpr()
-
-
 def _callable_name(fn: Any) -> str:
     return getattr(fn, "__name__", None) or type(fn).__name__
 
@@ -541,7 +573,7 @@ class ExprVisitor(Generic[T]):
         ...     def visit_literal(self, expr):
         ...         return repr(expr.value)
         ...     def visit_binary(self, expr):
-        ...         op = {"&": "AND", "|": "OR", "==": "="}.get(expr.op, expr.op)
+        ...         op = {"&": "AND", "|": "OR", "==": "="}.get(expr.op.symbol, expr.op.symbol)
         ...         return f"({self.visit(expr.left)} {op} {self.visit(expr.right)})"
         >>> ToSQL().visit((col("x") > 1) & (col("y") == "a"))
         "((x > 1) AND (y = 'a'))"
@@ -572,14 +604,23 @@ class ExprVisitor(Generic[T]):
     def visit_binary(self, expr: BinaryExpr) -> T:
         return self.visit_unsupported(expr)
 
-    def visit_not(self, expr: NotExpr) -> T:
+    def visit_not(self, expr: UnaryExpr) -> T:
         return self.visit_unsupported(expr)
 
-    def visit_is_null(self, expr: IsNullExpr) -> T:
+    def visit_is_null(self, expr: UnaryExpr) -> T:
         return self.visit_unsupported(expr)
 
-    def visit_is_in(self, expr: IsInExpr) -> T:
+    def visit_is_not_null(self, expr: UnaryExpr) -> T:
+        """``x.is_not_null()``; by default visited as ``~x.is_null()``."""
+        return self.visit(NotExpr(IsNullExpr(expr.operand)))
+
+    def visit_is_in(self, expr: BinaryExpr) -> T:
+        """``x.is_in(values)``: ``expr.operand`` and the list ``expr.values``."""
         return self.visit_unsupported(expr)
+
+    def visit_not_in(self, expr: BinaryExpr) -> T:
+        """``x.not_in(values)``; by default visited as ``~x.is_in(values)``."""
+        return self.visit(NotExpr(IsInExpr(expr.operand, expr.values)))
 
     def visit_alias(self, expr: AliasExpr) -> T:
         return self.visit_unsupported(expr)
@@ -599,10 +640,28 @@ class ExprVisitor(Generic[T]):
     def visit_monotonically_increasing_id(self, expr: MonotonicallyIncreasingIdExpr) -> T:
         return self.visit_unsupported(expr)
 
+    def visit_random(self, expr: RandomExpr) -> T:
+        return self.visit_unsupported(expr)
+
+    def visit_struct_field(self, expr: StructFieldExpr) -> T:
+        return self.visit_unsupported(expr)
+
+    def visit_star(self, expr: StarExpr) -> T:
+        raise TypeError(
+            f"{type(self).__name__} cannot translate star(): it stands for all the input "
+            "columns, not for one column of values."
+        )
+
+    def visit_unnest(self, expr: UnnestExpr) -> T:
+        raise TypeError(
+            "unnest() expands to multiple columns, so it has no single value to evaluate. "
+            "Pass it directly to `with_columns`; it cannot be composed into another expression."
+        )
+
 
 def conjuncts(expr: Expr) -> list:
     """The terms of a chain of ``&``: ``a & (b & c)`` gives ``[a, b, c]``."""
-    if isinstance(expr, BinaryExpr) and expr.op == "&":
+    if isinstance(expr, BinaryExpr) and expr.op is Operation.AND:
         return conjuncts(expr.left) + conjuncts(expr.right)
     return [expr]
 
@@ -839,12 +898,32 @@ def and_all(exprs: Iterable[Expr]) -> Expr:
     return result
 
 
-# The translators and the parser live in modules of their own; they are imported here so
-# that ``shardflow.sdk.expressions`` offers the whole API.
+# The nodes of generated values and of projections, the translators and the parser live in
+# modules of their own; they are imported here so that ``shardflow.sdk.expressions`` offers
+# the whole API.
 from shardflow.sdk.expression_arrow import PyArrowExprVisitor  # noqa: E402
+from shardflow.sdk.expression_generated import (  # noqa: E402
+    MonotonicallyIncreasingIdExpr,
+    RandomExpr,
+    UUIDExpr,
+    monotonically_increasing_id,
+    random,
+    uuid,
+)
 from shardflow.sdk.expression_parsing import parse_expr  # noqa: E402
+from shardflow.sdk.expression_projection import (  # noqa: E402
+    StarExpr,
+    StructFieldExpr,
+    UnnestExpr,
+    star,
+    unnest,
+)
 
 __all__ = [
+    "ARITHMETIC_OPS",
+    "BOOLEAN_OPS",
+    "COMPARISONS",
+    "FLIPPED_COMPARISONS",
     "AliasExpr",
     "BinaryExpr",
     "CastExpr",
@@ -857,15 +936,28 @@ __all__ = [
     "IsInExpr",
     "IsNullExpr",
     "LiteralExpr",
+    "MonotonicallyIncreasingIdExpr",
     "NotExpr",
+    "Operation",
     "PyArrowExprVisitor",
+    "RandomExpr",
+    "StarExpr",
+    "StructFieldExpr",
     "UDFExpr",
+    "UUIDExpr",
+    "UnaryExpr",
+    "UnnestExpr",
     "UnsupportedExpressionError",
     "and_all",
     "col",
     "conjuncts",
     "download",
     "lit",
+    "monotonically_increasing_id",
     "parse_expr",
+    "random",
+    "star",
     "udf",
+    "unnest",
+    "uuid",
 ]

@@ -48,8 +48,11 @@ class PythonObjectType(pa.ExtensionType):
     def __hash__(self) -> int:  # types are kept in sets (schema unification)
         return hash(EXTENSION_NAME)
 
-    def to_pandas_dtype(self) -> np.dtype:
-        return np.dtype(object)
+    def to_pandas_dtype(self) -> Any:
+        """``python_object()``: ``Table.to_pandas`` gives a ``PythonObjectArray``."""
+        from shardflow.sdk.object_pandas import PythonObjectDtype
+
+        return PythonObjectDtype()
 
 
 class PythonObjectScalar(pa.ExtensionScalar):

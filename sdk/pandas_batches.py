@@ -10,6 +10,9 @@ which executions capture as a :class:`PandasConversion`:
   columns of NumPy arrays, else a ``TensorArray`` (shardflow.extensions).
 * ``pandas_block_ignore_metadata``: whether pandas metadata stored with the data is used.
 
+Columns of Python objects (shardflow.sdk.object_column) become ``PythonObjectArray``
+columns of dtype ``python_object()``, as in Ray Data (shardflow.sdk.object_pandas).
+
 A DataFrame given to ``from_pandas`` comes back with its own dtypes (an object column of
 strings stays object, ``Int64`` stays ``Int64``), as Ray Data, which keeps such frames as
 pandas blocks, gives them back: the block records each column's pandas dtype in its
@@ -75,7 +78,14 @@ def block_to_pandas(block: pa.Table, conversion: PandasConversion = DEFAULT) -> 
             from shardflow.sdk.tensor_pandas import TensorArray
 
             special[name] = TensorArray(_column_to_numpy(column))
-        elif _is_tensor_type(column.type) or is_object_type(column.type):
+        elif is_object_type(column.type):
+            from shardflow.sdk.object_pandas import PythonObjectArray
+
+            objects = _column_to_numpy(column)
+            recorded = (block.schema.field(name).metadata or {}).get(PANDAS_DTYPE_KEY)
+            # An object column of a frame given to from_pandas comes back as it was given.
+            special[name] = objects if recorded == b"object" else PythonObjectArray(objects)
+        elif _is_tensor_type(column.type):
             arrays = _column_to_numpy(column)
             cells = np.empty(len(arrays), dtype=object)
             cells[:] = list(arrays)
@@ -91,9 +101,12 @@ def block_to_pandas(block: pa.Table, conversion: PandasConversion = DEFAULT) -> 
         df = _restore_frame_dtypes(df, table)
     else:
         df = pd.DataFrame(index=range(block.num_rows))
-    for name, values in special.items():
-        df[name] = values
-    return df[block.column_names] if block.column_names else df
+    # Inserted where they stand: selecting columns afterwards (``df[names]``) would turn
+    # extension arrays of objects into NumPy object columns.
+    for position, name in enumerate(block.column_names):
+        if name in special:
+            df.insert(position, name, special[name])
+    return df
 
 
 def _arrow_backed_dtype(arrow_type: pa.DataType) -> Any:
@@ -157,7 +170,9 @@ def _is_native_dtype_of(dtype: Any, arrow_type: pa.DataType) -> bool:
 
     if isinstance(dtype, pd.ArrowDtype):
         return bool(dtype.pyarrow_dtype == arrow_type)
-    return is_object_type(arrow_type) or str(dtype).startswith("TensorDtype")
+    if is_object_type(arrow_type):
+        return str(dtype) == "python_object()"
+    return str(dtype).startswith("TensorDtype")
 
 
 def strip_frame_dtypes(block: pa.Table) -> pa.Table:

@@ -25,10 +25,9 @@ from shardflow.sdk.expressions import (
     ColumnExpr,
     Expr,
     ExprVisitor,
-    IsInExpr,
-    IsNullExpr,
     LiteralExpr,
-    NotExpr,
+    Operation,
+    UnaryExpr,
     UnsupportedExpressionError,
     and_all,
     conjuncts,
@@ -131,36 +130,36 @@ right=IsNull(term=Reference(name='name')))
         import pyiceberg.expressions as ie
 
         if expr.op in BOOLEAN_OPS:
-            combine = ie.And if expr.op == "&" else ie.Or
+            combine = ie.And if expr.op is Operation.AND else ie.Or
             return combine(self.visit(expr.left), self.visit(expr.right))
         if expr.op not in COMPARISONS:
-            raise UnsupportedExpressionError(f"arithmetic ({expr.op}) in {expr!r}")
+            raise UnsupportedExpressionError(f"arithmetic ({expr.op.symbol}) in {expr!r}")
         op, column, value = expr.op, expr.left, expr.right
         if isinstance(column, LiteralExpr) and isinstance(value, ColumnExpr):
             op, column, value = FLIPPED_COMPARISONS[op], value, column
         if not isinstance(column, ColumnExpr) or not isinstance(value, LiteralExpr):
             raise UnsupportedExpressionError(f"{expr!r} does not compare a column with a literal.")
         classes = {
-            "==": ie.EqualTo,
-            "!=": ie.NotEqualTo,
-            ">": ie.GreaterThan,
-            ">=": ie.GreaterThanOrEqual,
-            "<": ie.LessThan,
-            "<=": ie.LessThanOrEqual,
+            Operation.EQ: ie.EqualTo,
+            Operation.NE: ie.NotEqualTo,
+            Operation.GT: ie.GreaterThan,
+            Operation.GE: ie.GreaterThanOrEqual,
+            Operation.LT: ie.LessThan,
+            Operation.LE: ie.LessThanOrEqual,
         }
         return classes[op](self._reference(column, value.value), value.value)
 
-    def visit_not(self, expr: NotExpr) -> Any:
+    def visit_not(self, expr: UnaryExpr) -> Any:
         from pyiceberg.expressions import Not
 
         return Not(self.visit(expr.operand))
 
-    def visit_is_null(self, expr: IsNullExpr) -> Any:
+    def visit_is_null(self, expr: UnaryExpr) -> Any:
         from pyiceberg.expressions import IsNull
 
         return IsNull(self._reference(expr.operand))
 
-    def visit_is_in(self, expr: IsInExpr) -> Any:
+    def visit_is_in(self, expr: BinaryExpr) -> Any:
         from pyiceberg.expressions import AlwaysFalse, In
 
         if not expr.values:

@@ -19,8 +19,15 @@ from shardflow.engine.execution.stages.transforms import Stage
 from shardflow.engine.plan.logical import MapLike
 from shardflow.sdk.block import Block
 from shardflow.sdk.datasink import TaskContext
-from shardflow.sdk.expression_eval import RowPosition, evaluate
-from shardflow.sdk.expressions import DownloadExpr, Expr
+from shardflow.sdk.expression_eval import RowPosition, evaluate, random_executions
+from shardflow.sdk.expressions import (
+    AliasExpr,
+    DownloadExpr,
+    Expr,
+    StructFieldExpr,
+    UDFExpr,
+    UnnestExpr,
+)
 
 
 def add_columns(block: pa.Table, columns: list[tuple[str, Any]]) -> pa.Table:
@@ -47,7 +54,8 @@ class WithColumns(MapLike):
         return f"WithColumns({[name for name, _ in self.columns]})"
 
     def make_stage(self) -> WithColumnsStage:
-        return WithColumnsStage(self.columns, self.name)
+        executions = random_executions(expr for _, expr in self.columns)
+        return WithColumnsStage(self.columns, self.name, executions)
 
     def output_schema(self, schema: pa.Schema) -> pa.Schema | None:
         """The schema after this operation, from the types the expressions give on no rows."""
@@ -62,13 +70,20 @@ class WithColumns(MapLike):
 class WithColumnsStage(Stage):
     """Evaluates the expressions on each block and sets their columns."""
 
-    def __init__(self, columns: tuple[tuple[str, Expr], ...], name: str):
+    def __init__(
+        self,
+        columns: tuple[tuple[str, Expr], ...],
+        name: str,
+        executions: dict[str, int] | None = None,
+    ):
         self.columns, self.name = columns, name
+        # The execution's number for each random() in the expressions (its seeds).
+        self.executions = executions or {}
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
         rows_before = 0
-        for block in blocks:
-            position = RowPosition(ctx.task_idx, rows_before)
+        for block_idx, block in enumerate(blocks):
+            position = RowPosition(ctx.task_idx, rows_before, block_idx, self.executions)
             values = [
                 (name, evaluate(expr, block, position=position)) for name, expr in self.columns
             ]
@@ -98,6 +113,8 @@ class ExpressionsMixin:
             [{'id': 0, 'twice': 0}, {'id': 1, 'twice': 2}, {'id': 2, 'twice': 4}]
         """
         _check_name(column_name, "with_column")
+        if isinstance(expr, UnnestExpr):
+            expr.alias(column_name)  # raises: an unnest names its own columns
         if not isinstance(expr, Expr):
             raise TypeError(
                 f"with_column needs an expression (sf.col(...), sf.lit(...), a udf call), got "
@@ -105,16 +122,27 @@ class ExpressionsMixin:
             )
         return self._with(WithColumns(((column_name, expr),)))  # type: ignore[attr-defined]
 
-    def with_columns(self, exprs: Mapping | None = None, *more_exprs: Mapping) -> Any:
+    def with_columns(
+        self, exprs: Mapping | UnnestExpr | None = None, *more_exprs: Mapping | UnnestExpr
+    ) -> Any:
         """Add (or replace) several columns, each ``{name: expression}``, in one step.
 
-        Every expression sees the columns as they were before this call.
+        Every expression sees the columns as they were before this call. An
+        :func:`~shardflow.expressions.unnest` argument adds one column per field of a
+        struct-valued expression, named after the fields.
 
         Args:
-            exprs: A mapping of column name to expression; more mappings may follow.
+            exprs: A mapping of column name to expression, or an ``unnest(...)``; more
+                mappings or unnests may follow.
 
         Returns:
             A new Dataset (this one when no expression is given).
+
+        Raises:
+            ValueError: for an ``unnest`` whose struct type is not known without running the
+                dataset (after a ``map_batches``, say): materialize first, or declare the
+                ``udf``'s struct ``return_dtype``.
+            TypeError: for an ``unnest`` of an expression whose values are not structs.
 
         Examples:
             >>> import shardflow as sf
@@ -123,10 +151,13 @@ class ExpressionsMixin:
         """
         columns: list[tuple[str, Expr]] = []
         for mapping in ([] if exprs is None else [exprs]) + list(more_exprs):
+            if isinstance(mapping, UnnestExpr):
+                columns.extend(self._unnest_columns(mapping))
+                continue
             if not isinstance(mapping, Mapping):
                 raise TypeError(
                     "`with_columns` arguments must be mappings from column name to expression, "
-                    f"got {type(mapping).__name__}."
+                    f"or unnest() expressions, got {type(mapping).__name__}."
                 )
             for name, expr in mapping.items():
                 _check_name(name, "with_columns")
@@ -135,6 +166,8 @@ class ExpressionsMixin:
                         "`with_columns` does not support DownloadExpr. "
                         "Use `with_column` for download expressions instead."
                     )
+                if isinstance(expr, UnnestExpr):
+                    expr.alias(name)  # raises: an unnest names its own columns
                 if not isinstance(expr, Expr):
                     raise TypeError(
                         f"with_columns needs expressions; {name!r} maps to {type(expr).__name__}."
@@ -143,6 +176,52 @@ class ExpressionsMixin:
         if not columns:
             return self
         return self._with(WithColumns(tuple(columns)))  # type: ignore[attr-defined]
+
+    def _unnest_columns(self, unnest: UnnestExpr) -> list[tuple[str, Expr]]:
+        """One ``(field name, field of the struct)`` per field of ``unnest``'s struct; its
+        fields share the struct's expression, which is evaluated once per block."""
+        struct_type = _static_type(unnest.expr, self)
+        if struct_type is None:
+            raise ValueError(
+                "unnest() requires the struct type of the wrapped expression to be known when "
+                "the plan is built, but it could not be resolved. Either wrap an expression "
+                "with a declared struct return_dtype (e.g. "
+                "@udf(return_dtype=DataType.struct(...))), or ensure the input dataset's "
+                "schema is known (upstream map/map_batches calls make it unavailable: "
+                "materialize() first)."
+            )
+        if not pa.types.is_struct(struct_type):
+            raise TypeError(
+                "unnest() requires a struct-typed expression, but the wrapped expression "
+                f"resolves to {struct_type}."
+            )
+        names = [struct_type.field(i).name for i in range(struct_type.num_fields)]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(
+                f"unnest() cannot expand a struct with duplicate field names {duplicates}: the "
+                "expanded columns would overwrite each other."
+            )
+        return [(name, StructFieldExpr(unnest.expr, i)) for i, name in enumerate(names)]
+
+
+def _static_type(expr: Expr, ds: Any) -> pa.DataType | None:
+    """The Arrow type of ``expr``'s values when known without running ``ds``: a ``udf``'s
+    declared type, or the type it has on the dataset's known schema."""
+    while isinstance(expr, AliasExpr):
+        expr = expr.operand
+    if isinstance(expr, UDFExpr):
+        try:
+            return expr.return_dtype.to_arrow_dtype()
+        except Exception:
+            return None
+    schema = ds._arrow_schema(fetch_if_missing=False)
+    if schema is None:
+        return None
+    try:
+        return evaluate(expr, schema.empty_table(), dry_run=True).type
+    except Exception:
+        return None
 
 
 def _check_name(name: Any, method: str) -> None:

@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from shardflow.engine.execution.runtime import init
     from shardflow.engine.iteration.data_iterator import DataIterator, DatasetIterator
     from shardflow.engine.xshards.shards import XShards
+    from shardflow.preprocessor import Preprocessor
     from shardflow.sdk import (
         Block,
         BlockBasedFileDatasink,
@@ -108,6 +109,7 @@ __all__ = [
     "Datasource",
     "Partitioning",
     "PathPartitionFilter",
+    "Preprocessor",
     "RandomSeedConfig",
     "ReadTask",
     "RetryPolicy",
@@ -237,6 +239,7 @@ _EXPORTS = {
     "PathPartitionFilter": "shardflow.sdk.partitioning",
     "SaveMode": "shardflow.sdk.save_mode",
     "RandomSeedConfig": "shardflow.sdk.random_seeds",
+    "Preprocessor": "shardflow.preprocessor",
 }
 _SUBMODULES = (
     "xshards",
@@ -249,6 +252,7 @@ _SUBMODULES = (
     "collate_fn",
     "datasource",
     "context",
+    "preprocessor",
 )
 
 

@@ -4,7 +4,8 @@ Tensor columns are Arrow's canonical ``arrow.fixed_shape_tensor`` (or
 ``arrow.variable_shape_tensor`` for ragged tensors); the Arrow names here build and recognise
 them (shardflow.sdk.tensor_types). In pandas, ``TensorArray`` / ``TensorDtype`` hold tensor
 columns (shardflow.sdk.tensor_pandas). Python objects without an Arrow type are stored in
-shardflow's own extension type (shardflow.sdk.object_column).
+shardflow's own extension type (shardflow.sdk.object_column), and are ``PythonObjectArray``
+columns of dtype ``PythonObjectDtype`` in pandas (shardflow.sdk.object_pandas).
 
 Examples:
     >>> import numpy as np
@@ -27,6 +28,7 @@ from shardflow.sdk.object_column import (
 from shardflow.sdk.object_column import (
     PythonObjectType as ArrowPythonObjectType,
 )
+from shardflow.sdk.object_pandas import PythonObjectArray, PythonObjectDtype
 from shardflow.sdk.schema_conflicts import ArrowConversionError
 from shardflow.sdk.tensor_pandas import TensorArray, TensorArrayElement, TensorDtype
 from shardflow.sdk.tensor_types import (
@@ -55,6 +57,8 @@ __all__ = [
     "ArrowVariableShapedTensorType",
     "FixedShapeTensorFormat",
     "FixedShapeTensorType",
+    "PythonObjectArray",
+    "PythonObjectDtype",
     "TensorArray",
     "TensorArrayElement",
     "TensorDtype",

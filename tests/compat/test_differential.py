@@ -9,6 +9,7 @@ import cases_api  # noqa: F401  (registers cases)
 import cases_context  # noqa: F401
 import cases_delta  # noqa: F401
 import cases_errors  # noqa: F401
+import cases_expression_nodes  # noqa: F401
 import cases_expressions  # noqa: F401
 import cases_file_formats  # noqa: F401
 import cases_frameworks  # noqa: F401
@@ -18,9 +19,11 @@ import cases_interop  # noqa: F401
 import cases_io  # noqa: F401
 import cases_media  # noqa: F401
 import cases_ml_formats  # noqa: F401
+import cases_objects  # noqa: F401
 import cases_observability  # noqa: F401
 import cases_pandas  # noqa: F401
 import cases_paths  # noqa: F401
+import cases_preprocessor  # noqa: F401
 import cases_random  # noqa: F401
 import cases_reads  # noqa: F401
 import cases_sql  # noqa: F401

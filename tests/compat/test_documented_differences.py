@@ -76,9 +76,10 @@ def test_row_hash_values_and_filter_argument(rd, sfm, tmp_path):
 
 @differs(
     "from_items",
-    reason="Python objects without an Arrow type become a column of shardflow's own extension type; "
-    "pandas shows it as dtype object (Ray Data: its PythonObjectDtype), and a Parquet file "
-    "holding it reads back as plain binary cells, never unpickled (Ray Data unpickles them).",
+    reason="Python objects without an Arrow type become a column of shardflow's own extension type "
+    "(in pandas a PythonObjectArray of dtype python_object(), as in Ray Data), and a Parquet "
+    "file holding it reads back as plain binary cells, never unpickled (Ray Data unpickles "
+    "them).",
 )
 def test_object_columns_are_not_unpickled_from_files(sfm, tmp_path):
     from cases_types import Payload
@@ -86,7 +87,7 @@ def test_object_columns_are_not_unpickled_from_files(sfm, tmp_path):
     sfm.from_items([{"o": Payload(1)}]).write_parquet(tmp_path / "o")
     back = sfm.read_parquet(tmp_path / "o").take_all()
     assert isinstance(back[0]["o"], bytes)
-    assert str(sfm.from_items([{"o": Payload(1)}]).to_pandas()["o"].dtype) == "object"
+    assert str(sfm.from_items([{"o": Payload(1)}]).to_pandas()["o"].dtype) == "python_object()"
 
 
 class _AddOne:
@@ -752,3 +753,58 @@ def test_read_zarr_failed_chunk_reads_raise(rd, sfm, tmp_path, fresh_context):
 
     root = zarr.open_consolidated(FailingChunks().get_mapper(str(tmp_path / "s.zarr")), mode="r")
     assert _read_chunk(root, "", ((0, 4),)).tolist() == [0, 0, 0, 0]
+
+
+    "expressions.UnaryExpr",
+    "expressions.BinaryExpr",
+    reason="an operation that does not fit the node (UnaryExpr(Operation.ADD, x), "
+    "BinaryExpr(Operation.NOT, x, y)) raises ValueError when the expression is built, naming "
+    "the operations that fit (Ray Data accepts it and fails when the dataset runs).",
+)
+def test_expression_nodes_check_their_operation(rd, sfm):
+    import ray.data.expressions as ray_expressions
+
+    import shardflow.expressions as sf_expressions
+
+    ray_add = ray_expressions.UnaryExpr(ray_expressions.Operation.ADD, ray_expressions.col("id"))
+    with pytest.raises(Exception):  # noqa: B017 (a UserCodeException when the dataset runs)
+        rd.range(2).with_column("c", ray_add).take_all()
+    with pytest.raises(ValueError, match="not a unary operation"):
+        sf_expressions.UnaryExpr(sf_expressions.Operation.ADD, sf_expressions.col("id"))
+    with pytest.raises(ValueError, match="not a binary operation"):
+        sf_expressions.BinaryExpr(
+            sf_expressions.Operation.NOT, sf_expressions.col("id"), sf_expressions.lit(1)
+        )
+
+
+@differs(
+    "expressions.random",
+    reason="with a seed and reseed_after_execution=True (the default), execution k draws numpy's "
+    "default_rng([block, task, k, seed]), as in Ray Data, but k counts the executions of the "
+    "random() expression (every dataset using it), where Ray Data counts those of the Dataset "
+    "(a dataset derived from another starts from the other's count). Executing one dataset "
+    "again and again gives Ray Data's numbers; with reseed_after_execution=False they are "
+    "always Ray Data's (cases: random_with_a_fixed_seed). A seed that is not a non-negative "
+    "int raises TypeError when random() is called (Ray Data fails when the dataset runs).",
+)
+def test_random_reseeds_by_the_expressions_own_executions(rd, sfm):
+    import numpy as np
+    import ray.data.expressions as ray_expressions
+
+    import shardflow.expressions as sf_expressions
+
+    def draws(m, expr):
+        ds = m.from_items([{"i": i} for i in range(3)], override_num_blocks=1)
+        ds = ds.with_column("r", expr)
+        return [[row["r"] for row in ds.take_all()] for _ in range(2)]
+
+    expected = [list(np.random.default_rng([0, 0, k, 11]).random(3)) for k in range(4)]
+    ray_random = ray_expressions.random(seed=11)
+    assert draws(rd, ray_random) == expected[:2]  # one dataset: executions 0 and 1
+    assert draws(rd, ray_random) == expected[:2]  # a new dataset counts from 0 again
+    sf_random = sf_expressions.random(seed=11)
+    assert draws(sfm, sf_random) == expected[:2]
+    assert draws(sfm, sf_random) == expected[2:]  # the expression's executions 2 and 3
+    ray_expressions.random(seed=-1)  # accepted until a dataset runs it
+    with pytest.raises(TypeError, match="non-negative int"):
+        sf_expressions.random(seed=-1)

@@ -137,7 +137,7 @@ class _ToText(ExprVisitor[str]):
         return repr(expr.value)
 
     def visit_binary(self, expr):
-        return f"{self.visit(expr.left)} {expr.op} {self.visit(expr.right)}"
+        return f"{self.visit(expr.left)} {expr.op.symbol} {self.visit(expr.right)}"
 
 
 def test_visitor_dispatches_by_kind():

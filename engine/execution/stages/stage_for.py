@@ -47,7 +47,9 @@ def stage_for(op: Any) -> Stage:
     if isinstance(op, FilterRows):
         return RowFilterStage(op.udf.fn, op.name, *_udf_args(op))
     if isinstance(op, FilterExpr):
-        return ExprFilterStage(op.expr, op.name)
+        from shardflow.sdk.expression_eval import random_executions
+
+        return ExprFilterStage(op.expr, op.name, random_executions([op.expr]))
     if isinstance(op, MapBatches):
         fn_args, fn_kwargs, ctor_args, ctor_kwargs = _udf_args(op)
         return BatchMapStage(

@@ -49,15 +49,18 @@ class ExprFilterStage(Stage):
     """``filter`` with an engine expression, evaluated by Arrow (vectorized); one that calls
     Python code (a ``udf``) is evaluated batch by batch, its mask then applied by Arrow."""
 
-    def __init__(self, expr: Expr, name: str):
+    def __init__(self, expr: Expr, name: str, executions: dict[str, int] | None = None):
         self.expr, self.name = expr, name
+        # The execution's number for each random() in the expression (its seeds).
+        self.executions = executions or {}
 
     def __call__(self, blocks: Iterator[Block], ctx: TaskContext) -> Iterator[Block]:
-        from shardflow.sdk.expression_eval import evaluate
+        from shardflow.sdk.expression_eval import RowPosition, evaluate
 
         in_python = self.expr.runs_python()
         pa_expr = None if in_python else self.expr.to_pyarrow()
-        for block in blocks:
+        rows_before = 0
+        for block_idx, block in enumerate(blocks):
             missing = self.expr.referenced_columns() - set(block.column_names)
             if missing and block.num_columns:
                 raise ColumnNotFoundError(
@@ -67,9 +70,11 @@ class ExprFilterStage(Stage):
             if not block.num_rows:
                 yield block
             elif in_python:
-                yield block.filter(evaluate(self.expr, block))
+                position = RowPosition(ctx.task_idx, rows_before, block_idx, self.executions)
+                yield block.filter(evaluate(self.expr, block, position=position))
             else:
                 yield block.filter(pa_expr)
+            rows_before += block.num_rows
 
 
 class WriteStage(Stage):
