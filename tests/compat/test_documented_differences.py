@@ -755,6 +755,7 @@ def test_read_zarr_failed_chunk_reads_raise(rd, sfm, tmp_path, fresh_context):
     assert _read_chunk(root, "", ((0, 4),)).tolist() == [0, 0, 0, 0]
 
 
+@differs(
     "expressions.UnaryExpr",
     "expressions.BinaryExpr",
     reason="an operation that does not fit the node (UnaryExpr(Operation.ADD, x), "
