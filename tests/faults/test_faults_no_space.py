@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import re
+import threading
 
 import fsspec
 import pytest
@@ -19,13 +20,19 @@ import shardflow as sf
 pytestmark = pytest.mark.timeout(120)
 
 
+# Write tasks run side by side: the quota is checked and the bytes written under one lock, or
+# one task's measure of another's file would race with that file's growth.
+_DEVICE_LOCK = threading.Lock()
+
+
 class _QuotaFile(MemoryFile):
     def write(self, data):
-        used = sum(len(f.getbuffer()) for f in self.fs.store.values() if f is not self)
-        used += self.tell()
-        if used + len(data) > self.fs.quota:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return super().write(data)
+        with _DEVICE_LOCK:
+            others = [f for f in list(self.fs.store.values()) if f is not self]
+            used = sum(f.getbuffer().nbytes for f in others) + self.tell()
+            if used + len(data) > self.fs.quota:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return super().write(data)
 
 
 class TinyDisk(MemoryFileSystem):
