@@ -13,6 +13,7 @@ Ray is imported only when this backend is created (by ``shardflow.init(backend="
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import weakref
 from typing import Any
@@ -106,12 +107,26 @@ def _run_transform(transform, ctx, retry_exceptions, memory_pool, cuts, *inputs)
     again).
     """
     apply_memory_pool(memory_pool)
+    import_pandas_first()
     try:
         yield from stream_blocks(transform, ctx, cut_slices(inputs, cuts), _runs_before())
     except Exception as exc:
         if retry_exceptions and is_retryable(_user_error(exc), retry_exceptions):
             raise RetryableTaskError(exc) from exc
         raise
+
+
+def import_pandas_first() -> None:
+    """Import pandas in a Ray worker before a task or actor starts threads of its own.
+
+    pandas' C extensions import each other while pandas initialises: two threads of one
+    process importing it for the first time at once (a block with a pandas extension column
+    deserialised on a prefetch thread while the task converts a batch) can leave one of them
+    with a partially initialised module for the rest of the worker's life. Once per worker
+    process, on the thread Ray runs the task on.
+    """
+    if "pandas" not in sys.modules:
+        import pandas  # noqa: F401
 
 
 def _user_error(exc: BaseException) -> BaseException:
