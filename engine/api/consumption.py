@@ -86,6 +86,7 @@ class ConsumptionMixin:
         """Stream (reference, metadata) pairs of the output blocks."""
         prepared = prepared or PreparedPlan(plan or self._plan)
         executor = prepared.executor()
+        self._run_index = getattr(self, "_run_index", -1) + 1
         if handle is not None:
             handle.attach(executor)
         self._last_stats = executor.stats

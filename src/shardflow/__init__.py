@@ -55,8 +55,15 @@ if TYPE_CHECKING:
     from shardflow.engine.api.interop.spark import from_spark
     from shardflow.engine.api.interop.tensorflow import from_tf
     from shardflow.engine.api.lance import read_lance
+    from shardflow.engine.api.mix import MixStoppingCondition
+    from shardflow.engine.api.object_refs import (
+        from_arrow_refs,
+        from_numpy_refs,
+        from_pandas_refs,
+    )
     from shardflow.engine.api.schema import Schema
     from shardflow.engine.api.sql import read_sql
+    from shardflow.engine.api.summary import DatasetSummary
     from shardflow.engine.api.tfrecords import read_tfrecords
     from shardflow.engine.api.video import read_videos
     from shardflow.engine.api.webdataset import read_webdataset
@@ -87,6 +94,9 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
+NodeIdStr = str
+"""The id of a Ray node, as a string (``streaming_split``'s ``locality_hints``), as in Ray Data."""
+
 __all__ = [
     "ActorPoolStrategy",
     "Block",
@@ -96,6 +106,7 @@ __all__ = [
     "DataIterator",
     "DatasetContext",
     "DatasetIterator",
+    "DatasetSummary",
     "ExecutionOptions",
     "ExecutionResources",
     "FileShuffleConfig",
@@ -103,6 +114,8 @@ __all__ = [
     "Dataset",
     "Datasink",
     "Datasource",
+    "MixStoppingCondition",
+    "NodeIdStr",
     "Partitioning",
     "PathPartitionFilter",
     "RandomSeedConfig",
@@ -120,6 +133,7 @@ __all__ = [
     "col",
     "download",
     "from_arrow",
+    "from_arrow_refs",
     "from_blocks",
     "from_daft",
     "from_dask",
@@ -127,7 +141,9 @@ __all__ = [
     "from_items",
     "from_modin",
     "from_numpy",
+    "from_numpy_refs",
     "from_pandas",
+    "from_pandas_refs",
     "from_ray_data",
     "from_spark",
     "from_tf",
@@ -190,6 +206,11 @@ _EXPORTS = {
     "read_tfrecords": "shardflow.engine.api.tfrecords",
     "read_webdataset": "shardflow.engine.api.webdataset",
     "from_arrow": "shardflow.engine.api.create",
+    "from_arrow_refs": "shardflow.engine.api.object_refs",
+    "from_numpy_refs": "shardflow.engine.api.object_refs",
+    "from_pandas_refs": "shardflow.engine.api.object_refs",
+    "MixStoppingCondition": "shardflow.engine.api.mix",
+    "DatasetSummary": "shardflow.engine.api.summary",
     "from_blocks": "shardflow.engine.api.create",
     "from_daft": "shardflow.engine.api.create",
     "from_huggingface": "shardflow.engine.api.create",
