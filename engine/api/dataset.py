@@ -16,6 +16,7 @@ from shardflow.engine.api.consumption import ConsumptionMixin
 from shardflow.engine.api.context import DataContext
 from shardflow.engine.api.delta import DeltaWriteMixin
 from shardflow.engine.api.error_boundary import public_methods_at_boundary
+from shardflow.engine.api.explain import ExplainMixin
 from shardflow.engine.api.exchanges import ExchangeMixin
 from shardflow.engine.api.expressions import ExpressionsMixin
 from shardflow.engine.api.file_writes import FileWriteMixin
@@ -71,6 +72,7 @@ class Dataset(
     TFRecordsWriteMixin,
     InteropMixin,
     ObjectRefsMixin,
+    ExplainMixin,
 ):
     """A distributed-style collection of rows, stored as Arrow blocks and computed lazily.
 

@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from shardflow.engine.api.webdataset import read_webdataset
     from shardflow.engine.execution.errors import UserCodeError, WorkerCrashedError
     from shardflow.engine.execution.runtime import init
+    from shardflow.engine.execution.stats_summary import list_stats_summaries
     from shardflow.engine.iteration.data_iterator import DataIterator, DatasetIterator
     from shardflow.engine.xshards.shards import XShards
     from shardflow.sdk import (
@@ -149,6 +150,7 @@ __all__ = [
     "from_tf",
     "from_torch",
     "init",
+    "list_stats_summaries",
     "lit",
     "range",
     "range_tensor",
@@ -227,6 +229,7 @@ _EXPORTS = {
     "from_spark": "shardflow.engine.api.interop.spark",
     "from_tf": "shardflow.engine.api.interop.tensorflow",
     "init": "shardflow.engine.execution.runtime",
+    "list_stats_summaries": "shardflow.engine.execution.stats_summary",
     "Schema": "shardflow.engine.api.schema",
     "XShards": "shardflow.engine.xshards.shards",
     "Block": "shardflow.sdk",

@@ -224,3 +224,36 @@ def copy_context_and_id(m, tmp):
         type(ds.context).__name__,
         m.NodeIdStr is str,
     ]
+
+
+@case(
+    "Dataset.get_stats_summary",
+    "list_stats_summaries",
+    note="execution statistics as data; summaries kept when collection is on",
+)
+def stats_summaries(m, tmp):
+    """before and after an execution; the rows out of the last operator; a summary is
+    listed per finished execution once enable_stats_summary_collection is set"""
+    context = m.DataContext.get_current()
+    saved = context.enable_stats_summary_collection
+    context.enable_stats_summary_collection = True  # before the dataset: Ray Data copies it
+    try:
+        ds = m.from_items(_items(0, 6), override_num_blocks=2).map_batches(lambda b: b)
+        before_run = ds.get_stats_summary()
+        listed = len(m.list_stats_summaries())
+        ds.take_all()
+        new = m.list_stats_summaries()[listed:]
+    finally:
+        context.enable_stats_summary_collection = saved
+    summary = ds.get_stats_summary()
+    last = summary.operators_stats[-1]
+    return [
+        type(before_run).__name__,
+        before_run.operators_stats,
+        type(summary).__name__,
+        last.output_num_rows.sum,
+        type(last.output_num_rows.to_dict()).__name__,
+        isinstance(summary.to_string(), str),
+        summary.time_total_s >= 0,
+        [type(s).__name__ for s in new],
+    ]
