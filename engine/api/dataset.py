@@ -16,8 +16,8 @@ from shardflow.engine.api.consumption import ConsumptionMixin
 from shardflow.engine.api.context import DataContext
 from shardflow.engine.api.delta import DeltaWriteMixin
 from shardflow.engine.api.error_boundary import public_methods_at_boundary
-from shardflow.engine.api.explain import ExplainMixin
 from shardflow.engine.api.exchanges import ExchangeMixin
+from shardflow.engine.api.explain import ExplainMixin
 from shardflow.engine.api.expressions import ExpressionsMixin
 from shardflow.engine.api.file_writes import FileWriteMixin
 from shardflow.engine.api.grouped_data import AggregateMixin
