@@ -86,6 +86,7 @@ if TYPE_CHECKING:
         lit,
         register_connector,
     )
+    from shardflow.sdk.catalog import Catalog, CatalogAccessMode, ReaderFormat, ResolvedSource
     from shardflow.sdk.expressions import download, udf
     from shardflow.sdk.file_datasource import FileShuffleConfig
     from shardflow.sdk.filename_provider import FilenameProvider
@@ -103,6 +104,8 @@ __all__ = [
     "Block",
     "BlockBasedFileDatasink",
     "BlockMetadata",
+    "Catalog",
+    "CatalogAccessMode",
     "DataContext",
     "DataIterator",
     "DatasetContext",
@@ -121,6 +124,8 @@ __all__ = [
     "PathPartitionFilter",
     "RandomSeedConfig",
     "ReadTask",
+    "ReaderFormat",
+    "ResolvedSource",
     "RetryPolicy",
     "RowBasedFileDatasink",
     "SaveMode",
@@ -245,6 +250,10 @@ _EXPORTS = {
     "lit": "shardflow.sdk",
     "register_connector": "shardflow.sdk",
     "download": "shardflow.sdk.expressions",
+    "Catalog": "shardflow.sdk.catalog",
+    "CatalogAccessMode": "shardflow.sdk.catalog",
+    "ReaderFormat": "shardflow.sdk.catalog",
+    "ResolvedSource": "shardflow.sdk.catalog",
     "udf": "shardflow.sdk.expressions",
     "FileShuffleConfig": "shardflow.sdk.file_datasource",
     "FilenameProvider": "shardflow.sdk.filename_provider",
