@@ -35,9 +35,10 @@ def read_delta(
     from the log when no filter applies.
 
     Differences from Ray Data 2.60: ``filter`` is added; ``filesystem``, a catalog's
-    filesystem (its ``storage_options`` are used), ``shuffle``, ``include_paths``, the Ray-only task arguments and ``**arrow_parquet_args``
-    are not taken (local tables are read through Arrow's local filesystem, others through
-    deltalake's object store configured by ``storage_options``).
+    filesystem (its ``storage_options`` are used), ``shuffle``, ``include_paths``, the
+    Ray-only task arguments and ``**arrow_parquet_args`` are not taken (local tables are
+    read through Arrow's local filesystem, others through deltalake's object store
+    configured by ``storage_options``).
 
     Examples:
         >>> import tempfile

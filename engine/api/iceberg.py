@@ -91,7 +91,6 @@ def read_iceberg(
     """
     from shardflow.connectors.iceberg import IcebergDatasource
     from shardflow.engine.api.create import read_datasource
-
     from shardflow.sdk.catalog import Catalog
 
     if isinstance(catalog, Catalog):
