@@ -45,7 +45,7 @@ class DatasetSummary:
         >>> import shardflow as sf
         >>> ds = sf.from_items([{"x": 1}, {"x": 3}])
         >>> summary = ds.summary(columns=["x"])
-        >>> summary.get_column_stats("x").set_index("statistic")["value"]["mean"]
+        >>> float(summary.get_column_stats("x").set_index("statistic")["value"]["mean"])
         2.0
     """
 
@@ -323,9 +323,10 @@ def split_statistics(
     columns: set[str] = set()
     for key, value in row.items():
         agg = by_name.get(key)
-        column = agg.get_target_column() if agg is not None else None
+        target = getattr(agg, "get_target_column", None)
+        column = target() if target is not None else None
         if agg is None or not column:
-            continue
+            continue  # an aggregation of no one column (Count()) has no place in the tables
         column_type = schema.field(column).type
         result_type = _result_type(value, result_schema.field(key).type, from_values)
         for stat, (item, item_type) in _stat_entries(agg, value, result_type).items():
