@@ -197,3 +197,37 @@ def test_dataset_ids_and_copies(fresh_context):
     assert copied.get_dataset_id().split("_")[1] != uid
     assert sf.Dataset.copy(ds, _deep_copy=True).context is not ds.context
     assert ds.map(lambda r: r).context is ds.context is sf.DataContext.get_current()
+
+
+@pytest.mark.timeout(120)
+def test_stats_summaries_on_both_backends(backend):
+    context = sf.DataContext.get_current()
+    ds = sf.range(20, override_num_blocks=2).map_batches(lambda b: b)
+    assert ds.get_stats_summary().operators_stats == []
+    context.enable_stats_summary_collection = True
+    before = len(sf.list_stats_summaries())
+    ds.take_all()
+    summaries = sf.list_stats_summaries()
+    assert len(summaries) == before + 1
+    summary = summaries[-1]
+    assert summary.dataset_uuid == ds.get_dataset_id().split("_")[1]
+    assert summary.operators_stats[-1].output_num_rows.sum == 20
+    assert summary.to_string() == ds.get_stats_summary().to_string() == str(ds.stats())
+    context.enable_stats_summary_collection = False
+    ds.take_all()
+    assert len(sf.list_stats_summaries()) == before + 1
+
+
+def test_explain_runs_nothing(backend, capsys):
+    ds = sf.range(10).map(lambda r: r).filter(lambda r: r["id"] > 2).limit(3)
+    ds.explain()
+    out = capsys.readouterr().out
+    titles = [line for line in out.splitlines() if line.startswith("--------")]
+    assert titles == [
+        "-------- Logical Plan --------",
+        "-------- Logical Plan (Optimized) --------",
+        "-------- Physical Plan --------",
+        "-------- Physical Plan (Optimized) --------",
+    ]
+    assert "LimitOperator[Limit[3]]" in out
+    assert ds._last_stats is None and ds.get_dataset_id().endswith("_-1")
