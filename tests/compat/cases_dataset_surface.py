@@ -257,3 +257,19 @@ def stats_summaries(m, tmp):
         summary.time_total_s >= 0,
         [type(s).__name__ for s in new],
     ]
+
+
+@case("Dataset.summary", note="summary of list and struct columns")
+def summary_of_lists_and_structs(m, tmp):
+    """lists and structs get count, missing% and their most frequent values (a column of
+    Python objects in the table of statistics)"""
+    ds = m.from_arrow(
+        pa.table(
+            {
+                "l": pa.array([[1, 2], [1, 2], None, [3]]),
+                "s": pa.array([{"a": 1}, {"a": 1}, {"a": 2}, None]),
+            }
+        )
+    )
+    summary = ds.summary()
+    return [summary.to_pandas(), summary.get_column_stats("s")]

@@ -735,3 +735,21 @@ def test_from_refs_take_plain_objects(rd, sfm):
         rd.from_pandas_refs([frame])
     assert sfm.from_pandas_refs([frame]).to_pandas().equals(frame)
     assert sfm.from_arrow_refs(pa.table({"a": [1]})).take_all() == [{"a": 1}]
+
+
+@differs(
+    "Dataset.summary",
+    reason="summarizes decimal columns (the numeric statistics, min and max as decimals); "
+    "Ray Data 2.60 computes them but its DatasetSummary.to_pandas raises IndexError.",
+)
+def test_summary_of_decimal_columns(rd, sfm):
+    import decimal
+
+    values = [decimal.Decimal("1.5"), None, decimal.Decimal("0"), decimal.Decimal("2")]
+    table = pa.table({"d": pa.array(values)})
+    with pytest.raises(IndexError):
+        rd.from_arrow(table).summary().to_pandas()
+    stats = sfm.from_arrow(table).summary().to_pandas().set_index("statistic")["d"]
+    assert stats["count"] == 4 and stats["missing_pct"] == 25.0
+    assert stats["max"] == decimal.Decimal("2") and stats["min"] == decimal.Decimal("0")
+    assert stats["mean"] == pytest.approx(3.5 / 3)
