@@ -62,6 +62,7 @@ if TYPE_CHECKING:
         from_pandas_refs,
     )
     from shardflow.engine.api.schema import Schema
+    from shardflow.engine.api.split import NodeIdStr
     from shardflow.engine.api.sql import read_sql
     from shardflow.engine.api.summary import DatasetSummary
     from shardflow.engine.api.tfrecords import read_tfrecords
@@ -95,9 +96,6 @@ if TYPE_CHECKING:
     from shardflow.sdk.save_mode import SaveMode
 
 __version__ = "0.1.0"
-
-NodeIdStr = str
-"""The id of a Ray node, as a string (``streaming_split``'s ``locality_hints``), as in Ray Data."""
 
 __all__ = [
     "ActorPoolStrategy",
@@ -236,6 +234,7 @@ _EXPORTS = {
     "init": "shardflow.engine.execution.runtime",
     "list_stats_summaries": "shardflow.engine.execution.stats_summary",
     "Schema": "shardflow.engine.api.schema",
+    "NodeIdStr": "shardflow.engine.api.split",
     "XShards": "shardflow.engine.xshards.shards",
     "Block": "shardflow.sdk",
     "BlockBasedFileDatasink": "shardflow.sdk",
