@@ -126,7 +126,7 @@ def summary_columns_and_overrides(m, tmp):
 
 @case("Dataset.summary", note="summary of floats with NaN and of a column of nulls")
 def summary_nan_and_nulls(m, tmp):
-    """NaN counts as missing; a column of nulls gets its count only"""
+    """NaN counts as missing; a column of nulls gets its count only; the repr"""
     ds = m.from_arrow(
         pa.table(
             {
@@ -136,7 +136,8 @@ def summary_nan_and_nulls(m, tmp):
             }
         )
     )
-    return _rounded(ds.summary().to_pandas())
+    summary = ds.summary()
+    return [_rounded(summary.to_pandas()), repr(summary)]
 
 
 def _get(value):
