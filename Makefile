@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test ci lint fmt typecheck wheel wheel-check pytest test-slow test-cluster bench install clean \
-	compat-table
+	compat-table test-modin
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -73,16 +73,21 @@ wheel-check: wheel
 # finish sooner on two cores. Tests that measure memory, or that wait on short deadlines,
 # share one group and run one at a time (tests/conftest.py, SERIAL_GROUP). The few cases
 # marked slow run with `make test-slow`.
+# Bytecode is cached even where the environment says not to (PYTHONDONTWRITEBYTECODE): the
+# suite starts hundreds of processes (Ray workers, actors, spawned workers), and each would
+# compile shardflow's modules again; the cache goes to __pycache__ folders git ignores.
+TEST_ENV := env -u PYTHONDONTWRITEBYTECODE
+
 pytest: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow"
+	$(TEST_ENV) $(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow"
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup -m slow
+	$(TEST_ENV) $(PY) -m pytest -q -n 2 --dist loadgroup -m slow
 
 # The long tests on simulated multi-node Ray clusters (tests/cluster: node loss, locality);
 # the default suite runs the short ones and skips these.
 test-cluster: $(STAMP)
-	SHARDFLOW_TEST_CLUSTER=1 $(PY) -m pytest -q tests/cluster
+	$(TEST_ENV) SHARDFLOW_TEST_CLUSTER=1 $(PY) -m pytest -q tests/cluster
 
 # Daft caps pyarrow below the version shardflow is tested with, so it gets a venv of its own
 # (benchmarks/systems.py runs Daft's children with it); the main venv keeps its pyarrow.
@@ -94,6 +99,23 @@ $(DAFT_STAMP):
 	$(DAFT_VENV)/bin/python -m pip install --quiet "daft>=0.7,<0.8" numpy
 	touch $(DAFT_STAMP)
 
+# Modin caps pandas below 2.4 while shardflow's test venv has pandas 3, so from_modin/to_modin
+# are tested in a venv of their own (pandas 2.3, Modin on its Python and Ray engines); the main
+# suite skips those tests.
+MODIN_VENV := .venv-modin
+MODIN_STAMP := $(MODIN_VENV)/.installed
+
+$(MODIN_STAMP):
+	$(PYTHON) -m venv $(MODIN_VENV)
+	$(MODIN_VENV)/bin/python -m pip install --quiet "pandas>=2.2,<2.4" "modin>=0.32" \
+		"ray[data]>=2.60,<2.61" pytest pytest-timeout
+	$(MODIN_VENV)/bin/python -m pip install --quiet -e .
+	touch $(MODIN_STAMP)
+
+test-modin: $(MODIN_STAMP)
+	$(TEST_ENV) $(MODIN_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+		tests/engine/api/interop/test_interop_modin.py
+
 bench: $(STAMP) $(DAFT_STAMP)
 	$(PY) -m pip install --quiet -e ".[test,bench]"
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
@@ -102,4 +124,4 @@ compat-table: $(STAMP)
 	$(PY) tests/compat/gen_compat_table.py
 
 clean:
-	rm -rf $(VENV) $(DAFT_VENV) build dist *.egg-info
+	rm -rf $(VENV) $(DAFT_VENV) $(MODIN_VENV) build dist *.egg-info

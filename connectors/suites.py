@@ -201,6 +201,20 @@ class NumpySuite(FileConformance):
         return _spec(self.name).datasink(str(tmp_path / "out"), column="data")
 
 
+class ORCSuite(FileConformance):
+    name, fmt, bad_bytes = "orc", "orc", b"ORC this is not an ORC file"
+
+    def write_file(self, table, path):
+        import pyarrow.orc
+
+        pyarrow.orc.write_table(table, str(path))
+
+    def read_file(self, path):
+        import pyarrow.orc
+
+        return pyarrow.orc.read_table(str(path))
+
+
 class ImagesSuite(FileConformance):
     name, fmt, bad_bytes = "images", "png", b"\x89PNG\r\n\x1a\n truncated"
 
@@ -311,6 +325,7 @@ SUITES = {
         TextSuite,
         BinarySuite,
         NumpySuite,
+        ORCSuite,
         ImagesSuite,
     )
 }
@@ -336,6 +351,8 @@ _PACKAGED_SUITES = {  # connector package: (suite class, the libraries it needs)
     "webdataset": ("WebDatasetSuite", ()),
     "tfrecords": ("TFRecordsSuite", ("google.protobuf", "google_crc32c")),
     "avro": ("AvroSuite", ("fastavro",)),
+    "mcap": ("MCAPSuite", ("mcap",)),
+    "zarr": ("ZarrSuite", ("zarr",)),
 }
 
 

@@ -32,6 +32,8 @@ EXTRAS: dict[str, str] = {
     "av": "video",
     "lance": "lance",
     "fastavro": "avro",
+    "mcap": "mcap",
+    "zarr": "zarr",
     "google_crc32c": "tfrecords",
     "google.protobuf": "tfrecords",
     "msgpack": "webdataset",

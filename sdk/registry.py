@@ -153,6 +153,17 @@ BUILTIN_CONNECTORS: dict[str, LazyConnector] = {
         requires=("fastavro",),
         install=install_command("avro"),
     ),
+    "orc": LazyConnector(f"{_CONNECTORS}.orc.ORCDatasource", f"{_CONNECTORS}.orc.ORCDatasink"),
+    "mcap": LazyConnector(
+        f"{_CONNECTORS}.mcap.MCAPDatasource",
+        requires=("mcap",),
+        install=install_command("mcap"),
+    ),
+    "zarr": LazyConnector(
+        f"{_CONNECTORS}.zarr.ZarrDatasource",
+        requires=("zarr",),
+        install=install_command("zarr"),
+    ),
 }
 """shardflow's connectors: name to dotted paths, imported when the name is first used."""
 

@@ -29,6 +29,7 @@ from shardflow.engine.api.lance import LanceWriteMixin
 from shardflow.engine.api.map import MapMixin
 from shardflow.engine.api.mix import MixMixin
 from shardflow.engine.api.object_refs import ObjectRefsMixin
+from shardflow.engine.api.orc import ORCWriteMixin
 from shardflow.engine.api.split import SplitMixin
 from shardflow.engine.api.sql import SQLWriteMixin
 from shardflow.engine.api.summary import SummaryMixin
@@ -70,6 +71,7 @@ class Dataset(
     DeltaWriteMixin,
     WebDatasetWriteMixin,
     TFRecordsWriteMixin,
+    ORCWriteMixin,
     InteropMixin,
     ObjectRefsMixin,
     ExplainMixin,

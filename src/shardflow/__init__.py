@@ -55,12 +55,14 @@ if TYPE_CHECKING:
     from shardflow.engine.api.interop.spark import from_spark
     from shardflow.engine.api.interop.tensorflow import from_tf
     from shardflow.engine.api.lance import read_lance
+    from shardflow.engine.api.mcap import read_mcap
     from shardflow.engine.api.mix import MixStoppingCondition
     from shardflow.engine.api.object_refs import (
         from_arrow_refs,
         from_numpy_refs,
         from_pandas_refs,
     )
+    from shardflow.engine.api.orc import read_orc
     from shardflow.engine.api.schema import Schema
     from shardflow.engine.api.split import NodeIdStr
     from shardflow.engine.api.sql import read_sql
@@ -68,6 +70,7 @@ if TYPE_CHECKING:
     from shardflow.engine.api.tfrecords import read_tfrecords
     from shardflow.engine.api.video import read_videos
     from shardflow.engine.api.webdataset import read_webdataset
+    from shardflow.engine.api.zarr import read_zarr
     from shardflow.engine.execution.errors import UserCodeError, WorkerCrashedError
     from shardflow.engine.execution.runtime import init
     from shardflow.engine.execution.stats_summary import list_stats_summaries
@@ -167,6 +170,9 @@ __all__ = [
     "read_tfrecords",
     "read_webdataset",
     "read_images",
+    "read_mcap",
+    "read_orc",
+    "read_zarr",
     "read_json",
     "read_lance",
     "read_numpy",
@@ -208,6 +214,9 @@ _EXPORTS = {
     "read_delta": "shardflow.engine.api.delta",
     "read_sql": "shardflow.engine.api.sql",
     "read_avro": "shardflow.engine.api.avro",
+    "read_mcap": "shardflow.engine.api.mcap",
+    "read_orc": "shardflow.engine.api.orc",
+    "read_zarr": "shardflow.engine.api.zarr",
     "read_tfrecords": "shardflow.engine.api.tfrecords",
     "read_webdataset": "shardflow.engine.api.webdataset",
     "from_arrow": "shardflow.engine.api.create",

@@ -11,6 +11,7 @@ Examples:
 
 from __future__ import annotations
 
+from shardflow.connectors.mcap import MCAPDatasource, TimeRange
 from shardflow.sdk.datasink import Datasink, WriteResult, WriteReturnType
 from shardflow.sdk.datasource import Datasource, ReadTask
 from shardflow.sdk.datasource_extras import (
@@ -42,6 +43,7 @@ __all__ = [
     "FileMetadataProvider",
     "FileShuffleConfig",
     "FilenameProvider",
+    "MCAPDatasource",
     "PartitionStyle",
     "Partitioning",
     "PathPartitionFilter",
@@ -51,6 +53,7 @@ __all__ = [
     "Reader",
     "RowBasedFileDatasink",
     "SaveMode",
+    "TimeRange",
     "WriteResult",
     "WriteReturnType",
 ]

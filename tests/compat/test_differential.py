@@ -12,6 +12,7 @@ import cases_dataset_surface  # noqa: F401
 import cases_delta  # noqa: F401
 import cases_errors  # noqa: F401
 import cases_expressions  # noqa: F401
+import cases_file_formats  # noqa: F401
 import cases_frameworks  # noqa: F401
 import cases_grouping  # noqa: F401
 import cases_iceberg  # noqa: F401

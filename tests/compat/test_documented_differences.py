@@ -5,6 +5,7 @@ The ``@differs`` registrations feed docs/compatibility.md (tests/compat/gen_comp
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -684,6 +685,73 @@ def test_spark_and_modin_need_no_ray_plugins(rd, sfm):
         rd.from_spark(object())
     with pytest.raises(TypeError, match="pyspark.sql.DataFrame"):
         sfm.from_spark(object())
+
+
+@differs(
+    "Dataset.write_orc",
+    reason="mode defaults to 'error' (Ray Data: 'append'), as for the other file writes; "
+    "writes are all-or-nothing.",
+)
+def test_write_orc_default_mode_refuses_existing_data(rd, sfm, tmp_path):
+    rd.range(3).write_orc(str(tmp_path / "ray"))
+    rd.range(3).write_orc(str(tmp_path / "ray"))  # Ray appends by default
+    assert rd.read_orc(str(tmp_path / "ray")).count() == 6
+
+    sfm.range(3).write_orc(tmp_path / "sf")
+    with pytest.raises(ValueError, match="already holds data"):
+        sfm.range(3).write_orc(tmp_path / "sf")
+    assert sfm.read_orc(tmp_path / "sf").count() == 3
+
+
+@differs(
+    "read_zarr",
+    reason="arrays stored big-endian (dtype '>i4', ...) are read as their values, in native "
+    "byte order (Ray Data 2.60 reinterprets their bytes as native: 1 reads as 16777216).",
+)
+def test_read_zarr_big_endian_values(rd, sfm, tmp_path):
+    zarr = pytest.importorskip("zarr")
+    values = np.arange(4, dtype=">i4")
+    zarr.save_array(str(tmp_path / "big.zarr"), values, chunks=(4,))
+
+    (row,) = sfm.read_zarr(str(tmp_path / "big.zarr")).take_all()
+    np.testing.assert_array_equal(row["chunk"], values)
+    assert row["chunk"].dtype == np.dtype("int32")
+
+    (ray_row,) = rd.read_zarr(str(tmp_path / "big.zarr")).take_all()
+    np.testing.assert_array_equal(ray_row["chunk"], np.frombuffer(values.tobytes(), "<i4"))
+
+
+@differs(
+    "read_zarr",
+    reason="a chunk whose read fails (a throttled or dropped request) is retried, then raised, "
+    "naming the store and the array; only a chunk that does not exist reads as the fill value "
+    "(Ray Data 2.60, through zarr's fsspec store, reads any failed chunk as the fill value).",
+)
+def test_read_zarr_failed_chunk_reads_raise(rd, sfm, tmp_path, fresh_context):
+    zarr = pytest.importorskip("zarr")
+    from fsspec.implementations.local import LocalFileSystem
+
+    fresh_context.retry = sfm.RetryPolicy(max_attempts=2, initial_backoff_s=0.001)
+
+    class FailingChunks(LocalFileSystem):  # defined here: Ray's workers get it by value
+        cachable = False
+
+        def _open(self, path, mode="rb", **kwargs):
+            if not path.rsplit("/", 1)[-1].startswith("."):
+                raise OSError(f"AWS Error SLOW_DOWN during GetObject operation ({path})")
+            return super()._open(path, mode, **kwargs)
+
+    zarr.save_array(str(tmp_path / "s.zarr"), np.arange(1, 5), chunks=(4,))
+    zarr.consolidate_metadata(str(tmp_path / "s.zarr"))
+    with pytest.raises(OSError, match="SLOW_DOWN"):
+        sfm.read_zarr(str(tmp_path / "s.zarr"), filesystem=FailingChunks()).take_all()
+
+    # Ray Data's chunk reader over the store as its ZarrV2Datasource opens it (a filesystem
+    # like this one cannot be sent to Ray's workers): the fill value, and no error.
+    from ray.data._internal.datasource.zarrv2_datasource import _read_chunk
+
+    root = zarr.open_consolidated(FailingChunks().get_mapper(str(tmp_path / "s.zarr")), mode="r")
+    assert _read_chunk(root, "", ((0, 4),)).tolist() == [0, 0, 0, 0]
 
 
 @differs(

@@ -1,4 +1,5 @@
-"""The examples of docs/connectors.md's WebDataset, TFRecords and Avro sections run."""
+"""The examples of docs/connectors.md's WebDataset, TFRecords, Avro, ORC, Zarr and MCAP sections
+run."""
 
 from __future__ import annotations
 
@@ -21,7 +22,14 @@ def _section_code(title: str) -> str:
 
 @pytest.mark.parametrize(
     "title, needs",
-    [("WebDataset", "PIL"), ("TFRecords", "google_crc32c"), ("Avro", "fastavro")],
+    [
+        ("WebDataset", "PIL"),
+        ("TFRecords", "google_crc32c"),
+        ("Avro", "fastavro"),
+        ("ORC", "pyarrow.orc"),
+        ("Zarr", "zarr"),
+        ("MCAP", "mcap"),
+    ],
 )
 def test_section_example_runs(title, needs):
     pytest.importorskip(needs)

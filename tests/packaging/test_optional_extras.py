@@ -19,7 +19,7 @@ from shardflow.sdk.optional import EXTRAS, install_command, missing_message, req
 OPTIONAL_MODULES = [
     *("ray", "torch", "PIL", "s3fs", "gcsfs", "pyiceberg", "daft", "datasets"),
     *("soundfile", "av", "lance", "deltalake", "psycopg"),
-    *("fastavro", "google.protobuf", "google_crc32c", "msgpack"),
+    *("fastavro", "google.protobuf", "google_crc32c", "msgpack", "mcap", "zarr"),
 ]
 
 # One call per extra, each the first use of the feature. Shared with test_wheel.py.
@@ -58,6 +58,8 @@ CALLS["webdataset"] = [lambda: sf.read_webdataset(_shard).take_all(),
 CALLS["tfrecords"] = [lambda: sf.read_tfrecords(sys.argv[1]),
                       lambda: sf.range(1).write_tfrecords(sys.argv[1] + "/t")]
 CALLS["avro"] = [lambda: sf.read_avro(sys.argv[1])]
+CALLS["mcap"] = [lambda: sf.read_mcap(sys.argv[1])]
+CALLS["zarr"] = [lambda: sf.read_zarr(sys.argv[1])]
 messages = {}
 for extra, calls in CALLS.items():
     for call in calls:
@@ -108,6 +110,8 @@ def check_messages(messages: dict) -> None:
         "webdataset",
         "tfrecords",
         "avro",
+        "mcap",
+        "zarr",
     }
     for extra, texts in messages.items():
         for text in texts:
