@@ -302,8 +302,8 @@ class Union:
 @dataclass(frozen=True, eq=False)
 class Mix:
     """Interleave this plan's blocks with those of ``others`` toward row ratios ``weights``
-    (one per input, this plan's first). ``stop_on_shortest``: stop when any input runs out
-    (else an exhausted input drops out and the others go on)."""
+    (one per input, this plan's first). ``stop_on_shortest``: stop when the input whose
+    turn it is has run out (else an exhausted input drops out and the others go on)."""
 
     others: tuple[LogicalPlan, ...]
     weights: tuple[float, ...]
