@@ -86,10 +86,15 @@ class ConsumptionMixin:
         """Stream (reference, metadata) pairs of the output blocks."""
         prepared = prepared or PreparedPlan(plan or self._plan)
         executor = prepared.executor()
+        self._run_index = getattr(self, "_run_index", -1) + 1
         if handle is not None:
             handle.attach(executor)
         self._last_stats = executor.stats
         yield from executor
+        if prepared.context.enable_stats_summary_collection:
+            from shardflow.engine.execution.stats_summary import record_finished_execution
+
+            record_finished_execution(executor.stats, getattr(self, "_uuid", ""))
 
     def _iter_blocks(
         self,
@@ -302,6 +307,33 @@ class ConsumptionMixin:
         if self._last_stats is None:
             return DatasetStats("This dataset has not been executed yet.")
         return DatasetStats(self._last_stats.to_string(), self._last_stats)
+
+    def get_stats_summary(self, detail: bool = False) -> Any:
+        """The statistics of the last execution of this dataset, as data (Ray Data's
+        ``DatasetStatsSummary``): per operator, min / max / mean / sum over its tasks of
+        their wall time, CPU time, rows and bytes out. Before any execution, a summary
+        without operators.
+
+        Args:
+            detail: Accepted for Ray Data's signature; shardflow's summary always holds
+                every figure it has (Ray Data adds scheduling overheads from its state
+                API).
+
+        Returns:
+            A ``DatasetStatsSummary`` (``to_string()`` gives the report of ``stats()``).
+
+        Examples:
+            >>> import shardflow as sf
+            >>> ds = sf.range(10).map_batches(lambda b: b)
+            >>> _ = ds.take_all()
+            >>> ds.get_stats_summary().operators_stats[0].output_num_rows.sum
+            10
+        """
+        if not isinstance(detail, bool):
+            raise TypeError(f"get_stats_summary: detail must be a bool, got {detail!r}.")
+        from shardflow.engine.execution.stats_summary import DatasetStatsSummary
+
+        return DatasetStatsSummary.of(self._last_stats, getattr(self, "_uuid", ""))
 
     # -- display ------------------------------------------------------------------------
 

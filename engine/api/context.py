@@ -167,6 +167,8 @@ class DataContext:
             shardflow itself. The environment variable
             ``SHARDFLOW_LOG_INTERNAL_STACK_TRACE=1`` does the same. Ray Data's name; Ray
             Data writes these frames to its log file instead.
+        enable_stats_summary_collection: Keep the statistics of every finished execution
+            for ``shardflow.list_stats_summaries()`` (off by default, as in Ray Data).
 
     Examples:
         >>> import shardflow as sf
@@ -206,6 +208,7 @@ class DataContext:
     delta_config: DeltaConfig = field(default_factory=DeltaConfig)
     log_internal_stack_trace: bool = False
     progress_log_interval_s: float = 5.0
+    enable_stats_summary_collection: bool = False
     _kv_configs: dict[str, Any] = field(default_factory=dict, repr=False)
 
     _current: DataContext | None = None
@@ -472,7 +475,6 @@ RAY_ONLY_SETTINGS: dict[str, Any] = {
     "wait_for_min_actors_s": _NEVER,
     "max_tasks_in_flight_per_actor": _NEVER,
     "enable_per_node_metrics": _NEVER,
-    "enable_stats_summary_collection": _NEVER,
     "override_object_store_memory_limit_fraction": _NEVER,
     "memory_usage_poll_interval_s": _NEVER,
     "dataset_logger_id": _NEVER,

@@ -13,9 +13,11 @@ from typing import Any
 import pyarrow as pa
 
 from shardflow.engine.api.consumption import ConsumptionMixin
+from shardflow.engine.api.context import DataContext
 from shardflow.engine.api.delta import DeltaWriteMixin
 from shardflow.engine.api.error_boundary import public_methods_at_boundary
 from shardflow.engine.api.exchanges import ExchangeMixin
+from shardflow.engine.api.explain import ExplainMixin
 from shardflow.engine.api.expressions import ExpressionsMixin
 from shardflow.engine.api.file_writes import FileWriteMixin
 from shardflow.engine.api.grouped_data import AggregateMixin
@@ -25,9 +27,12 @@ from shardflow.engine.api.interop.methods import InteropMixin
 from shardflow.engine.api.iteration import IterationMixin
 from shardflow.engine.api.lance import LanceWriteMixin
 from shardflow.engine.api.map import MapMixin
+from shardflow.engine.api.mix import MixMixin
+from shardflow.engine.api.object_refs import ObjectRefsMixin
 from shardflow.engine.api.orc import ORCWriteMixin
 from shardflow.engine.api.split import SplitMixin
 from shardflow.engine.api.sql import SQLWriteMixin
+from shardflow.engine.api.summary import SummaryMixin
 from shardflow.engine.api.tfrecords import TFRecordsWriteMixin
 from shardflow.engine.api.webdataset import WebDatasetWriteMixin
 from shardflow.engine.execution.errors import ColumnNotFoundError
@@ -52,6 +57,8 @@ class Dataset(
     MapMixin,
     AggregateMixin,
     ExchangeMixin,
+    MixMixin,
+    SummaryMixin,
     SplitMixin,
     IterationMixin,
     ConsumptionMixin,
@@ -66,6 +73,8 @@ class Dataset(
     TFRecordsWriteMixin,
     ORCWriteMixin,
     InteropMixin,
+    ObjectRefsMixin,
+    ExplainMixin,
 ):
     """A distributed-style collection of rows, stored as Arrow blocks and computed lazily.
 
@@ -78,13 +87,16 @@ class Dataset(
         [{'id': 12}, {'id': 14}, {'id': 16}, {'id': 18}]
     """
 
-    def __init__(self, plan: LogicalPlan):
+    def __init__(self, plan: LogicalPlan, context: DataContext | None = None):
         self._plan = plan
         self._last_stats = None
         self._name: str | None = None
+        self._context = context if context is not None else DataContext.get_current()
+        self._uuid = uuid.uuid4().hex
+        self._run_index = -1  # counts this dataset's executions, as in Ray Data
 
     def _with(self, op: Any) -> Dataset:
-        derived = Dataset(self._plan.with_op(op))
+        derived = Dataset(self._plan.with_op(op), self._context)
         derived._name = self._name
         return derived
 
@@ -92,6 +104,64 @@ class Dataset(
     def name(self) -> str | None:
         """The name given with :meth:`set_name` (kept by datasets derived from this one)."""
         return self._name
+
+    @property
+    def context(self) -> DataContext:
+        """The DataContext that was current when this dataset (or the one it derives from)
+        was created.
+
+        Unlike Ray Data, which gives each new dataset a copy, this is the context object
+        itself: settings changed on it apply to every execution that runs under it, as
+        executions take their settings from ``DataContext.get_current()``.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> sf.range(3).context is sf.DataContext.get_current()
+            True
+        """
+        return self._context
+
+    def get_dataset_id(self) -> str:
+        """The dataset's id: its name (or ``"dataset"``), a unique id, and how many times it
+        ran before (``-1`` before its first execution), joined by ``_`` as in Ray Data.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> ds = sf.range(3)
+            >>> ds.get_dataset_id().endswith("_-1")
+            True
+            >>> _ = ds.take_all()
+            >>> ds.get_dataset_id().endswith("_0")
+            True
+        """
+        return f"{self._name or 'dataset'}_{self._uuid}_{self._run_index}"
+
+    @staticmethod
+    def copy(ds: Dataset, _deep_copy: bool = False, _as: type | None = None) -> Dataset:
+        """A new Dataset over the same plan, name, context and last statistics, as Ray
+        Data's ``Dataset.copy(ds)`` (a static method). It gets an id of its own.
+
+        Args:
+            ds: The dataset to copy.
+            _deep_copy: Give the copy a copy of the context instead of the same one.
+            _as: The class of the copy (a subclass of Dataset); by default ``ds``'s.
+
+        Examples:
+            >>> import shardflow as sf
+            >>> ds = sf.range(3)
+            >>> sf.Dataset.copy(ds).take_all() == ds.take_all()
+            True
+        """
+        if not isinstance(ds, Dataset):
+            raise TypeError(f"Dataset.copy takes a Dataset, got {type(ds).__name__}.")
+        cls = _as or type(ds)
+        if not (isinstance(cls, type) and issubclass(cls, Dataset)):
+            raise TypeError(f"Dataset.copy: _as must be a subclass of Dataset, got {cls!r}.")
+        context = ds._context.copy() if _deep_copy else ds._context
+        copied = cls(ds._plan, context)
+        copied._name = ds._name
+        copied._last_stats = ds._last_stats
+        return copied
 
     def set_name(self, name: str | None) -> None:
         """Name the dataset; the name shows in its repr and in datasets derived from it.

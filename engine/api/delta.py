@@ -22,6 +22,7 @@ def read_delta(
     parallelism: int = -1,
     concurrency: int | None = None,
     override_num_blocks: int | None = None,
+    catalog: Any = None,
 ) -> Dataset:
     """Create a Dataset from a Delta Lake table.
 
@@ -33,10 +34,11 @@ def read_delta(
     those columns' chunks. Read tasks get files balanced by size; ``count()`` is answered
     from the log when no filter applies.
 
-    Differences from Ray Data 2.60: ``filter`` is added; ``filesystem``, ``catalog``,
-    ``shuffle``, ``include_paths``, the Ray-only task arguments and ``**arrow_parquet_args``
-    are not taken (local tables are read through Arrow's local filesystem, others through
-    deltalake's object store configured by ``storage_options``).
+    Differences from Ray Data 2.60: ``filter`` is added; ``filesystem``, a catalog's
+    filesystem (its ``storage_options`` are used), ``shuffle``, ``include_paths``, the
+    Ray-only task arguments and ``**arrow_parquet_args`` are not taken (local tables are
+    read through Arrow's local filesystem, others through deltalake's object store
+    configured by ``storage_options``).
 
     Examples:
         >>> import tempfile
@@ -65,6 +67,9 @@ def read_delta(
         concurrency: The most read tasks running at once.
         override_num_blocks: Number of read tasks; by default from the data size, at most
             one per data file.
+        catalog: A :class:`~shardflow.Catalog`: ``path`` is then a table's name, which the
+            catalog resolves to a path and object-store options (merged under
+            ``storage_options``, which win).
 
     Returns:
         A lazy Dataset; nothing is read until it is consumed.
@@ -74,6 +79,24 @@ def read_delta(
 
     if not isinstance(path, str):
         raise ValueError("Only a single Delta Lake table path is supported.")
+    if catalog is not None:
+        from shardflow.sdk.catalog import ReaderFormat, resolve_for
+
+        resolved = resolve_for(catalog, path, ReaderFormat.DELTA, "read_delta")
+        if resolved.path is None:
+            raise ValueError(
+                f"read_delta: the catalog resolved {path!r} to no path; its resolve() must "
+                "set ResolvedSource.path for Delta tables."
+            )
+        if resolved.filesystem is not None and not resolved.storage_options:
+            raise ValueError(
+                f"read_delta: the catalog resolved {path!r} to a filesystem only; shardflow "
+                "reads Delta tables through deltalake's object store, so the catalog must "
+                "give storage_options (credentials, region, endpoint) instead."
+            )
+        path = resolved.path
+        if resolved.storage_options:
+            storage_options = {**resolved.storage_options, **(storage_options or {})}
     datasource = DeltaDatasource(
         path, version, columns=columns, filter=filter, storage_options=storage_options
     )

@@ -81,6 +81,7 @@ def read_parquet(
     storage_options: dict[str, Any] | None = None,
     on_bad_file: str = "raise",
     tensor_column_schema: dict[str, tuple[Any, tuple[int, ...]]] | None = None,
+    catalog: Any = None,
     **arrow_parquet_args: Any,
 ) -> Any:
     """Read Parquet files into a Dataset.
@@ -110,6 +111,9 @@ def read_parquet(
         tensor_column_schema: A dict of column name to ``(numpy dtype, shape)``: those
             binary columns hold tensors as raw C-ordered bytes (``ndarray.tobytes()``) and
             are read as tensor columns.
+        catalog: A :class:`~shardflow.Catalog`: ``paths`` is then a table's name, which
+            the catalog resolves to a path and a filesystem (the filesystem replaces
+            ``filesystem``).
         arrow_parquet_args: ``batch_size`` (rows per batch read), and ``dataset_kwargs``
             (deprecated, as in Ray Data: ``pyarrow.dataset.ParquetFileFormat`` options;
             ValueError for ``partitioning`` or ``filters`` in it).
@@ -124,6 +128,18 @@ def read_parquet(
         >>> sf.read_parquet(folder, columns=["id"]).sum("id")
         10
     """
+    if catalog is not None:
+        from shardflow.sdk.catalog import ReaderFormat, resolve_for
+
+        resolved = resolve_for(catalog, paths, ReaderFormat.PARQUET, "read_parquet")
+        if resolved.path is None:
+            raise ValueError(
+                f"read_parquet: the catalog resolved {paths!r} to no path; its resolve() "
+                "must set ResolvedSource.path for Parquet tables."
+            )
+        paths = resolved.path
+        if resolved.filesystem is not None:
+            filesystem = resolved.filesystem
     datasource = ParquetDatasource(
         paths,
         columns=columns,

@@ -38,8 +38,8 @@ def read_iceberg(
 
     Differences from Ray Data 2.60: ``row_filter`` and ``selected_fields`` are not
     deprecated (they are pushed into the same scan as ``filter``/``select_columns``), and
-    ``row_filter`` also takes a shardflow expression; ``catalog`` is a pyiceberg Catalog
-    (Ray Data's is a ``ray.data.Catalog``); ``as_of_timestamp`` is added; a ``limit`` in
+    ``row_filter`` also takes a shardflow expression; ``catalog`` may also be a pyiceberg
+    Catalog; ``as_of_timestamp`` is added; a ``limit`` in
     ``scan_kwargs`` limits the whole dataset (Ray Data applies it per read task); strings
     are read as Arrow ``string`` (as pyiceberg's ``to_arrow()`` gives), not ``large_string``;
     and tables with equality deletes are read (pyiceberg's planner refuses them).
@@ -77,7 +77,10 @@ def read_iceberg(
         catalog_kwargs: Arguments of ``pyiceberg.catalog.load_catalog``: ``name`` (default
             ``"default"``) and the catalog's properties (``type``, ``uri``, ``warehouse``,
             ``s3.endpoint``, ...).
-        catalog: A pyiceberg Catalog to use instead of ``catalog_kwargs``.
+        catalog: A :class:`~shardflow.Catalog`, which resolves ``table_identifier`` to
+            ``catalog_kwargs`` (and perhaps another identifier); ignored, with a warning,
+            when ``catalog_kwargs`` is given, as in Ray Data. Or a pyiceberg Catalog to use
+            instead of ``catalog_kwargs``.
         override_num_blocks: Number of read tasks; by default from the data size, at most
             one task per data file.
         as_of_timestamp: Read the snapshot that was current at this time (a datetime, naive
@@ -88,7 +91,25 @@ def read_iceberg(
     """
     from shardflow.connectors.iceberg import IcebergDatasource
     from shardflow.engine.api.create import read_datasource
+    from shardflow.sdk.catalog import Catalog
 
+    if isinstance(catalog, Catalog):
+        if catalog_kwargs:
+            import warnings
+
+            warnings.warn(
+                "read_iceberg: `catalog` and `catalog_kwargs` are both given; using "
+                "`catalog_kwargs` and ignoring `catalog`.",
+                stacklevel=2,
+            )
+        else:
+            from shardflow.sdk.catalog import ReaderFormat, resolve_for
+
+            resolved = resolve_for(catalog, table_identifier, ReaderFormat.ICEBERG, "read_iceberg")
+            catalog_kwargs = resolved.catalog_kwargs or {}
+            if resolved.table_identifier is not None:
+                table_identifier = resolved.table_identifier
+        catalog = None
     scan_kwargs = dict(scan_kwargs or {})
     limit = scan_kwargs.pop("limit", None)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):

@@ -9,6 +9,9 @@ from typing import Any
 from shardflow.engine.execution.refs import slice_metadata, slice_ref
 from shardflow.engine.plan.logical import BlocksSource, LogicalPlan
 
+NodeIdStr = str
+"""The id of a Ray node, as a string, as Ray Data names it (``ray.data.NodeIdStr``)."""
+
 
 def _materialized_parts(ds: Any) -> tuple[list[Any], list[Any]]:
     """(references, metadata) of the dataset's blocks, running it once."""

@@ -15,6 +15,7 @@ from shardflow.engine.execution.exchange.sort import KeyedRepartitionSpec, SortS
 from shardflow.engine.execution.exchange.top_k import TopKSpec
 from shardflow.engine.execution.operators.base import PhysicalOperator
 from shardflow.engine.execution.operators.exchange import ExchangeOperator
+from shardflow.engine.execution.operators.mix import MixOperator
 from shardflow.engine.execution.operators.rebatch import RebatchOperator
 from shardflow.engine.execution.operators.union import UnionOperator
 from shardflow.engine.execution.operators.zip import ZipOperator
@@ -22,6 +23,7 @@ from shardflow.engine.plan.logical import (
     Aggregate,
     Join,
     MapGroups,
+    Mix,
     RandomizeBlockOrder,
     RandomShuffle,
     Repartition,
@@ -39,6 +41,11 @@ def plan_special(planner: Any, op: Any, last: PhysicalOperator) -> PhysicalOpera
     if isinstance(op, Union):
         others = [planner.chain(p) for p in op.others]
         return planner.add(UnionOperator(op.name, [last] + others))
+    if isinstance(op, Mix):
+        others = [planner.chain(p) for p in op.others]
+        return planner.add(
+            MixOperator(op.name, [last] + others, list(op.weights), op.stop_on_shortest)
+        )
     if isinstance(op, Zip):
         others = [planner.chain(p) for p in op.others]
         return planner.add(ZipOperator(op.name, [last] + others))

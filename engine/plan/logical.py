@@ -300,6 +300,18 @@ class Union:
 
 
 @dataclass(frozen=True, eq=False)
+class Mix:
+    """Interleave this plan's blocks with those of ``others`` toward row ratios ``weights``
+    (one per input, this plan's first). ``stop_on_shortest``: stop when the input whose
+    turn it is has run out (else an exhausted input drops out and the others go on)."""
+
+    others: tuple[LogicalPlan, ...]
+    weights: tuple[float, ...]
+    stop_on_shortest: bool
+    name: str = "Mix"
+
+
+@dataclass(frozen=True, eq=False)
 class Zip:
     others: tuple[LogicalPlan, ...]
     name: str = "Zip"
@@ -324,7 +336,7 @@ class Join:
 class LogicalPlan:
     """A source and its operations, oldest first. Immutable: each Dataset call makes a new one.
 
-    Operations that combine datasets (Union, Zip, Join) hold the other plans.
+    Operations that combine datasets (Union, Mix, Zip, Join) hold the other plans.
     """
 
     source: Any

@@ -20,6 +20,7 @@ from shardflow.engine.plan.logical import (
     FilterRows,
     Limit,
     LogicalPlan,
+    Mix,
     Project,
     RandomizeBlockOrder,
     RandomSample,
@@ -44,6 +45,7 @@ _SCHEMA_KEEPING = (
     RandomizeBlockOrder,
     Repartition,
     Union,
+    Mix,
 )
 # Operations that move rows between blocks but keep every row.
 _COUNT_KEEPING = (Sort, RandomShuffle, RandomizeBlockOrder, Repartition)

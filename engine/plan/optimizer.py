@@ -15,6 +15,7 @@ from shardflow.engine.plan.logical import (
     Join,
     Limit,
     LogicalPlan,
+    Mix,
     Project,
     ReadSource,
     Sort,
@@ -43,7 +44,7 @@ def optimize(plan: LogicalPlan) -> LogicalPlan:
 
 
 def _optimize_inputs(op: Any) -> Any:
-    if isinstance(op, (Union, Zip)):
+    if isinstance(op, (Union, Mix, Zip)):
         return replace(op, others=tuple(optimize(p) for p in op.others))
     if isinstance(op, Join):
         return replace(op, right=optimize(op.right))

@@ -56,15 +56,24 @@ if TYPE_CHECKING:
     from shardflow.engine.api.interop.tensorflow import from_tf
     from shardflow.engine.api.lance import read_lance
     from shardflow.engine.api.mcap import read_mcap
+    from shardflow.engine.api.mix import MixStoppingCondition
+    from shardflow.engine.api.object_refs import (
+        from_arrow_refs,
+        from_numpy_refs,
+        from_pandas_refs,
+    )
     from shardflow.engine.api.orc import read_orc
     from shardflow.engine.api.schema import Schema
+    from shardflow.engine.api.split import NodeIdStr
     from shardflow.engine.api.sql import read_sql
+    from shardflow.engine.api.summary import DatasetSummary
     from shardflow.engine.api.tfrecords import read_tfrecords
     from shardflow.engine.api.video import read_videos
     from shardflow.engine.api.webdataset import read_webdataset
     from shardflow.engine.api.zarr import read_zarr
     from shardflow.engine.execution.errors import UserCodeError, WorkerCrashedError
     from shardflow.engine.execution.runtime import init
+    from shardflow.engine.execution.stats_summary import list_stats_summaries
     from shardflow.engine.iteration.data_iterator import DataIterator, DatasetIterator
     from shardflow.engine.xshards.shards import XShards
     from shardflow.preprocessor import Preprocessor
@@ -82,6 +91,7 @@ if TYPE_CHECKING:
         lit,
         register_connector,
     )
+    from shardflow.sdk.catalog import Catalog, CatalogAccessMode, ReaderFormat, ResolvedSource
     from shardflow.sdk.expressions import download, udf
     from shardflow.sdk.file_datasource import FileShuffleConfig
     from shardflow.sdk.filename_provider import FilenameProvider
@@ -96,10 +106,13 @@ __all__ = [
     "Block",
     "BlockBasedFileDatasink",
     "BlockMetadata",
+    "Catalog",
+    "CatalogAccessMode",
     "DataContext",
     "DataIterator",
     "DatasetContext",
     "DatasetIterator",
+    "DatasetSummary",
     "ExecutionOptions",
     "ExecutionResources",
     "FileShuffleConfig",
@@ -107,11 +120,15 @@ __all__ = [
     "Dataset",
     "Datasink",
     "Datasource",
+    "MixStoppingCondition",
+    "NodeIdStr",
     "Partitioning",
     "PathPartitionFilter",
     "Preprocessor",
     "RandomSeedConfig",
     "ReadTask",
+    "ReaderFormat",
+    "ResolvedSource",
     "RetryPolicy",
     "RowBasedFileDatasink",
     "SaveMode",
@@ -125,6 +142,7 @@ __all__ = [
     "col",
     "download",
     "from_arrow",
+    "from_arrow_refs",
     "from_blocks",
     "from_daft",
     "from_dask",
@@ -132,12 +150,15 @@ __all__ = [
     "from_items",
     "from_modin",
     "from_numpy",
+    "from_numpy_refs",
     "from_pandas",
+    "from_pandas_refs",
     "from_ray_data",
     "from_spark",
     "from_tf",
     "from_torch",
     "init",
+    "list_stats_summaries",
     "lit",
     "range",
     "range_tensor",
@@ -201,6 +222,11 @@ _EXPORTS = {
     "read_tfrecords": "shardflow.engine.api.tfrecords",
     "read_webdataset": "shardflow.engine.api.webdataset",
     "from_arrow": "shardflow.engine.api.create",
+    "from_arrow_refs": "shardflow.engine.api.object_refs",
+    "from_numpy_refs": "shardflow.engine.api.object_refs",
+    "from_pandas_refs": "shardflow.engine.api.object_refs",
+    "MixStoppingCondition": "shardflow.engine.api.mix",
+    "DatasetSummary": "shardflow.engine.api.summary",
     "from_blocks": "shardflow.engine.api.create",
     "from_daft": "shardflow.engine.api.create",
     "from_huggingface": "shardflow.engine.api.create",
@@ -217,7 +243,9 @@ _EXPORTS = {
     "from_spark": "shardflow.engine.api.interop.spark",
     "from_tf": "shardflow.engine.api.interop.tensorflow",
     "init": "shardflow.engine.execution.runtime",
+    "list_stats_summaries": "shardflow.engine.execution.stats_summary",
     "Schema": "shardflow.engine.api.schema",
+    "NodeIdStr": "shardflow.engine.api.split",
     "XShards": "shardflow.engine.xshards.shards",
     "Block": "shardflow.sdk",
     "BlockBasedFileDatasink": "shardflow.sdk",
@@ -232,6 +260,10 @@ _EXPORTS = {
     "lit": "shardflow.sdk",
     "register_connector": "shardflow.sdk",
     "download": "shardflow.sdk.expressions",
+    "Catalog": "shardflow.sdk.catalog",
+    "CatalogAccessMode": "shardflow.sdk.catalog",
+    "ReaderFormat": "shardflow.sdk.catalog",
+    "ResolvedSource": "shardflow.sdk.catalog",
     "udf": "shardflow.sdk.expressions",
     "FileShuffleConfig": "shardflow.sdk.file_datasource",
     "FilenameProvider": "shardflow.sdk.filename_provider",

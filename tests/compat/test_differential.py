@@ -6,7 +6,9 @@ import cases_a2a  # noqa: F401
 import cases_actors  # noqa: F401
 import cases_aggregate  # noqa: F401
 import cases_api  # noqa: F401  (registers cases)
+import cases_catalog  # noqa: F401
 import cases_context  # noqa: F401
+import cases_dataset_surface  # noqa: F401
 import cases_delta  # noqa: F401
 import cases_errors  # noqa: F401
 import cases_expression_nodes  # noqa: F401

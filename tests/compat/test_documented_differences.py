@@ -809,3 +809,72 @@ def test_random_reseeds_by_the_expressions_own_executions(rd, sfm):
     ray_expressions.random(seed=-1)  # accepted until a dataset runs it
     with pytest.raises(TypeError, match="non-negative int"):
         sf_expressions.random(seed=-1)
+
+
+@differs(
+    "Dataset.context",
+    reason="is the DataContext that was current when the dataset was created, not a copy of "
+    "it (Ray Data gives each new dataset a copy, which its executions then use); shardflow's "
+    "executions take their settings from DataContext.get_current(), so a setting changed on "
+    "ds.context applies to every dataset. Datasets derived from one share its context in both.",
+)
+def test_dataset_context_is_the_current_context(rd, sfm):
+    assert rd.range(3).context is not rd.DataContext.get_current()
+    ds = sfm.range(3)
+    assert ds.context is sfm.DataContext.get_current()
+    assert ds.map(lambda r: r).context is ds.context
+    assert isinstance(rd.range(3).context, rd.DataContext)
+
+
+@differs(
+    "Dataset.explain",
+    reason="prints the same four sections (logical plan, optimized logical plan, physical plan, "
+    "optimized physical plan) as trees laid out as Ray Data's, with shardflow's operators "
+    "(ReadSource[ReadRange], MapOperator[ReadRange->Map(<lambda>)], ...), whose names and "
+    "fusion differ from Ray Data's.",
+)
+def test_explain_prints_shardflow_operators(rd, sfm, capsys):
+    def sections(m):
+        m.range(4).map(lambda r: r).explain()
+        return [line for line in capsys.readouterr().out.splitlines() if line.startswith("---")]
+
+    assert sections(rd) == sections(sfm)
+    sfm.range(4).map(lambda r: r).explain()
+    assert "MapOperator[ReadRange->Map(<lambda>)]" in capsys.readouterr().out
+
+
+@differs(
+    "from_arrow_refs",
+    "from_pandas_refs",
+    "from_numpy_refs",
+    reason="take the objects themselves as well as ObjectRefs of them (Ray Data raises "
+    "ValueError), since Dataset.to_arrow_refs / to_pandas_refs / to_numpy_refs return the "
+    "objects on the local backend, which has no object store; on the Ray backend refs stay "
+    "in the object store and conversions run in Ray tasks, as in Ray Data.",
+)
+def test_from_refs_take_plain_objects(rd, sfm):
+    import pandas as pd
+
+    frame = pd.DataFrame({"a": [1, 2]})
+    with pytest.raises(ValueError):
+        rd.from_pandas_refs([frame])
+    assert sfm.from_pandas_refs([frame]).to_pandas().equals(frame)
+    assert sfm.from_arrow_refs(pa.table({"a": [1]})).take_all() == [{"a": 1}]
+
+
+@differs(
+    "Dataset.summary",
+    reason="summarizes decimal columns (the numeric statistics, min and max as decimals); "
+    "Ray Data 2.60 computes them but its DatasetSummary.to_pandas raises IndexError.",
+)
+def test_summary_of_decimal_columns(rd, sfm):
+    import decimal
+
+    values = [decimal.Decimal("1.5"), None, decimal.Decimal("0"), decimal.Decimal("2")]
+    table = pa.table({"d": pa.array(values)})
+    with pytest.raises(IndexError):
+        rd.from_arrow(table).summary().to_pandas()
+    stats = sfm.from_arrow(table).summary().to_pandas().set_index("statistic")["d"]
+    assert stats["count"] == 4 and stats["missing_pct"] == 25.0
+    assert stats["max"] == decimal.Decimal("2") and stats["min"] == decimal.Decimal("0")
+    assert stats["mean"] == pytest.approx(3.5 / 3)
