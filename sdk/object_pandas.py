@@ -88,7 +88,13 @@ class PythonObjectArray(ExtensionArray):
         return cls(values)
 
     def __getitem__(self, item: Any) -> Any:
-        return self.values[item]
+        # pandas' contract: a scalar position gives the object, anything else (a slice, a
+        # mask, positions) gives an array of the same type, never a bare NumPy array.
+        if pd.api.types.is_integer(item):
+            return self.values[item]
+        if not isinstance(item, slice):
+            item = pd.api.indexers.check_array_indexer(self, item)
+        return type(self)(self.values[item])
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self.values[key] = value
