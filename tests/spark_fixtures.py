@@ -51,6 +51,9 @@ def spark():
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.local.dir", scratch)
         .config("spark.sql.warehouse.dir", os.path.join(scratch, "warehouse"))
+        # The JIT's first tier only, and the serial collector: the tests' JVM lives for a
+        # minute of small jobs, where C2 compiling and parallel GC threads cost half its CPU.
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
