@@ -31,6 +31,8 @@ def read_segment(
 ) -> Iterator[pa.Table]:
     """Blocks of the rows of ``root`` whose ``index`` is in ``[start, end)``; ``episodes``
     holds (at least) the episodes of those rows."""
+    if end <= start:  # an episode of no frames
+        return
     rows = _data_rows(root, start, end, episodes)
     if rows.num_rows == 0:
         return

@@ -201,7 +201,7 @@ def write_sample_dataset(
     task_frame.to_parquet(buffer)
     put("meta/tasks.parquet", buffer.getvalue())
 
-    if write_stats:
+    if write_stats and rows:
         sample.stats = _stats(rows)
         put("meta/stats.json", json.dumps(sample.stats, indent=2).encode())
     info = _info(sample, episode_lengths, tasks, chunks_size, height, width, state_dim)
