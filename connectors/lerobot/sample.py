@@ -94,6 +94,7 @@ def write_sample_dataset(
     tasks: Sequence[str] = ("pick the cube", "open the drawer"),
     storage_options: dict[str, Any] | None = None,
     write_stats: bool = True,
+    codec: str = "mpeg4",
 ) -> SampleDataset:
     """Write a LeRobot v3 dataset of ``len(episode_lengths)`` episodes under ``root``.
 
@@ -116,6 +117,7 @@ def write_sample_dataset(
         tasks: Task strings, given to the episodes in turn.
         storage_options: fsspec options of the filesystem ``root`` is on.
         write_stats: Write ``meta/stats.json``.
+        codec: FFmpeg encoder of the MP4 files (``"libx264"`` writes B-frames).
 
     Returns:
         A :class:`SampleDataset` saying what was written.
@@ -179,7 +181,7 @@ def write_sample_dataset(
             indices = list(range(first, starts[episodes[-1] + 1]))
             put(
                 VIDEO_PATH.format(video_key=key, chunk_index=chunk, file_index=number),
-                _mp4([frame_colour(i, camera) for i in indices], fps, height, width),
+                _mp4([frame_colour(i, camera) for i in indices], fps, height, width, codec),
             )
             for e in episodes:
                 columns["chunk_index"].append(chunk)
@@ -247,11 +249,14 @@ def _data_parquet(
     return _parquet(pa.table(columns))
 
 
-def _mp4(colours: list[tuple[int, int, int]], fps: int, height: int, width: int) -> bytes:
+def _mp4(
+    colours: list[tuple[int, int, int]], fps: int, height: int, width: int, codec: str
+) -> bytes:
     av = require("av", "lerobot", "Writing sample LeRobot datasets")
     buffer = io.BytesIO()
     with av.open(buffer, "w", format="mp4") as container:
-        stream = container.add_stream("mpeg4", rate=fps, options={"g": "4", "qscale": "2"})
+        options = {"g": "4", "qscale": "2"} if codec == "mpeg4" else {"g": "4", "bf": "2", "crf": "10"}
+        stream = container.add_stream(codec, rate=fps, options=options)
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         stream.bit_rate = 4_000_000
         for colour in colours:
