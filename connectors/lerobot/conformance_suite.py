@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -60,6 +61,11 @@ def expected_rows(sample: SampleDataset, height: int, width: int) -> pa.Table:
 class LeRobotSuite(DatasourceConformance):
     name = "lerobot"
 
+    def _source(self, root: str, **options: Any) -> Any:
+        datasource = get_registry().get(self.name).datasource  # as a third-party suite would
+        assert datasource is not None
+        return datasource(root, **options)
+
     def expected_table(self):
         with tempfile.TemporaryDirectory() as scratch:
             sample = _write(Path(scratch) / "robot")
@@ -69,19 +75,19 @@ class LeRobotSuite(DatasourceConformance):
         root = tmp_path / "robot"
         if not root.exists():
             _write(root)
-        return get_registry().get(self.name).datasource(str(root), read_granularity="episode")
+        return self._source(str(root), read_granularity="episode")
 
     def make_empty_datasource(self, tmp_path):
         # One episode of no frames (a dataset without episodes is refused, as in Ray Data).
         _write(tmp_path / "empty", lengths=(0,))
-        return get_registry().get(self.name).datasource(str(tmp_path / "empty"))
+        return self._source(str(tmp_path / "empty"))
 
     def make_bad_datasource(self, tmp_path):
         root = tmp_path / "bad"
         _write(root)
         broken = root / "data" / "chunk-000" / "file-001.parquet"
         broken.write_bytes(broken.read_bytes()[:40])
-        return get_registry().get(self.name).datasource(str(root))
+        return self._source(str(root))
 
     def bad_source_mentions(self, tmp_path):
         return ["file-001.parquet"]

@@ -91,7 +91,9 @@ class LeRobotDatasource(Datasource):
                 f"frame_tolerance_s must be a positive number of seconds, got {frame_tolerance_s!r}."
             )
         if storage_options is not None and not isinstance(storage_options, dict):
-            raise TypeError(f"storage_options must be a dict, got {type(storage_options).__name__}.")
+            raise TypeError(
+                f"storage_options must be a dict, got {type(storage_options).__name__}."
+            )
         check_delta_timestamps(delta_timestamps, delta_tolerance_s)
         self._granularity = read_granularity
         self._delta = bool(delta_timestamps)
@@ -99,7 +101,12 @@ class LeRobotDatasource(Datasource):
         self._episodes: list[pa.Table] = []
         for r in roots:
             loaded, table = load_root(
-                r, filesystem, storage_options, frame_tolerance_s, delta_timestamps, delta_tolerance_s
+                r,
+                filesystem,
+                storage_options,
+                frame_tolerance_s,
+                delta_timestamps,
+                delta_tolerance_s,
             )
             self.roots.append(loaded)
             self._episodes.append(table)
@@ -121,7 +128,9 @@ class LeRobotDatasource(Datasource):
         requested = sorted(set(wanted))
         found: set[int] = set()
         for i, table in enumerate(self._episodes):
-            kept = table.filter(pc.is_in(table.column("episode_index"), pa.array(requested, pa.int64())))
+            kept = table.filter(
+                pc.is_in(table.column("episode_index"), pa.array(requested, pa.int64()))
+            )
             found.update(kept.column("episode_index").to_pylist())
             self._episodes[i] = kept
             self.roots[i] = self.roots[i].with_(total_frames=frames_of(kept))
@@ -159,6 +168,7 @@ class LeRobotDatasource(Datasource):
         parallelism: int,
         per_task_row_limit: int | None = None,
         data_context: Any | None = None,
+        **kwargs: Any,
     ) -> list[ReadTask]:
         ranges = self._ranges()
         if self._delta and parallelism > len(ranges):
@@ -168,7 +178,9 @@ class LeRobotDatasource(Datasource):
                 f"{'episodes' if self._granularity == 'episode' else 'file groups'} "
                 f"({len(ranges)})."
             )
-        block_bytes = int(getattr(data_context, "target_max_block_size", None) or DEFAULT_BLOCK_BYTES)
+        block_bytes = int(
+            getattr(data_context, "target_max_block_size", None) or DEFAULT_BLOCK_BYTES
+        )
         tasks = []
         for segments in plan_tasks(ranges, parallelism):
             planned = []
@@ -186,7 +198,9 @@ class LeRobotDatasource(Datasource):
                 input_files=files,
             )
             read = functools.partial(_read_task, roots, planned, block_bytes)
-            tasks.append(ReadTask(read, metadata, self.roots[segments[0][0]].schema, per_task_row_limit))
+            tasks.append(
+                ReadTask(read, metadata, self.roots[segments[0][0]].schema, per_task_row_limit)
+            )
         return tasks
 
 
@@ -203,7 +217,9 @@ def _files_of(root: DatasetRoot, episodes: pa.Table) -> list[str]:
     from shardflow.connectors.lerobot.metadata import DATA_CHUNK, DATA_FILE, video_columns
 
     def pairs(chunk: str, file: str) -> list[tuple[int, int]]:
-        return sorted(set(zip(episodes.column(chunk).to_pylist(), episodes.column(file).to_pylist())))
+        return sorted(
+            set(zip(episodes.column(chunk).to_pylist(), episodes.column(file).to_pylist()))
+        )
 
     files = [root.shown(root.data_file(c, f)) for c, f in pairs(DATA_CHUNK, DATA_FILE)]
     for key in root.video_keys:

@@ -83,13 +83,17 @@ class DatasetRoot:
 
     def video_file(self, key: str, chunk: int, number: int) -> str:
         assert self.video_path is not None
-        return self.file(self.video_path.format(video_key=key, chunk_index=chunk, file_index=number))
+        return self.file(
+            self.video_path.format(video_key=key, chunk_index=chunk, file_index=number)
+        )
 
     def with_(self, **changes: Any) -> DatasetRoot:
         return replace(self, **changes)
 
 
-def open_root(root: Any, filesystem: Any, storage_options: dict[str, Any] | None) -> tuple[Any, str]:
+def open_root(
+    root: Any, filesystem: Any, storage_options: dict[str, Any] | None
+) -> tuple[Any, str]:
     """The fsspec filesystem of ``root`` and the root as it names it.
 
     ``s3://anonymous@bucket/...`` reads a public bucket without credentials, as in Ray Data.
@@ -170,7 +174,9 @@ def read_episodes(fs: Any, path: str, video_keys: list[str]) -> pa.Table:
             with fs.open(file, "rb") as f:
                 table = pq.read_table(f)
         except (pa.ArrowInvalid, OSError) as exc:
-            raise ValueError(f"{display_path(fs, file)}: cannot read it as Parquet ({exc}).") from exc
+            raise ValueError(
+                f"{display_path(fs, file)}: cannot read it as Parquet ({exc})."
+            ) from exc
         missing = [c for c in needed if c not in table.column_names]
         if missing:
             raise ValueError(f"{display_path(fs, file)}: episode metadata lacks columns {missing}.")
@@ -195,7 +201,9 @@ def read_tasks(fs: Any, path: str) -> dict[int, str]:
     try:
         table = pq.read_table(pa.BufferReader(raw))
     except pa.ArrowInvalid as exc:
-        raise ValueError(f"{display_path(fs, tasks_path)}: cannot read it as Parquet ({exc}).") from exc
+        raise ValueError(
+            f"{display_path(fs, tasks_path)}: cannot read it as Parquet ({exc})."
+        ) from exc
     names = [n for n in ("task", "__index_level_0__") if n in table.column_names]
     if "task_index" not in table.column_names or not names:
         raise ValueError(
@@ -323,8 +331,14 @@ def load_root(
             f"{display_path(fs, data_file)}: data file of episode {first['episode_index']} is missing."
         ) from None
     except (pa.ArrowInvalid, OSError) as exc:
-        raise ValueError(f"{display_path(fs, data_file)}: cannot read it as Parquet ({exc}).") from exc
-    missing = [c for c in ("index", "episode_index", "timestamp", "task_index") if c not in data_schema.names]
+        raise ValueError(
+            f"{display_path(fs, data_file)}: cannot read it as Parquet ({exc})."
+        ) from exc
+    missing = [
+        c
+        for c in ("index", "episode_index", "timestamp", "task_index")
+        if c not in data_schema.names
+    ]
     if missing:
         raise ValueError(f"{display_path(fs, data_file)}: data file lacks columns {missing}.")
     return (

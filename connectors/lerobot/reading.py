@@ -16,7 +16,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardflow.connectors.lerobot.frames import VideoReader, decode_image
-from shardflow.connectors.lerobot.metadata import DATA_CHUNK, DATA_FILE, FROM, TO, DatasetRoot, video_columns
+from shardflow.connectors.lerobot.metadata import (
+    DATA_CHUNK,
+    DATA_FILE,
+    FROM,
+    TO,
+    DatasetRoot,
+    video_columns,
+)
 from shardflow.connectors.lerobot.windows import column_to_numpy, window_targets
 from shardflow.sdk.tensor_types import ArrowVariableShapedTensorArray
 
@@ -63,13 +70,17 @@ def read_segment(
 
 
 def _data_rows(root: DatasetRoot, start: int, end: int, episodes: pa.Table) -> pa.Table:
-    files = sorted(set(zip(episodes.column(DATA_CHUNK).to_pylist(), episodes.column(DATA_FILE).to_pylist())))
+    files = sorted(
+        set(zip(episodes.column(DATA_CHUNK).to_pylist(), episodes.column(DATA_FILE).to_pylist()))
+    )
     tables = []
     for chunk, number in files:
         path = root.data_file(chunk, number)
         try:
             with root.fs.open(path, "rb") as f:
-                tables.append(pq.read_table(f, filters=[("index", ">=", start), ("index", "<", end)]))
+                tables.append(
+                    pq.read_table(f, filters=[("index", ">=", start), ("index", "<", end)])
+                )
         except FileNotFoundError:
             raise FileNotFoundError(f"{root.shown(path)}: data file is missing.") from None
         except (pa.ArrowInvalid, OSError) as exc:
@@ -129,9 +140,10 @@ class _SegmentWindows:
         self.low = np.asarray([spans[e][0] for e in self.episode], np.int64)
         self.high = np.asarray([spans[e][1] for e in self.episode], np.int64)
         self.start = int(self.index[0]) if len(self.index) else 0
-        if (
-            len(self.index)
-            and (self.index[-1] + 1 - self.start != len(self.index) or self.low.min() < self.start or self.high.max() > self.index[-1] + 1)
+        end = int(self.index[-1]) + 1 if len(self.index) else 0
+        contiguous = end - self.start == len(self.index)
+        if len(self.index) and (
+            not contiguous or self.low.min() < self.start or self.high.max() > end
         ):
             raise RuntimeError(
                 "delta_timestamps needs read segments of whole episodes with contiguous "
@@ -183,7 +195,7 @@ def _batch(
         if steps is not None and window is not None:
             targets, pad = window.targets(first, count, steps)
             low = window.low[first : first + count]
-            requests = [
+            requests: list[tuple[Any, int, float]] = [
                 ((row, j), episodes[row], (int(targets[row, j]) - int(low[row])) / float(root.fps))
                 for row in range(count)
                 for j in range(len(steps))
@@ -194,8 +206,10 @@ def _batch(
             )
             pads[key] = list(pad)
         else:
-            requests = [(row, episodes[row], seconds[row]) for row in range(count)]
-            frames = _video_frames(root, key, requests, placement[key], videos)
+            rows: list[tuple[Any, int, float]] = [
+                (row, episodes[row], seconds[row]) for row in range(count)
+            ]
+            frames = _video_frames(root, key, rows, placement[key], videos)
             columns[key] = _tensors([frames[row] for row in range(count)])
     columns["task"] = pa.array(
         [root.tasks[t] for t in tasks[first : first + count]], pa.string()
@@ -204,6 +218,8 @@ def _batch(
     columns["stats"] = pa.DictionaryArray.from_arrays(
         pa.array(np.zeros(count, np.int32)), pa.array([root.stats_json], pa.string())
     )
-    for name in [n for n in batch.column_names if n in pads] + [k for k in root.video_keys if k in pads]:
+    for name in [n for n in batch.column_names if n in pads] + [
+        k for k in root.video_keys if k in pads
+    ]:
         columns[f"{name}_is_pad"] = _tensors([np.asarray(p, bool) for p in pads[name]])
     return pa.table(columns)

@@ -140,7 +140,9 @@ def write_sample_dataset(
             index = starts[e] + f
             rows.append(
                 {
-                    "observation.state": [float(np.float32(index + j / 10)) for j in range(state_dim)],
+                    "observation.state": [
+                        float(np.float32(index + j / 10)) for j in range(state_dim)
+                    ],
                     "action": [float(-index), float(2 * index)],
                     "timestamp": float(np.float32(f / fps)),
                     "frame_index": f,
@@ -255,7 +257,9 @@ def _mp4(
     av = require("av", "lerobot", "Writing sample LeRobot datasets")
     buffer = io.BytesIO()
     with av.open(buffer, "w", format="mp4") as container:
-        options = {"g": "4", "qscale": "2"} if codec == "mpeg4" else {"g": "4", "bf": "2", "crf": "10"}
+        options = (
+            {"g": "4", "qscale": "2"} if codec == "mpeg4" else {"g": "4", "bf": "2", "crf": "10"}
+        )
         stream = container.add_stream(codec, rate=fps, options=options)
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         stream.bit_rate = 4_000_000

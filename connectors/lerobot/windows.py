@@ -59,13 +59,19 @@ def check_delta_timestamps(delta_timestamps: Any, delta_tolerance_s: Any) -> Non
             )
         for key, offsets in delta_timestamps.items():
             if isinstance(offsets, (str, bytes)) or not hasattr(offsets, "__iter__"):
-                raise TypeError(f"delta_timestamps[{key!r}] must be a list of seconds, got {offsets!r}.")
+                raise TypeError(
+                    f"delta_timestamps[{key!r}] must be a list of seconds, got {offsets!r}."
+                )
             if not list(offsets):
                 raise ValueError(f"delta_timestamps[{key!r}] is empty; give at least one offset.")
             if not all(isinstance(t, (int, float)) and math.isfinite(t) for t in offsets):
-                raise ValueError(f"delta_timestamps[{key!r}] must hold finite numbers, got {offsets!r}.")
+                raise ValueError(
+                    f"delta_timestamps[{key!r}] must hold finite numbers, got {offsets!r}."
+                )
     if isinstance(delta_tolerance_s, bool) or not isinstance(delta_tolerance_s, (int, float)):
-        raise TypeError(f"delta_tolerance_s must be a number of seconds, got {delta_tolerance_s!r}.")
+        raise TypeError(
+            f"delta_tolerance_s must be a number of seconds, got {delta_tolerance_s!r}."
+        )
     if not delta_tolerance_s >= 0:
         raise ValueError(f"delta_tolerance_s must be >= 0, got {delta_tolerance_s!r}.")
 

@@ -54,8 +54,8 @@ if TYPE_CHECKING:
     from shardflow.engine.api.interop.ray_data import from_ray_data
     from shardflow.engine.api.interop.spark import from_spark
     from shardflow.engine.api.interop.tensorflow import from_tf
-    from shardflow.engine.api.lerobot import read_lerobot
     from shardflow.engine.api.lance import read_lance
+    from shardflow.engine.api.lerobot import read_lerobot
     from shardflow.engine.api.mcap import read_mcap
     from shardflow.engine.api.mix import MixStoppingCondition
     from shardflow.engine.api.object_refs import (

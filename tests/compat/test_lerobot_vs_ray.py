@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 pytest.importorskip("av")
 lerobot_ray = pytest.importorskip("ray.data._internal.datasource.lerobot_datasource")
 
-import shardflow as sf
 from shardflow.connectors.lerobot import planning
 from shardflow.connectors.lerobot.sample import write_sample_dataset
 from shardflow.connectors.lerobot.windows import window_targets
@@ -55,9 +54,9 @@ def episode_tables(draw):
 
 
 def _as_ray(table: pa.Table) -> pa.Table:
-    return table.append_column("_global_from_index", table.column("dataset_from_index")).append_column(
-        "_global_to_index", table.column("dataset_to_index")
-    )
+    return table.append_column(
+        "_global_from_index", table.column("dataset_from_index")
+    ).append_column("_global_to_index", table.column("dataset_to_index"))
 
 
 @settings(max_examples=150, deadline=None)
@@ -68,7 +67,9 @@ def test_plans_match_rays_planner(table, video_keys, parallelism):
     assert planning.episode_ranges(table) == RaySource._slices_by_episode(_as_ray(table))
     ranges = [(0, s, e) for s, e in sorted(ours)]
     if parallelism > 0:
-        assert planning.split_ranges(ranges, parallelism) == RaySource._split_ranges(ranges, parallelism)
+        assert planning.split_ranges(ranges, parallelism) == RaySource._split_ranges(
+            ranges, parallelism
+        )
     for group in planning.plan_tasks(ranges, parallelism):
         assert group == RaySource._merge_segments(group)
 
@@ -84,7 +85,9 @@ def test_window_targets_match_ray(episodes, steps):
         for i in range(start, start + length):
             anchors.append(i), low.append(start), high.append(start + length)
     ours = window_targets(np.asarray(anchors), np.asarray(low), np.asarray(high), steps)
-    theirs = lerobot_ray._delta_targets(np.asarray(anchors), np.asarray(low), np.asarray(high), steps)
+    theirs = lerobot_ray._delta_targets(
+        np.asarray(anchors), np.asarray(low), np.asarray(high), steps
+    )
     np.testing.assert_array_equal(ours[0], theirs[0])
     np.testing.assert_array_equal(ours[1], theirs[1])
 
@@ -151,7 +154,10 @@ def test_rows_match_rays_segment_reader(sfm, tmp_path, variant):
         a, b = ours.schema.field(name).type, theirs.schema.field(name).type
         if isinstance(b, pa.BaseExtensionType):  # Ray's own tensor type; ours is Arrow's
             storage = a.storage_type
-            ours_type = (storage.field("data").type.value_type, storage.field("shape").type.list_size)
+            ours_type = (
+                storage.field("data").type.value_type,
+                storage.field("shape").type.list_size,
+            )
             assert ours_type == (b.storage_type.field("data").type.value_type, b.ndim), name
         else:
             assert a == b, name

@@ -32,7 +32,9 @@ VIDEO_KEYS = ["observation.images.front", "observation.images.wrist"]
 
 @pytest.fixture(scope="module")
 def video_ds(tmp_path_factory):
-    return write_sample_dataset(str(tmp_path_factory.mktemp("lerobot") / "v"), episode_lengths=LENGTHS)
+    return write_sample_dataset(
+        str(tmp_path_factory.mktemp("lerobot") / "v"), episode_lengths=LENGTHS
+    )
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +70,9 @@ def _check_columns(rows, sample, dataset_index=0):
         for name in ("frame_index", "episode_index", "task_index", "task"):
             assert row[name] == want[name], name
         assert row["timestamp"] == pytest.approx(want["timestamp"])
-        np.testing.assert_array_equal(row["observation.state"], np.float32(want["observation.state"]))
+        np.testing.assert_array_equal(
+            row["observation.state"], np.float32(want["observation.state"])
+        )
         np.testing.assert_array_equal(row["action"], np.float32(want["action"]))
         assert row["dataset_index"] == dataset_index
         assert json.loads(row["stats"]) == sample.stats
@@ -169,7 +173,10 @@ def _windows_oracle(sample, steps):
     for r in sample.rows:
         low, high = spans[r["episode_index"]]
         wanted = [r["index"] + s for s in steps]
-        out[r["index"]] = ([min(max(w, low), high) for w in wanted], [not low <= w <= high for w in wanted])
+        out[r["index"]] = (
+            [min(max(w, low), high) for w in wanted],
+            [not low <= w <= high for w in wanted],
+        )
     return out
 
 
@@ -177,11 +184,17 @@ def test_delta_timestamps_windows(video_ds, backend):
     delta = {"action": [-0.2, 0.0, 0.1], VIDEO_KEYS[0]: [-0.1, 0.0], "observation.state": [0.3]}
     ds = sf.read_lerobot(video_ds.root, delta_timestamps=delta)
     table = ds.to_arrow()
-    assert table.column_names[-3:] == ["observation.state_is_pad", "action_is_pad", f"{VIDEO_KEYS[0]}_is_pad"]
+    assert table.column_names[-3:] == [
+        "observation.state_is_pad",
+        "action_is_pad",
+        f"{VIDEO_KEYS[0]}_is_pad",
+    ]
     truth = {r["index"]: r for r in video_ds.rows}
     for row in ds.take_all():
         frames, pads = _windows_oracle(video_ds, [-2, 0, 1])[row["index"]]
-        np.testing.assert_array_equal(row["action"], np.float32([truth[f]["action"] for f in frames]))
+        np.testing.assert_array_equal(
+            row["action"], np.float32([truth[f]["action"] for f in frames])
+        )
         assert row["action_is_pad"].tolist() == pads
         frames, pads = _windows_oracle(video_ds, [3])[row["index"]]
         np.testing.assert_array_equal(
@@ -209,17 +222,23 @@ def test_delta_timestamps_on_images_and_errors(image_ds, video_ds):
     with pytest.raises(ValueError, match="not dataset features"):
         sf.read_lerobot(video_ds.root, delta_timestamps={"nope": [0.0]})
     with pytest.raises(ValueError, match="may not exceed"):
-        sf.read_lerobot(video_ds.root, delta_timestamps={"action": [0.0]}, override_num_blocks=3).take_all()
+        sf.read_lerobot(
+            video_ds.root, delta_timestamps={"action": [0.0]}, override_num_blocks=3
+        ).take_all()
 
 
 def test_frame_tolerance(tmp_path):
-    sample = write_sample_dataset(str(tmp_path / "t"), episode_lengths=(4, 4), video_keys=VIDEO_KEYS[:1])
+    sample = write_sample_dataset(
+        str(tmp_path / "t"), episode_lengths=(4, 4), video_keys=VIDEO_KEYS[:1]
+    )
     # Shift the second episode by 0.3 frames in its MP4: still the same frames, 0.03 s off.
     path = tmp_path / "t" / "meta" / "episodes" / "chunk-000" / "file-000.parquet"
     table = pq.read_table(path)
     column = f"videos/{VIDEO_KEYS[0]}/from_timestamp"
     shifted = [t + (0.03 if i == 1 else 0) for i, t in enumerate(table.column(column).to_pylist())]
-    pq.write_table(table.set_column(table.column_names.index(column), column, pa.array(shifted)), path)
+    pq.write_table(
+        table.set_column(table.column_names.index(column), column, pa.array(shifted)), path
+    )
     _check_frames(sf.read_lerobot(sample.root).take_all(), sample, VIDEO_KEYS[:1])
     with pytest.raises(ValueError, match=r"file-000\.mp4: no frame within frame_tolerance_s=0\.02"):
         sf.read_lerobot(sample.root, frame_tolerance_s=0.02).take_all()
