@@ -352,6 +352,7 @@ _PACKAGED_SUITES = {  # connector package: (suite class, the libraries it needs)
     "tfrecords": ("TFRecordsSuite", ("google.protobuf", "google_crc32c")),
     "avro": ("AvroSuite", ("fastavro",)),
     "mcap": ("MCAPSuite", ("mcap",)),
+    "lerobot": ("LeRobotSuite", ("av", "PIL")),
     "zarr": ("ZarrSuite", ("zarr",)),
 }
 

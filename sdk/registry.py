@@ -154,6 +154,11 @@ BUILTIN_CONNECTORS: dict[str, LazyConnector] = {
         install=install_command("avro"),
     ),
     "orc": LazyConnector(f"{_CONNECTORS}.orc.ORCDatasource", f"{_CONNECTORS}.orc.ORCDatasink"),
+    "lerobot": LazyConnector(
+        f"{_CONNECTORS}.lerobot.LeRobotDatasource",
+        requires=("av", "PIL"),
+        install=install_command("lerobot"),
+    ),
     "mcap": LazyConnector(
         f"{_CONNECTORS}.mcap.MCAPDatasource",
         requires=("mcap",),

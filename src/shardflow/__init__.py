@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from shardflow.engine.api.interop.spark import from_spark
     from shardflow.engine.api.interop.tensorflow import from_tf
     from shardflow.engine.api.lance import read_lance
+    from shardflow.engine.api.lerobot import read_lerobot
     from shardflow.engine.api.mcap import read_mcap
     from shardflow.engine.api.mix import MixStoppingCondition
     from shardflow.engine.api.object_refs import (
@@ -177,6 +178,7 @@ __all__ = [
     "read_zarr",
     "read_json",
     "read_lance",
+    "read_lerobot",
     "read_numpy",
     "read_parquet",
     "read_sql",
@@ -213,6 +215,7 @@ _EXPORTS = {
     "read_audio": "shardflow.engine.api.audio",
     "read_videos": "shardflow.engine.api.video",
     "read_lance": "shardflow.engine.api.lance",
+    "read_lerobot": "shardflow.engine.api.lerobot",
     "read_delta": "shardflow.engine.api.delta",
     "read_sql": "shardflow.engine.api.sql",
     "read_avro": "shardflow.engine.api.avro",

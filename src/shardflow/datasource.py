@@ -11,6 +11,7 @@ Examples:
 
 from __future__ import annotations
 
+from shardflow.connectors.lerobot import LeRobotDatasource
 from shardflow.connectors.mcap import MCAPDatasource, TimeRange
 from shardflow.sdk.datasink import Datasink, WriteResult, WriteReturnType
 from shardflow.sdk.datasource import Datasource, ReadTask
@@ -43,6 +44,7 @@ __all__ = [
     "FileMetadataProvider",
     "FileShuffleConfig",
     "FilenameProvider",
+    "LeRobotDatasource",
     "MCAPDatasource",
     "PartitionStyle",
     "Partitioning",

@@ -24,7 +24,7 @@ OUTPUT = os.path.join(HERE, "..", "..", "docs", "compatibility.md")
 # Every cases_*.py module, and the test modules that compare with Ray Data outside the registry.
 CASE_MODULES = tuple(
     sorted(f[:-3] for f in os.listdir(HERE) if f.startswith("cases_") and f.endswith(".py"))
-) + ("test_documented_differences", "test_a2a_vs_ray")
+) + ("test_documented_differences", "test_a2a_vs_ray", "test_lerobot_vs_ray")
 
 
 # ray.data's modules whose names are also ray.data's top-level names.

@@ -1,4 +1,4 @@
-"""The examples of docs/connectors.md's WebDataset, TFRecords, Avro, ORC, Zarr and MCAP sections
+"""The examples of docs/connectors.md's WebDataset, TFRecords, Avro, ORC, Zarr, MCAP and LeRobot sections
 run."""
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ def _section_code(title: str) -> str:
         ("ORC", "pyarrow.orc"),
         ("Zarr", "zarr"),
         ("MCAP", "mcap"),
+        ("LeRobot", "av"),
     ],
 )
 def test_section_example_runs(title, needs):

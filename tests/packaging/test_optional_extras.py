@@ -60,6 +60,7 @@ CALLS["tfrecords"] = [lambda: sf.read_tfrecords(sys.argv[1]),
 CALLS["avro"] = [lambda: sf.read_avro(sys.argv[1])]
 CALLS["mcap"] = [lambda: sf.read_mcap(sys.argv[1])]
 CALLS["zarr"] = [lambda: sf.read_zarr(sys.argv[1])]
+CALLS["lerobot"] = [lambda: sf.read_lerobot(sys.argv[1])]
 messages = {}
 for extra, calls in CALLS.items():
     for call in calls:
@@ -112,6 +113,7 @@ def check_messages(messages: dict) -> None:
         "avro",
         "mcap",
         "zarr",
+        "lerobot",
     }
     for extra, texts in messages.items():
         for text in texts:
