@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         read_parquet,
         read_text,
     )
+    from shardflow.engine.api.hudi import read_hudi
     from shardflow.engine.api.iceberg import read_iceberg
     from shardflow.engine.api.interop.dask import from_dask
     from shardflow.engine.api.interop.modin import from_modin
@@ -167,6 +168,7 @@ __all__ = [
     "read_csv",
     "read_datasource",
     "read_delta",
+    "read_hudi",
     "read_iceberg",
     "read_avro",
     "read_tfrecords",
@@ -214,6 +216,7 @@ _EXPORTS = {
     "read_videos": "shardflow.engine.api.video",
     "read_lance": "shardflow.engine.api.lance",
     "read_delta": "shardflow.engine.api.delta",
+    "read_hudi": "shardflow.engine.api.hudi",
     "read_sql": "shardflow.engine.api.sql",
     "read_avro": "shardflow.engine.api.avro",
     "read_mcap": "shardflow.engine.api.mcap",
