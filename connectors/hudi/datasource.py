@@ -21,8 +21,6 @@ from shardflow.sdk.block import Block, BlockMetadata
 from shardflow.sdk.datasource import Datasource, ReadTask
 
 QUERY_TYPES = ("snapshot", "incremental")
-# Decoded Arrow bytes per byte of Parquet, for size estimates (as for Parquet files).
-_ENCODING_RATIO = 5.0
 
 
 class HudiReadTask:
@@ -142,8 +140,15 @@ class HudiDatasource(Datasource):
             )
 
     def estimate_inmemory_data_size(self) -> int | None:
-        slices, _, _ = self._plan()
-        return int(sum(s.size_bytes for s in slices) * _ENCODING_RATIO)
+        slices, _, schema = self._plan()
+        return int(sum(s.memory_bytes for s in slices) * self._column_share(schema))
+
+    def _column_share(self, schema: pa.Schema) -> float:
+        """The share of the table's columns the read keeps, to scale size estimates."""
+        projection = self.pushdowns.projection
+        if projection is None or not len(schema):
+            return 1.0
+        return max(len(projection), 1) / len(schema)
 
     def get_read_tasks(
         self,
@@ -157,6 +162,7 @@ class HudiDatasource(Datasource):
             self._check_projection(schema)
         projection = self.pushdowns.projection
         limit = self.effective_pushdowns(per_task_row_limit).limit
+        share = self._column_share(schema)
         tasks = []
         for group in _balance([s.size_bytes for s in slices], max(1, int(parallelism))):
             members = [slices[i] for i in group]
@@ -167,7 +173,7 @@ class HudiDatasource(Datasource):
                 num_rows = min(num_rows, limit)
             metadata = BlockMetadata(
                 num_rows=num_rows,
-                size_bytes=int(sum(s.size_bytes for s in members) * _ENCODING_RATIO),
+                size_bytes=int(sum(s.memory_bytes for s in members) * share),
                 input_files=[f"{self.uri}/{s.relative_path}" for s in members],
             )
             task = HudiReadTask(

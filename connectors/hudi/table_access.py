@@ -28,6 +28,8 @@ _SCHEME_RE = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*)://")
 START_KEYS = ("hoodie.read.file_group.start_timestamp", "hoodie.read.start.timestamp")
 END_KEYS = ("hoodie.read.file_group.end_timestamp", "hoodie.read.end.timestamp")
 _READ_OPTIMIZED = "hoodie.read.use.read_optimized.mode"
+# Decoded Arrow bytes per byte of Parquet, where hudi does not estimate the size in memory.
+_ENCODING_RATIO = 5.0
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,8 @@ class SlicePlan:
     """One file slice to read: its base file, relative to the table's root."""
 
     relative_path: str
-    size_bytes: int
+    size_bytes: int  # the base file's size on storage
+    memory_bytes: int  # an estimate of its records' size in memory
     num_rows: int | None  # exact, or None when the library does not know
 
 
@@ -185,14 +188,19 @@ def plan_slices(
         raise HudiTableError(
             f"Hudi table {shown(uri)}: cannot plan the {query_type} query: {_describe(exc)}"
         ) from exc
-    return [
-        SlicePlan(
-            relative_path=s.base_file_relative_path(),
-            size_bytes=int(s.base_file_size or 0),
-            num_rows=int(s.num_records) if exact else None,
+    plans = []
+    for s in slices:
+        size = int(s.base_file_size or 0)
+        memory = int(getattr(s, "base_file_byte_size", 0) or 0) or int(size * _ENCODING_RATIO)
+        plans.append(
+            SlicePlan(
+                relative_path=s.base_file_relative_path(),
+                size_bytes=size,
+                memory_bytes=memory,
+                num_rows=int(s.num_records) if exact else None,
+            )
         )
-        for s in slices
-    ]
+    return plans
 
 
 def table_schema(table: Any, uri: str) -> pa.Schema:
