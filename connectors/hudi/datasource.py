@@ -120,12 +120,20 @@ class HudiDatasource(Datasource):
             table, reader_options = table_access.open_table(
                 self.uri, self.hudi_options, self.storage_options
             )
+            schema = None
+            if self.filters:  # an unknown column or a bad value raises here, not in tasks
+                try:
+                    schema = table_access.table_schema(table, self.uri)
+                except table_access.HudiTableError:
+                    schema = None  # no commits yet: nothing to read, nothing to check
+                if schema is not None:
+                    rows_filter(self.filters, schema)
             slices = table_access.plan_slices(
                 table, self.uri, self.query_type, self.filters, self.hudi_options
             )
-            schema = table_access.table_schema(table, self.uri) if slices else pa.schema([])
-            if slices:  # an unknown column or a bad value raises here, not in the tasks
-                rows_filter(self.filters, schema)
+            if schema is None:
+                schema = table_access.table_schema(table, self.uri) if slices else pa.schema([])
+            if slices:
                 self._check_projection(schema)
             self._plan_cache = (slices, reader_options, schema)
         return self._plan_cache
