@@ -132,7 +132,12 @@ class HudiDatasource(Datasource):
                 table, self.uri, self.query_type, self.filters, self.hudi_options
             )
             if schema is None:
-                schema = table_access.table_schema(table, self.uri) if slices else pa.schema([])
+                try:
+                    schema = table_access.table_schema(table, self.uri)
+                except table_access.HudiTableError:
+                    if slices:
+                        raise
+                    schema = pa.schema([])  # no commits yet: no schema, no rows
             if slices:
                 self._check_projection(schema)
             self._plan_cache = (slices, reader_options, schema)
@@ -171,6 +176,12 @@ class HudiDatasource(Datasource):
         projection = self.pushdowns.projection
         limit = self.effective_pushdowns(per_task_row_limit).limit
         share = self._column_share(schema)
+        if not slices and len(schema):
+            # Nothing to read, but the table has a schema: one task gives it to the dataset.
+            task = HudiReadTask(
+                self.uri, [], reader_options, self.query_type, [], schema, projection
+            )
+            return [ReadTask(task, BlockMetadata(0, 0, input_files=[]), task.output_schema())]
         tasks = []
         for group in _balance([s.size_bytes for s in slices], max(1, int(parallelism))):
             members = [slices[i] for i in group]

@@ -93,6 +93,7 @@ class SampleHudiTable:
         self.table_type = table_type
         self.max_file_rows = max_file_rows
         self.hive_style = hive_style
+        self.table_name = table_name
         self.instants: list[str] = []
         self._groups: list[_FileGroup] = []
         self._where: dict[tuple[str, str], _FileGroup] = {}  # (partition, key) -> group
@@ -188,7 +189,11 @@ class SampleHudiTable:
         for group in candidates:
             if self.max_file_rows is None or len(group.rows) < self.max_file_rows:
                 return group
-        group = _FileGroup(f"{uuid.uuid4()}-0", partition)
+        # File ids are UUIDs, as Hudi's; derived from the table's name and the group's number
+        # so that a table written twice is the same, file names included.
+        number = len(self._groups)
+        file_id = uuid.uuid5(uuid.NAMESPACE_URL, f"hudi:{self.table_name}/{partition}/{number}")
+        group = _FileGroup(f"{file_id}-0", partition)
         self._groups.append(group)
         return group
 
