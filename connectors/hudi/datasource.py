@@ -52,9 +52,10 @@ class HudiReadTask:
     def __call__(self) -> Iterator[Block]:
         produced = False
         predicate = rows_filter(self.filters, self.schema)
+        reader = table_access.open_reader(self.uri, self.reader_options) if self.paths else None
         for path in self.paths:
             for batch in table_access.read_base_file(
-                self.uri, path, self.reader_options, self.query_type
+                reader, self.uri, path, self.reader_options, self.query_type
             ):
                 table = pa.Table.from_batches([batch])
                 if predicate is not None:

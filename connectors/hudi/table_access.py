@@ -216,15 +216,25 @@ def table_schema(table: Any, uri: str) -> pa.Schema:
         ) from exc
 
 
+def open_reader(uri: str, reader_options: dict[str, str]) -> Any:
+    """hudi's file group reader for the table at ``uri`` (one per read task)."""
+    hudi = require_hudi()
+    try:
+        return hudi.HudiFileGroupReader(uri, reader_options)
+    except _library_errors(hudi) as exc:
+        raise HudiTableError(
+            f"Hudi table {shown(uri)}: cannot open a reader: {_describe(exc)}"
+        ) from exc
+
+
 def read_base_file(
-    uri: str, relative_path: str, reader_options: dict[str, str], query_type: str
+    reader: Any, uri: str, relative_path: str, reader_options: dict[str, str], query_type: str
 ) -> Iterator[pa.RecordBatch]:
     """The records of one file slice (its base file), as the library's reader gives them:
     incremental bounds in ``reader_options`` keep the records committed between them."""
     hudi = require_hudi()
     where = f"{relative_path} (a base file of Hudi table {shown(uri)})"
     try:
-        reader = hudi.HudiFileGroupReader(uri, reader_options)
         if _is_new_api(hudi):
             options = hudi.HudiReadOptions(hudi_options=reader_options)
             if query_type == "incremental":  # keeps the records committed between the bounds

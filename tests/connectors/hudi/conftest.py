@@ -7,9 +7,9 @@ import pytest
 
 pytest.importorskip("hudi", reason="hudi is not installed (pip install 'shardflow[hudi]')")
 
-from hudi_models import ModelTable, trips  # noqa: E402
+from hudi_models import ModelTable, trips
 
-from shardflow.connectors.hudi.sample_tables import SampleHudiTable  # noqa: E402
+from shardflow.connectors.hudi.sample_tables import SampleHudiTable
 
 
 @pytest.fixture

@@ -69,4 +69,3 @@ def test_missing_table_on_s3_names_it(s3_table):
     uri, options, _ = s3_table
     with pytest.raises(FileNotFoundError, match="No Hudi table at s3://.*/tables/other"):
         sf.read_hudi(uri.replace("trips", "other"), storage_options=options).take_all()
-
