@@ -208,6 +208,11 @@ class HudiDatasource(Datasource):
             tasks.append(ReadTask(task, metadata, task.output_schema(), limit))
         return tasks
 
+    # Read tasks run in threads on the local backend although hudi's reader holds the GIL
+    # while it reads a file (reads_hold_the_gil() stays False): for tables of a few hundred
+    # MiB, starting worker processes costs more than the reads they would overlap
+    # (benchmarks/README.md, B20).
+
     # -- pushdown capabilities ------------------------------------------------------------
 
     def supports_projection_pushdown(self) -> bool:
