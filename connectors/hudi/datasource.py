@@ -139,8 +139,6 @@ class HudiDatasource(Datasource):
                     if slices:
                         raise
                     schema = pa.schema([])  # no commits yet: no schema, no rows
-            if slices:
-                self._check_projection(schema)
             self._plan_cache = (slices, reader_options, schema)
         return self._plan_cache
 
@@ -172,7 +170,7 @@ class HudiDatasource(Datasource):
         **kwargs: Any,
     ) -> list[ReadTask]:
         slices, reader_options, schema = self._plan()
-        if slices:
+        if len(schema):  # a table without commits has no schema to check against
             self._check_projection(schema)
         projection = self.pushdowns.projection
         limit = self.effective_pushdowns(per_task_row_limit).limit

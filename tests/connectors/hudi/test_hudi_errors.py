@@ -97,3 +97,11 @@ def test_filter_value_the_column_cannot_hold(trips_table):
 def test_projection_of_a_missing_column(trips_table):
     with pytest.raises(ValueError, match="not in Hudi table"):
         sf.read_hudi(trips_table.path).select_columns(["nope"]).take_all()
+
+
+def test_projection_of_a_missing_column_when_no_slice_is_read(trips_table):
+    after_last = {"hoodie.read.file_group.start_timestamp": trips_table.instants[-1]}
+    ds = sf.read_hudi(trips_table.path, query_type="incremental", hudi_options=after_last)
+    assert ds.select_columns(["id"]).take_all() == []
+    with pytest.raises(ValueError, match="not in Hudi table"):
+        ds.select_columns(["nope"]).take_all()
