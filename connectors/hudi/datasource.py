@@ -178,7 +178,13 @@ class HudiDatasource(Datasource):
         if not slices and len(schema):
             # Nothing to read, but the table has a schema: one task gives it to the dataset.
             task = HudiReadTask(
-                self.uri, [], reader_options, self.query_type, [], schema, projection
+                self.uri,
+                [],
+                reader_options,
+                self.query_type,
+                [],
+                schema,
+                None if projection is None else list(projection),
             )
             return [ReadTask(task, BlockMetadata(0, 0, input_files=[]), task.output_schema())]
         tasks = []

@@ -121,7 +121,7 @@ def _library_errors(hudi: Any) -> tuple[type[BaseException], ...]:
     # pyo3 raises as PanicException, a BaseException: catch it to name the table.
     kinds: list[type[BaseException]] = [Exception]
     try:
-        from pyo3_runtime import PanicException  # type: ignore[import-not-found]
+        from pyo3_runtime import PanicException
 
         kinds.append(PanicException)
     except ImportError:

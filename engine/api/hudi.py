@@ -13,17 +13,17 @@ if TYPE_CHECKING:
 
 # Ray Data's per-task scheduling arguments: taken so that code written for ray.data runs,
 # checked, and not applied (read tasks run with the engine's defaults).
-_RAY_TASK_ARGS = {
+_RAY_TASK_ARGS: dict[str, tuple[type, ...]] = {
     "num_cpus": (int, float),
     "num_gpus": (int, float),
     "memory": (int, float),
-    "label_selector": dict,
-    "fallback_strategy": list,
-    "max_calls": int,
-    "resources": dict,
-    "accelerator_type": str,
-    "runtime_env": dict,
-    "ray_remote_args": dict,
+    "label_selector": (dict,),
+    "fallback_strategy": (list,),
+    "max_calls": (int,),
+    "resources": (dict,),
+    "accelerator_type": (str,),
+    "runtime_env": (dict,),
+    "ray_remote_args": (dict,),
 }
 
 
@@ -117,7 +117,7 @@ def read_hudi(
     from shardflow.connectors.hudi import HudiDatasource
     from shardflow.engine.api.create import read_datasource
 
-    given = {
+    given: dict[str, Any] = {
         "num_cpus": num_cpus,
         "num_gpus": num_gpus,
         "memory": memory,
@@ -132,7 +132,8 @@ def read_hudi(
     for name, value in given.items():
         kinds = _RAY_TASK_ARGS[name]
         if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
-            raise TypeError(f"read_hudi: {name} must be {_kind_names(kinds)}, got {value!r}.")
+            names = " or ".join(k.__name__ for k in kinds)
+            raise TypeError(f"read_hudi: {name} must be {names}, got {value!r}.")
     for name in ("num_cpus", "num_gpus", "memory", "max_calls"):
         value = given[name]
         if value is not None and value < 0:
@@ -147,8 +148,3 @@ def read_hudi(
     return read_datasource(
         datasource, concurrency=concurrency, override_num_blocks=override_num_blocks
     )
-
-
-def _kind_names(kinds: Any) -> str:
-    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
-    return " or ".join(k.__name__ for k in kinds)
