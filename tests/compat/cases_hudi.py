@@ -40,13 +40,9 @@ def _rows(ds):
 )
 def hudi_snapshot(m, tmp):
     table = _table(tmp, partition_field="city")
-    ds = m.read_hudi(table.path)
-    return [
-        _rows(ds),
-        ds.schema(),
-        ds.count(),
-        _rows(m.read_hudi(table.path, override_num_blocks=1)),
-    ]
+    # Ray Data plans 200 read tasks by default, most of them empty: a few keep the case quick.
+    ds = m.read_hudi(table.path, override_num_blocks=3)
+    return [_rows(ds), ds.schema(), ds.count(), _rows(m.read_hudi(table.path))]
 
 
 @case("read_hudi", requires=("hudi",), note="filters on the partition column")
@@ -68,11 +64,13 @@ def hudi_incremental(m, tmp):
     table = _table(tmp, partition_field="city")
     first, second, third = table.instants
     out = []
-    for bounds in [(first, second), (first, third), (second, None), (third, None)]:
+    for bounds in [(first, second), (first, None), (third, None)]:
         options = {"hoodie.read.file_group.start_timestamp": bounds[0]}
         if bounds[1] is not None:
             options["hoodie.read.file_group.end_timestamp"] = bounds[1]
-        ds = m.read_hudi(table.path, query_type="incremental", hudi_options=options)
+        ds = m.read_hudi(
+            table.path, query_type="incremental", hudi_options=options, override_num_blocks=2
+        )
         out.append([_rows(ds), ds.schema()])
     return out
 
