@@ -35,6 +35,7 @@ FAMILIES: tuple[str, ...] = (
     "b18_gpu_inference",
     "b13_sql",
     "b14_delta",
+    "b20_hudi",
 )
 
 # Every system a benchmark may run; a benchmark lists the ones it supports.

@@ -348,6 +348,7 @@ _PACKAGED_SUITES = {  # connector package: (suite class, the libraries it needs)
     "lance": ("LanceSuite", ("lance",)),
     "sql": ("SQLSuite", ()),
     "delta": ("DeltaSuite", ("deltalake",)),
+    "hudi": ("HudiSuite", ("hudi",)),
     "webdataset": ("WebDatasetSuite", ()),
     "tfrecords": ("TFRecordsSuite", ("google.protobuf", "google_crc32c")),
     "avro": ("AvroSuite", ("fastavro",)),

@@ -25,6 +25,7 @@ EXTRAS: dict[str, str] = {
     "gcsfs": "gcs",
     "pyiceberg": "iceberg",
     "deltalake": "delta",
+    "hudi": "hudi",
     "psycopg": "sql",
     "daft": "daft",
     "datasets": "huggingface",

@@ -138,6 +138,11 @@ BUILTIN_CONNECTORS: dict[str, LazyConnector] = {
         requires=("deltalake",),
         install=install_command("delta"),
     ),
+    "hudi": LazyConnector(
+        f"{_CONNECTORS}.hudi.HudiDatasource",
+        requires=("hudi",),
+        install=install_command("hudi"),
+    ),
     "webdataset": LazyConnector(
         f"{_CONNECTORS}.webdataset.WebDatasetDatasource",
         f"{_CONNECTORS}.webdataset.WebDatasetDatasink",

@@ -85,6 +85,41 @@ def s3_endpoint():
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def s3_process_endpoint():
+    """moto's S3 server in a child process on 127.0.0.1; yields its endpoint URL.
+
+    For libraries whose native calls hold the GIL while they wait for the network (hudi-rs):
+    the threaded server of ``s3_endpoint`` could not answer them from the same process.
+    """
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.skip("moto's server did not start")
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(30)
+
+
 @pytest.fixture
 def s3_options(s3_endpoint):
     return {

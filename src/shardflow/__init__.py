@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         read_parquet,
         read_text,
     )
+    from shardflow.engine.api.hudi import read_hudi
     from shardflow.engine.api.iceberg import read_iceberg
     from shardflow.engine.api.interop.dask import from_dask
     from shardflow.engine.api.interop.modin import from_modin
@@ -168,6 +169,7 @@ __all__ = [
     "read_csv",
     "read_datasource",
     "read_delta",
+    "read_hudi",
     "read_iceberg",
     "read_avro",
     "read_tfrecords",
@@ -217,6 +219,7 @@ _EXPORTS = {
     "read_lance": "shardflow.engine.api.lance",
     "read_lerobot": "shardflow.engine.api.lerobot",
     "read_delta": "shardflow.engine.api.delta",
+    "read_hudi": "shardflow.engine.api.hudi",
     "read_sql": "shardflow.engine.api.sql",
     "read_avro": "shardflow.engine.api.avro",
     "read_mcap": "shardflow.engine.api.mcap",

@@ -16,6 +16,7 @@ import cases_expressions  # noqa: F401
 import cases_file_formats  # noqa: F401
 import cases_frameworks  # noqa: F401
 import cases_grouping  # noqa: F401
+import cases_hudi  # noqa: F401
 import cases_iceberg  # noqa: F401
 import cases_interop  # noqa: F401
 import cases_io  # noqa: F401

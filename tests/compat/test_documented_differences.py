@@ -443,6 +443,32 @@ def test_read_delta_filter(rd, sfm, tmp_path):
     assert rd.read_delta(path).count() == 3
 
 
+@differs(
+    "read_hudi",
+    reason="filters select rows exactly (Ray Data prunes partitions with them and keeps every row of "
+    "the files it reads, so a filter on another column keeps every row), and a filter on a column "
+    "the table lacks raises ValueError; a missing table raises FileNotFoundError and a table or "
+    "file hudi cannot read a ValueError naming it (Ray Data: hudi's HudiCoreError); a relative "
+    "path is taken; hudi 0.5 works too (Ray Data 2.60 calls hudi 0.4's API). The Ray task "
+    "arguments are checked and not applied.",
+)
+def test_read_hudi_filters_rows_and_names_the_table(rd, sfm, tmp_path):
+    from shardflow.connectors.hudi.sample_tables import SampleHudiTable
+
+    table = SampleHudiTable(tmp_path / "t", partition_field="city")
+    table.commit(pa.table({"id": [1, 2, 3], "city": ["a", "a", "b"], "fare": [1.0, 5.0, 9.0]}))
+    cheap = [("fare", "<", "2")]
+    assert sorted(r["id"] for r in rd.read_hudi(table.path, filters=cheap).take_all()) == [1, 2, 3]
+    assert [r["id"] for r in sfm.read_hudi(table.path, filters=cheap).take_all()] == [1]
+
+    missing = str(tmp_path / "missing")
+    with pytest.raises(Exception, match="hoodie.properties") as info:
+        rd.read_hudi(missing).take_all()
+    assert type(info.value).__name__ == "HudiCoreError"
+    with pytest.raises(FileNotFoundError, match="No Hudi table at .*missing"):
+        sfm.read_hudi(missing).take_all()
+
+
 # -- WebDataset, TFRecords, Avro ---------------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ from shardflow.sdk.optional import EXTRAS, install_command, missing_message, req
 
 OPTIONAL_MODULES = [
     *("ray", "torch", "PIL", "s3fs", "gcsfs", "pyiceberg", "daft", "datasets"),
-    *("soundfile", "av", "lance", "deltalake", "psycopg"),
+    *("soundfile", "av", "lance", "deltalake", "hudi", "psycopg"),
     *("fastavro", "google.protobuf", "google_crc32c", "msgpack", "mcap", "zarr"),
 ]
 
@@ -41,6 +41,7 @@ CALLS = {
     "lance": [lambda: sf.read_lance(sys.argv[1] + "/x.lance"),
               lambda: sf.range(1).write_lance(sys.argv[1] + "/x.lance")],
     "delta": [lambda: sf.read_delta(sys.argv[1]), lambda: sf.range(1).write_delta(sys.argv[1])],
+    "hudi": [lambda: sf.read_hudi(sys.argv[1])],
     "sql": [lambda: sf.read_sql("SELECT 1", lambda: __import__("psycopg").connect("")).take_all()],
 }
 import io, os, tarfile
@@ -107,6 +108,7 @@ def check_messages(messages: dict) -> None:
         "video",
         "lance",
         "delta",
+        "hudi",
         "sql",
         "webdataset",
         "tfrecords",
