@@ -7,12 +7,20 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import sys
 
 import pytest
 
 os.environ.setdefault("SHARDFLOW_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+# A shell starts background jobs (`make test &`) with SIGINT ignored, and an ignored signal
+# stays ignored in every process started from here: the scripts the Ctrl-C tests interrupt
+# would never see it. Give this process the handler a foreground run has, so that its
+# children start with the signal's default action.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import shardflow as sf
 
