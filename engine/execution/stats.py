@@ -144,6 +144,11 @@ class OperatorStats:
             line += f", {self.skipped_files} bad files skipped"
         if self.actors_started:
             line += f", {self.actors_started} actors started (at most {self.peak_actors} at once)"
+        if len(self.tasks_per_node) > 1:
+            line += f", tasks on {len(self.tasks_per_node)} nodes"
+        read = self.local_input_bytes + self.remote_input_bytes
+        if read:
+            line += f", {100 * self.local_input_bytes / read:.0f}% of input bytes node-local"
         return line
 
     def detail_lines(self) -> list[str]:

@@ -119,3 +119,21 @@ def test_timeline_is_valid_trace_covering_every_operator(backend, tmp_path):
     # the rows of the last operator's tasks are the dataset's rows
     last = [e for e in tasks if e["args"]["operator"] == operators[-1]]
     assert sum(e["args"]["rows"] for e in last) == ROWS
+
+
+def test_an_operator_line_names_its_nodes_and_node_local_input():
+    """On a cluster, an operator's line says on how many nodes its tasks ran and which share of
+    an actor pool's input it found on the chosen actor's node (tests/cluster checks it live)."""
+    from collections import Counter
+
+    from shardflow.engine.execution.stats import OperatorStats
+
+    op = OperatorStats("MapBatches(Model)", tasks=6)
+    op.tasks_per_node = Counter({"n1": 2, "n2": 3, "n3": 1})
+    op.local_input_bytes, op.remote_input_bytes = 300, 100
+    line = op.summary_line(1)
+    assert ", tasks on 3 nodes" in line
+    assert ", 75% of input bytes node-local" in line
+    alone = OperatorStats("ReadRange", tasks=2)
+    alone.tasks_per_node = Counter({"n1": 2})
+    assert "nodes" not in alone.summary_line(1) and "node-local" not in alone.summary_line(1)
