@@ -11,21 +11,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from shardflow.engine.api.dataset import Dataset
 
-# Ray Data's per-task scheduling arguments: taken so that code written for ray.data runs,
-# checked, and not applied (read tasks run with the engine's defaults).
-_RAY_TASK_ARGS: dict[str, tuple[type, ...]] = {
-    "num_cpus": (int, float),
-    "num_gpus": (int, float),
-    "memory": (int, float),
-    "label_selector": (dict,),
-    "fallback_strategy": (list,),
-    "max_calls": (int,),
-    "resources": (dict,),
-    "accelerator_type": (str,),
-    "runtime_env": (dict,),
-    "ray_remote_args": (dict,),
-}
-
 
 def read_hudi(
     table_uri: str,
@@ -116,6 +101,7 @@ def read_hudi(
     """
     from shardflow.connectors.hudi import HudiDatasource
     from shardflow.engine.api.create import read_datasource
+    from shardflow.engine.api.read_task_args import check_read_task_args
 
     given: dict[str, Any] = {
         "num_cpus": num_cpus,
@@ -129,15 +115,7 @@ def read_hudi(
         "runtime_env": runtime_env,
         "ray_remote_args": ray_remote_args,
     }
-    for name, value in given.items():
-        kinds = _RAY_TASK_ARGS[name]
-        if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
-            names = " or ".join(k.__name__ for k in kinds)
-            raise TypeError(f"read_hudi: {name} must be {names}, got {value!r}.")
-    for name in ("num_cpus", "num_gpus", "memory", "max_calls"):
-        value = given[name]
-        if value is not None and value < 0:
-            raise ValueError(f"read_hudi: {name} must be >= 0, got {value!r}.")
+    check_read_task_args("read_hudi", given)
     datasource = HudiDatasource(
         table_uri,
         query_type=query_type,

@@ -6,7 +6,6 @@ The connector lives in :mod:`shardflow.connectors.lerobot` and needs PyAV and Pi
 
 from __future__ import annotations
 
-import numbers
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
@@ -114,20 +113,22 @@ def read_lerobot(
     """
     from shardflow.connectors.lerobot import LeRobotDatasource
     from shardflow.engine.api.create import read_datasource
+    from shardflow.engine.api.read_task_args import check_read_task_args
 
-    _check_remote_args(
-        num_cpus=num_cpus,
-        num_gpus=num_gpus,
-        memory=memory,
-        max_calls=max_calls,
-        mappings={
+    check_read_task_args(
+        "read_lerobot",
+        {
+            "num_cpus": num_cpus,
+            "num_gpus": num_gpus,
+            "memory": memory,
             "label_selector": label_selector,
+            "fallback_strategy": fallback_strategy,
+            "max_calls": max_calls,
             "resources": resources,
+            "accelerator_type": accelerator_type,
             "runtime_env": runtime_env,
             "ray_remote_args": ray_remote_args,
         },
-        fallback_strategy=fallback_strategy,
-        accelerator_type=accelerator_type,
     )
     datasource = LeRobotDatasource(
         root,
@@ -146,35 +147,3 @@ def read_lerobot(
     return read_datasource(
         datasource, concurrency=concurrency, override_num_blocks=override_num_blocks
     )
-
-
-def _check_remote_args(
-    *,
-    num_cpus: Any,
-    num_gpus: Any,
-    memory: Any,
-    max_calls: Any,
-    mappings: dict[str, Any],
-    fallback_strategy: Any,
-    accelerator_type: Any,
-) -> None:
-    for name, value in (("num_cpus", num_cpus), ("num_gpus", num_gpus), ("memory", memory)):
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0:
-            raise ValueError(f"read_lerobot: {name} must be a number >= 0, got {value!r}.")
-    if max_calls is not None and (
-        isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 0
-    ):
-        raise ValueError(f"read_lerobot: max_calls must be an int >= 0, got {max_calls!r}.")
-    for name, value in mappings.items():
-        if value is not None and not isinstance(value, dict):
-            raise TypeError(f"read_lerobot: {name} must be a dict, got {type(value).__name__}.")
-    if fallback_strategy is not None and not isinstance(fallback_strategy, list):
-        raise TypeError(
-            f"read_lerobot: fallback_strategy must be a list of dicts, got {fallback_strategy!r}."
-        )
-    if accelerator_type is not None and not isinstance(accelerator_type, str):
-        raise TypeError(
-            f"read_lerobot: accelerator_type must be a string, got {accelerator_type!r}."
-        )
