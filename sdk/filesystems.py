@@ -73,6 +73,23 @@ def protocol_of(path: str) -> str | None:
     return _PROTOCOL_ALIASES.get(match.group(1).lower(), match.group(1).lower())
 
 
+def table_location(path: Any, *, argument: str, table_kind: str) -> str:
+    """A table's URI (Delta, Hudi, ...): URLs as given without a trailing slash, local paths
+    made absolute (``file://`` removed). ``argument`` and ``table_kind`` word the error."""
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if not isinstance(path, str) or not path.strip():
+        raise ValueError(
+            f"{argument} must be the location of one {table_kind} table (a folder, or a URI "
+            f"such as 's3://bucket/table'), got {path!r}."
+        )
+    if path.startswith("file://"):
+        path = path[len("file://") :]
+    if _SCHEME_RE.match(path):
+        return path.rstrip("/")
+    return os.path.abspath(os.path.expanduser(path))
+
+
 def _protocols(fs: Any) -> tuple[str, ...]:
     protocol = getattr(fs, "protocol", ())
     return (protocol,) if isinstance(protocol, str) else tuple(protocol)

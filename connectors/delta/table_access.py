@@ -8,11 +8,10 @@ filesystem (native, no Python in the byte path); other URIs (``s3://``, ``gs://`
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
-from shardflow.sdk.filesystems import redact
+from shardflow.sdk.filesystems import redact, table_location
 from shardflow.sdk.optional import require
 
 _SCHEME_RE = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*)://")
@@ -38,18 +37,7 @@ def check_storage_options(storage_options: Any) -> dict[str, str]:
 
 def table_uri(path: Any) -> str:
     """The table's URI: URLs as given, local paths made absolute (``file://`` removed)."""
-    if isinstance(path, os.PathLike):
-        path = os.fspath(path)
-    if not isinstance(path, str) or not path.strip():
-        raise ValueError(
-            f"path must be the location of one Delta table (a folder or a URI such as "
-            f"'s3://bucket/table'), got {path!r}."
-        )
-    if path.startswith("file://"):
-        path = path[len("file://") :]
-    if _SCHEME_RE.match(path):
-        return path.rstrip("/")
-    return os.path.abspath(os.path.expanduser(path))
+    return table_location(path, argument="path", table_kind="Delta")
 
 
 def is_local(uri: str) -> bool:

@@ -11,18 +11,14 @@ takes either spelling of the bounds and gives the datasource plain :class:`Slice
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from shardflow.sdk.filesystems import redact
+from shardflow.sdk.filesystems import redact, table_location
 from shardflow.sdk.optional import require
-
-_SCHEME_RE = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*)://")
 
 # Incremental bounds: (hudi 0.4 key, hudi 0.5 key).
 START_KEYS = ("hoodie.read.file_group.start_timestamp", "hoodie.read.start.timestamp")
@@ -49,18 +45,7 @@ def require_hudi(feature: str = "read_hudi") -> Any:
 
 def table_uri(path: Any) -> str:
     """The table's URI: URLs as given, local paths made absolute (``file://`` removed)."""
-    if isinstance(path, os.PathLike):
-        path = os.fspath(path)
-    if not isinstance(path, str) or not path.strip():
-        raise ValueError(
-            "table_uri must be the location of one Hudi table (a folder, or a URI such as "
-            f"'s3://bucket/table'), got {path!r}."
-        )
-    if path.startswith("file://"):
-        path = path[len("file://") :]
-    if _SCHEME_RE.match(path):
-        return path.rstrip("/")
-    return os.path.abspath(os.path.expanduser(path))
+    return table_location(path, argument="table_uri", table_kind="Hudi")
 
 
 def shown(uri: str) -> str:
