@@ -126,7 +126,13 @@ def import_pandas_first() -> None:
     process, on the thread Ray runs the task on.
     """
     if "pandas" not in sys.modules:
-        import pandas  # noqa: F401
+        try:
+            import pandas  # noqa: F401
+        except Exception:
+            # The half-initialised module would stay for the worker's life and fail every
+            # later task there: end the worker, so Ray reruns the task (or restarts the
+            # actor) in a fresh one.
+            os._exit(1)
 
 
 def _user_error(exc: BaseException) -> BaseException:
