@@ -11,6 +11,7 @@ this process and with pyarrow.
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 import time
 
@@ -60,11 +61,32 @@ def node_of_process() -> str:
     return "local"
 
 
-def tag_node(batch: pa.Table) -> pa.Table:
-    """A map stage that doubles ``value`` and records where it ran."""
+def meet_the_other_nodes(folder: str, node: str, nodes: int = CLUSTER["workers"]) -> None:
+    """Leaves a file naming ``node`` in ``folder`` and waits (up to two minutes) until tasks
+    on ``nodes`` different nodes have done the same.
+
+    Why: the map tasks here are small, and Ray hands a finished task's worker the next queued
+    task of the same kind. On a loaded machine, every task can finish on the first node's
+    warm worker before the second node has started a worker, and the "ran on every node"
+    checks would fail for a reason that is not shardflow's. A task held here keeps its node's
+    only CPU busy, so Ray must place the next one on another node, as it would for tasks that
+    take longer than a worker's start.
+    """
+    open(os.path.join(folder, node), "w").close()
+    deadline = time.monotonic() + 120
+    while len(os.listdir(folder)) < nodes and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def tag_node(batch: pa.Table, meet: str | None = None) -> pa.Table:
+    """A map stage that doubles ``value`` and records where it ran; on Ray, with ``meet`` (a
+    folder), its first tasks wait for each other on every node (meet_the_other_nodes)."""
+    node = node_of_process()
+    if meet is not None and node != "local":
+        meet_the_other_nodes(meet, node)
     doubled = pc.multiply(batch["value"], 2.0)
     batch = batch.set_column(batch.schema.get_field_index("value"), "value", doubled)
-    return batch.append_column("node", pa.array([node_of_process()] * batch.num_rows))
+    return batch.append_column("node", pa.array([node] * batch.num_rows))
 
 
 class TagActor:
@@ -91,10 +113,18 @@ def per_key_stats(group: pa.Table) -> pa.Table:
     )
 
 
+def meeting_place(folder: str) -> str:
+    """A fresh folder for one run's meet_the_other_nodes."""
+    os.makedirs(folder + "-meet", exist_ok=True)
+    return tempfile.mkdtemp(dir=folder + "-meet")
+
+
 def workloads(folder: str) -> dict:
     """Name -> the dataset of one workload over the input in ``folder``."""
     read = sf.read_parquet(folder)
-    mapped = read.map_batches(tag_node, batch_format="pyarrow")
+    mapped = read.map_batches(
+        tag_node, fn_kwargs={"meet": meeting_place(folder)}, batch_format="pyarrow"
+    )
     right = sf.from_arrow(
         pa.table({"key": np.arange(KEYS), "label": [f"k{k}" for k in range(KEYS)]})
     )
@@ -130,7 +160,10 @@ def run_workloads(session, folder: str, names: list[str]) -> dict:
 
 
 def write_on_cluster(session, folder: str, out: str) -> dict:
-    ds = sf.read_parquet(folder).map_batches(tag_node, batch_format="pyarrow")
+    meet = meeting_place(folder)
+    ds = sf.read_parquet(folder).map_batches(
+        tag_node, fn_kwargs={"meet": meet}, batch_format="pyarrow"
+    )
     ds.write_parquet(out)
     return {"nodes": {op.name: sorted(op.tasks_per_node) for op in ds._last_stats.operators}}
 
