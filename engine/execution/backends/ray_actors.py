@@ -53,10 +53,10 @@ class _MapActor:
     """The body of a Ray actor of an actor pool (made remote on first use)."""
 
     def __init__(self, transform: Any, op_name: str, memory_pool: str | None = None):
-        from shardflow.engine.execution.backends.ray_backend import import_pandas_first
+        from shardflow.engine.execution.backends.ray_backend import prepare_worker
 
         apply_memory_pool(memory_pool)
-        import_pandas_first()
+        prepare_worker()
         self._transform = transform
         self._failure: TaskFailure | None = None
         try:

@@ -28,6 +28,7 @@ from shardflow.engine.execution.backends.base import (
 )
 from shardflow.engine.execution.backends.daemon_pool import DaemonThreadPool
 from shardflow.engine.execution.backends.ray_actors import CpuLedger, RayActor, plan_pool
+from shardflow.engine.execution.backends.ray_interrupts import hold_interrupts_during_imports
 from shardflow.engine.execution.backends.task_runner import BLOCK, DONE, ERROR, drive_task
 from shardflow.engine.execution.errors import (
     DriverNodeLostError,
@@ -107,7 +108,7 @@ def _run_transform(transform, ctx, retry_exceptions, memory_pool, cuts, *inputs)
     again).
     """
     apply_memory_pool(memory_pool)
-    import_pandas_first()
+    prepare_worker()
     try:
         yield from stream_blocks(transform, ctx, cut_slices(inputs, cuts), _runs_before())
     except Exception as exc:
@@ -116,19 +117,20 @@ def _run_transform(transform, ctx, retry_exceptions, memory_pool, cuts, *inputs)
         raise
 
 
-def import_pandas_first() -> None:
-    """Import pandas in a Ray worker before a task or actor starts threads of its own.
+def prepare_worker() -> None:
+    """Make a Ray worker safe for shardflow's tasks, once per worker process, on the thread
+    Ray runs the task on: cancellation waits for running imports (ray_interrupts.py), then
+    pandas is imported before a task or actor starts threads of its own.
 
-    pandas' C extensions import each other while pandas initialises: two threads of one
-    process importing it for the first time at once (a block with a pandas extension column
-    deserialised on a prefetch thread while the task converts a batch) can leave one of them
-    with a partially initialised module for the rest of the worker's life. Once per worker
-    process, on the thread Ray runs the task on.
+    pandas' C extensions import each other while pandas initialises: an import cut short (by
+    a cancellation, or by a second thread importing it at the same moment) leaves a partially
+    initialised module for the rest of the worker's life.
     """
+    hold_interrupts_during_imports()
     if "pandas" not in sys.modules:
         try:
             import pandas  # noqa: F401
-        except Exception:
+        except BaseException:
             # The half-initialised module would stay for the worker's life and fail every
             # later task there: end the worker, so Ray reruns the task (or restarts the
             # actor) in a fresh one.
