@@ -12,9 +12,12 @@ Run by `make test-cluster` (``cluster_long``).
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pyarrow as pa
 import pytest
+from node_meeting import meet, meeting_place
 
 import shardflow as sf
 
@@ -31,8 +34,11 @@ def node_of_process() -> str:
     return ray.get_runtime_context().get_node_id()
 
 
-def produce(batch: dict) -> dict:
-    """The producing stage: a payload, and the node the block is made (and stored) on."""
+def produce(batch: dict, meeting: str) -> dict:
+    """The producing stage: a payload, and the node the block is made (and stored) on. Its
+    first tasks wait for each other on every node (node_meeting.py), so that the blocks
+    spread over the nodes."""
+    meet(meeting, node_of_process(), CLUSTER["workers"])
     rows = len(batch["id"])
     batch["blob"] = np.zeros((rows, PAYLOAD), dtype=np.uint8)
     batch["home"] = np.array([node_of_process()] * rows)
@@ -50,11 +56,14 @@ def read_here(batch: dict) -> dict:
 
 
 class ReadHere:
-    """The same consumer as an actor pool's class; it takes a little while per block, so
-    that every actor is up long before the end."""
+    """The same consumer as an actor pool's class. Its constructor returns once the pool's
+    three actors, one on each node, are all constructed (node_meeting.py):
+    on a loaded machine one actor could otherwise be up seconds before the others and read
+    most blocks, wherever they are, before they start."""
 
-    def __init__(self):
+    def __init__(self, meeting: str):
         self.node = node_of_process()
+        meet(meeting, self.node, CLUSTER["workers"])
 
     def __call__(self, batch: dict) -> dict:
         import time
@@ -67,7 +76,13 @@ class ReadHere:
 
 def materialized():
     """A dataset whose blocks sit in the object stores of the nodes that made them."""
-    return sf.range(ROWS, override_num_blocks=BLOCKS).map_batches(produce).materialize()
+    return produced().materialize()
+
+
+def produced():
+    """``ROWS`` rows in ``BLOCKS`` blocks, made by ``produce`` on the nodes."""
+    ds = sf.range(ROWS, override_num_blocks=BLOCKS)
+    return ds.map_batches(produce, fn_kwargs={"meeting": meeting_place()})
 
 
 def local_share(table: pa.Table) -> float:
@@ -83,7 +98,9 @@ def tasks_and_actors(session) -> dict:
     tasks = ds.map_batches(read_here).to_arrow()
     # Without an order to keep, an actor with room picks an input held on its node.
     sf.DataContext.get_current().preserve_order = False
-    pool = ds.map_batches(ReadHere, concurrency=3, num_cpus=0.5)
+    pool = ds.map_batches(
+        ReadHere, fn_constructor_args=(meeting_place(),), concurrency=3, num_cpus=0.5
+    )
     actors = pool.to_arrow()
     homes = ds.map_batches(read_here).to_arrow()["home"].to_pylist()
     return {"tasks": tasks, "actors": actors, "stats": pool.stats(), "homes": homes}
@@ -213,13 +230,20 @@ class Consumer:
     def node_id(self) -> str:
         return self.node
 
-    def consume(self, iterator) -> dict:
+    def consume(self, iterator, meeting: str) -> dict:
+        # The consumers start together (node_meeting.py): one that starts seconds after the
+        # others finds them gone with most blocks, its node's among them, as it should.
+        meet(meeting, self.node, CLUSTER["workers"])
         rows = local = 0
         ids = []
         for batch in iterator.iter_batches(batch_size=None):
             rows += len(batch["id"])
             local += int((batch["home"] == self.node).sum())
             ids.extend(batch["id"].tolist())
+            # A consumer's pace is set by its work, as a trainer's is, not by how much CPU
+            # the machine's other processes leave it: consumers that ask at very different
+            # rates would find the buffer full of the slow one's blocks.
+            time.sleep(0.05)
         return {"rows": rows, "local": local, "ids": ids}
 
 
@@ -235,9 +259,10 @@ def streaming_split_on_nodes(session, hinted: bool) -> list:
         for node in session.node_ids()
     ]
     nodes = ray.get([c.node_id.remote() for c in consumers])
-    ds = sf.range(ROWS, override_num_blocks=BLOCKS).map_batches(produce)
+    ds = produced()
     iterators = ds.streaming_split(len(nodes), locality_hints=nodes if hinted else None)
-    return ray.get([c.consume.remote(it) for c, it in zip(consumers, iterators)])
+    meeting = meeting_place()
+    return ray.get([c.consume.remote(it, meeting) for c, it in zip(consumers, iterators)])
 
 
 def test_streaming_split_with_node_hints_feeds_each_consumer_its_node_s_blocks(cluster):

@@ -11,7 +11,6 @@ this process and with pyarrow.
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 import time
 
@@ -20,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from node_meeting import meet, meeting_place
 
 import shardflow as sf
 from shardflow.engine.api.context import DataContext
@@ -61,29 +61,12 @@ def node_of_process() -> str:
     return "local"
 
 
-def meet_the_other_nodes(folder: str, node: str, nodes: int = CLUSTER["workers"]) -> None:
-    """Leaves a file naming ``node`` in ``folder`` and waits (up to two minutes) until tasks
-    on ``nodes`` different nodes have done the same.
-
-    Why: the map tasks here are small, and Ray hands a finished task's worker the next queued
-    task of the same kind. On a loaded machine, every task can finish on the first node's
-    warm worker before the second node has started a worker, and the "ran on every node"
-    checks would fail for a reason that is not shardflow's. A task held here keeps its node's
-    only CPU busy, so Ray must place the next one on another node, as it would for tasks that
-    take longer than a worker's start.
-    """
-    open(os.path.join(folder, node), "w").close()
-    deadline = time.monotonic() + 120
-    while len(os.listdir(folder)) < nodes and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
-def tag_node(batch: pa.Table, meet: str | None = None) -> pa.Table:
-    """A map stage that doubles ``value`` and records where it ran; on Ray, with ``meet`` (a
-    folder), its first tasks wait for each other on every node (meet_the_other_nodes)."""
+def tag_node(batch: pa.Table, meeting: str | None = None) -> pa.Table:
+    """A map stage that doubles ``value`` and records where it ran; on Ray, with ``meeting`` (a
+    folder), its first tasks wait for each other on every node (node_meeting.py)."""
     node = node_of_process()
-    if meet is not None and node != "local":
-        meet_the_other_nodes(meet, node)
+    if meeting is not None and node != "local":
+        meet(meeting, node, CLUSTER["workers"])
     doubled = pc.multiply(batch["value"], 2.0)
     batch = batch.set_column(batch.schema.get_field_index("value"), "value", doubled)
     return batch.append_column("node", pa.array([node] * batch.num_rows))
@@ -113,17 +96,11 @@ def per_key_stats(group: pa.Table) -> pa.Table:
     )
 
 
-def meeting_place(folder: str) -> str:
-    """A fresh folder for one run's meet_the_other_nodes."""
-    os.makedirs(folder + "-meet", exist_ok=True)
-    return tempfile.mkdtemp(dir=folder + "-meet")
-
-
 def workloads(folder: str) -> dict:
     """Name -> the dataset of one workload over the input in ``folder``."""
     read = sf.read_parquet(folder)
     mapped = read.map_batches(
-        tag_node, fn_kwargs={"meet": meeting_place(folder)}, batch_format="pyarrow"
+        tag_node, fn_kwargs={"meeting": meeting_place(folder + "-meet")}, batch_format="pyarrow"
     )
     right = sf.from_arrow(
         pa.table({"key": np.arange(KEYS), "label": [f"k{k}" for k in range(KEYS)]})
@@ -160,9 +137,9 @@ def run_workloads(session, folder: str, names: list[str]) -> dict:
 
 
 def write_on_cluster(session, folder: str, out: str) -> dict:
-    meet = meeting_place(folder)
+    meeting = meeting_place(folder + "-meet")
     ds = sf.read_parquet(folder).map_batches(
-        tag_node, fn_kwargs={"meet": meet}, batch_format="pyarrow"
+        tag_node, fn_kwargs={"meeting": meeting}, batch_format="pyarrow"
     )
     ds.write_parquet(out)
     return {"nodes": {op.name: sorted(op.tasks_per_node) for op in ds._last_stats.operators}}
