@@ -85,10 +85,12 @@ pytest: $(STAMP)
 test-slow: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -q -n 2 --dist loadgroup -m slow
 
-# The long tests on simulated multi-node Ray clusters (tests/cluster: node loss, locality);
-# the default suite runs the short ones and skips these.
+# The tests on simulated multi-node Ray clusters (tests/cluster), the long ones (node loss,
+# locality) included; the default suite runs the short ones and skips these. .ci/run runs the
+# long ones after `make test` (CLUSTER_SELECT="-m cluster_long").
+CLUSTER_SELECT ?=
 test-cluster: $(STAMP)
-	$(TEST_ENV) SHARDFLOW_TEST_CLUSTER=1 $(PY) -m pytest -q tests/cluster
+	$(TEST_ENV) SHARDFLOW_TEST_CLUSTER=1 $(PY) -m pytest -q $(CLUSTER_SELECT) tests/cluster
 
 # Daft caps pyarrow below the version shardflow is tested with, so it gets a venv of its own
 # (benchmarks/systems.py runs Daft's children with it); the main venv keeps its pyarrow.
