@@ -202,7 +202,8 @@ def test_groupby_aggregations_like_ray(both):
 @covers("Dataset.groupby", "GroupedData.aggregate", "aggregate.Count", "aggregate.Mean")
 def test_groupby_dense_keys_like_ray(both):
     """Integer and string keys without nulls, Count/Sum/Mean over float64 without nulls: the
-    dense-code path (np.bincount), many groups, one key and two."""
+    dense-code path (np.bincount), many groups, one key and two (a string key alone takes
+    Arrow's path)."""
     from ray.data import aggregate as ray_agg
 
     rng = np.random.default_rng(4)

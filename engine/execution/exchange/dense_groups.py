@@ -2,10 +2,14 @@
 
 Arrow's hash aggregation hashes every row; with many groups (a tenth of the rows) that is
 most of a groupby's time, and its output must then be sorted by key. When every key maps to a
-small integer code (an integer column over a short range: the value less the minimum; any
-other column: its dictionary-encoding index) and the codes of all keys combine into a range
-not much longer than the block, one ``np.bincount`` per state column aggregates the block in
-linear time, and for integer keys the groups come out in key order.
+small integer code (an integer column over a short range: the value less the minimum; a string
+column beside other keys: its dictionary-encoding index) and the codes of all keys combine
+into a range not much longer than the block, one ``np.bincount`` per state column aggregates
+the block in linear time, and for integer keys the groups come out in key order.
+
+A string column as the only key takes Arrow's path: dictionary-encoding it hashes every row
+too, and cost more than Arrow's whole hash aggregation (0.21 s against 0.17 s for 10M rows of
+10k distinct strings); beside other keys, its codes spare Arrow's hashing of composite keys.
 
 Only additive states take this path: Count, and Sum and Mean over float64 columns without
 nulls (the states are then plain sums and counts, summed in row order as Arrow's hash
@@ -48,10 +52,10 @@ class DenseKeys:
 
 
 def dense_keys(block: Block, keys: Sequence[str]) -> DenseKeys | None:
-    """Dense codes for ``keys`` over ``block``, or None when a key has nulls or the codes
-    would span too wide a range."""
+    """Dense codes for ``keys`` over ``block``, or None when a key has nulls, a string column
+    is the only key, or the codes would span too wide a range."""
     limit = max(MIN_SPAN, SPAN_PER_ROW * block.num_rows)
-    codes = np.zeros(block.num_rows, dtype=np.int64)
+    codes: np.ndarray | None = None
     span = 1
     decoders = []
     ordered = True
@@ -61,14 +65,18 @@ def dense_keys(block: Block, keys: Sequence[str]) -> DenseKeys | None:
             return None
         kind = column.type
         if pa.types.is_integer(kind):
-            values = column.to_numpy()
+            values = column_numpy(column)
             low, high = (int(values.min()), int(values.max())) if len(values) else (0, 0)
             radix = high - low + 1
             if radix <= 0 or span * radix > limit:
                 return None
-            digits = values.astype(np.int64, copy=False) - low
+            # At most one pass per key: the int64 values of a first key from 0 are its codes
+            # (bincount reads them in place).
+            digits = values.astype(np.int64, copy=False)
+            if low:
+                digits = digits - low
             key_values = pa.array(np.arange(low, high + 1, dtype=np.int64)).cast(kind)
-        elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        elif (pa.types.is_string(kind) or pa.types.is_large_string(kind)) and len(keys) > 1:
             encoded = pc.dictionary_encode(column.combine_chunks())
             key_values = encoded.dictionary
             radix = max(1, len(key_values))
@@ -78,15 +86,24 @@ def dense_keys(block: Block, keys: Sequence[str]) -> DenseKeys | None:
             ordered = False  # dictionary order is first appearance
         else:
             return None
-        codes = codes * radix + digits
+        codes = digits if codes is None else codes * radix + digits
         span *= radix
         decoders.append((name, radix, key_values))
+    if codes is None:
+        return None
     return DenseKeys(codes, span, decoders, ordered)
 
 
+def column_numpy(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A column without nulls as NumPy, without a copy when it is one chunk."""
+    if isinstance(column, pa.ChunkedArray) and column.num_chunks == 1:
+        column = column.chunk(0)
+    return column.to_numpy()
+
+
 def additive_states(block: Block, aggs: Sequence[Any], bulks: Sequence[Any]) -> list | None:
-    """For each aggregation, the (state name, kind, column) it needs: kind "count" (rows) or
-    "sum" (a float64 column without nulls); None when one is not additive here."""
+    """For each aggregation, the (state name, kind, column name) it needs: kind "count" (rows)
+    or "sum" (of a float64 column without nulls); None when one is not additive here."""
     from shardflow.engine.api.aggregate import Count, Mean, Sum
 
     plan = []
@@ -102,7 +119,7 @@ def additive_states(block: Block, aggs: Sequence[Any], bulks: Sequence[Any]) -> 
         column = block.column(bulk.on)
         if column.type != pa.float64() or column.null_count:
             return None
-        sums = (bulk.state(0), "sum", column)
+        sums = (bulk.state(0), "sum", bulk.on)
         plan.append([sums] if kind is Sum else [sums, (bulk.state(1), "count", None)])
     return plan
 
@@ -124,13 +141,18 @@ def dense_partial(
     counts = np.bincount(codes, minlength=span)
     present = np.flatnonzero(counts)
     out: dict[str, Any] = grouping.key_columns(present)
+    sums: dict[str, pa.Array] = {}  # Sum and Mean of one column share one pass
     for states in plan:
         for name, kind, column in states:
             if kind == "count":
                 out[name] = pa.array(counts[present].astype(np.int64))
-            else:
-                values = column.to_numpy()
-                out[name] = pa.array(np.bincount(codes, weights=values, minlength=span)[present])
+                continue
+            if column not in sums:
+                weights = column_numpy(block.column(column))
+                sums[column] = pa.array(
+                    np.bincount(codes, weights=weights, minlength=span)[present]
+                )
+            out[name] = sums[column]
     return pa.table(out), grouping.ordered
 
 
@@ -151,6 +173,6 @@ def dense_combine(
     out: dict[str, Any] = grouping.key_columns(present)
     for name, kind in state_kinds.items():
         column = partial.column(name)
-        summed = np.bincount(codes, weights=column.to_numpy(), minlength=span)[present]
+        summed = np.bincount(codes, weights=column_numpy(column), minlength=span)[present]
         out[name] = pa.array(summed.astype(np.int64) if kind == "count" else summed)
     return pa.table(out), grouping.ordered

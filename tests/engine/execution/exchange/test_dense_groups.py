@@ -92,3 +92,19 @@ def test_dense_path_applies_and_keeps_key_types():
     with_null = table.set_column(0, "k", pa.array([5, None, 5, 4], pa.int32()))
     assert dense_keys(with_null, ("k",)) is None
     assert dense_keys(pa.table({"k": np.array([0, 10**9])}), ("k",)) is None
+    # A string key alone too (dictionary-encoding it costs more than Arrow's hash
+    # aggregation); beside another key it has codes.
+    assert dense_keys(table, ("s",)) is None
+    assert dense_keys(table, ("k", "s")) is not None
+
+
+def test_sum_and_mean_of_one_column_share_its_sum():
+    table = pa.table({"k": np.array([2, 0, 2, 1]), "v": [0.5, 1.0, 2.0, 4.0]})
+    aggs = (Mean("v"), Sum("v"), Count())
+    bulks = [vectorized(a, f"__s{i}") for i, a in enumerate(aggs)]
+    partial, _ = dense_partial(table, ("k",), aggs, bulks)
+    assert partial.column("k").to_pylist() == [0, 1, 2]
+    assert partial.column("__s0_0").to_pylist() == [1.0, 4.0, 2.5]  # Mean's sum
+    assert partial.column("__s0_1").to_pylist() == [1, 1, 2]  # Mean's count
+    assert partial.column("__s1_0").to_pylist() == [1.0, 4.0, 2.5]
+    assert partial.column("__s2_0").to_pylist() == [1, 1, 2]
