@@ -72,6 +72,16 @@ def tag_node(batch: pa.Table, meeting: str | None = None) -> pa.Table:
     return batch.append_column("node", pa.array([node] * batch.num_rows))
 
 
+def pass_through(batch: pa.Table, meeting: str) -> pa.Table:
+    """A map stage that leaves its rows as they are; on Ray its first tasks wait for each
+    other on every node (node_meeting.py), so that the exchanges after it have input on every
+    node."""
+    node = node_of_process()
+    if node != "local":
+        meet(meeting, node, CLUSTER["workers"])
+    return batch
+
+
 class TagActor:
     """An actor stage: its constructor runs once per actor and leaves a file naming its node
     and process in ``folder``; each batch records the actor's node and process."""
@@ -102,18 +112,25 @@ def workloads(folder: str) -> dict:
     mapped = read.map_batches(
         tag_node, fn_kwargs={"meeting": meeting_place(folder + "-meet")}, batch_format="pyarrow"
     )
+    # The exchanges' input: read on every node (the read tasks meet).
+    spread = read.map_batches(
+        pass_through,
+        fn_kwargs={"meeting": meeting_place(folder + "-meet")},
+        batch_format="pyarrow",
+        batch_size=None,
+    )
     right = sf.from_arrow(
         pa.table({"key": np.arange(KEYS), "label": [f"k{k}" for k in range(KEYS)]})
     )
     return {
         "map": mapped,
-        "random_shuffle": read.random_shuffle(seed=5),
+        "random_shuffle": spread.random_shuffle(seed=5),
         "sort": mapped.sort("value", descending=True),
-        "groupby_sum": read.groupby("key").sum("value"),
-        "map_groups": read.groupby("key").map_groups(per_key_stats, batch_format="pyarrow"),
-        "join": read.join(right, "inner", num_partitions=4, on=("key",)),
-        "repartition": read.repartition(5),
-        "repartition_shuffle": read.repartition(3, shuffle=True),
+        "groupby_sum": spread.groupby("key").sum("value"),
+        "map_groups": spread.groupby("key").map_groups(per_key_stats, batch_format="pyarrow"),
+        "join": spread.join(right, "inner", num_partitions=4, on=("key",)),
+        "repartition": spread.repartition(5),
+        "repartition_shuffle": spread.repartition(3, shuffle=True),
         "actors": read.map_batches(
             TagActor,
             fn_constructor_args=(folder + "-actors",),
