@@ -27,7 +27,14 @@ import shutil
 import time
 from typing import Any
 
-from benchdata import MANIFEST, fresh_output_dir, input_dir, read_manifest, remove
+from benchdata import (
+    MANIFEST,
+    check_against_manifest,
+    fresh_output_dir,
+    input_dir,
+    read_manifest,
+    remove,
+)
 from registry import RAY_DATA, SHARDFLOW_LOCAL, SHARDFLOW_RAY, Benchmark, Target
 
 PYICEBERG = "pyiceberg"
@@ -138,11 +145,7 @@ def _summary(table: Any) -> dict[str, int]:
 
 
 def _check_read(results: dict[str, Any], scale: float) -> str | None:
-    manifest = read_manifest(_input_name(scale))
-    if manifest is None:
-        return "B10R: the input's manifest is missing; cannot check the results"
-    wrong = {s: got for s, got in results.items() if got != manifest["expected"]}
-    return f"B10R: every system must read {manifest['expected']}; got {wrong}" if wrong else None
+    return check_against_manifest("B10R", _input_name(scale), results)
 
 
 def _check_write(results: dict[str, Any], scale: float) -> str | None:

@@ -24,7 +24,7 @@ import shutil
 import time
 from typing import Any
 
-from benchdata import MANIFEST, input_dir, read_manifest
+from benchdata import MANIFEST, check_against_manifest, input_dir, read_manifest
 from registry import RAY_DATA, SHARDFLOW_LOCAL, Benchmark, Target
 
 HUDI = "hudi"
@@ -90,11 +90,7 @@ def prepare(scale: float) -> dict[str, Any]:
 
 
 def _check(results: dict[str, Any], scale: float) -> str | None:
-    manifest = read_manifest(_name(scale))
-    if manifest is None:
-        return "B20: the input's manifest is missing; cannot check the results"
-    wrong = {s: got for s, got in results.items() if got != manifest["expected"]}
-    return f"B20: every system must read {manifest['expected']}; got {wrong}" if wrong else None
+    return check_against_manifest("B20", _name(scale), results)
 
 
 BENCHMARKS = [

@@ -43,6 +43,16 @@ def read_manifest(name: str) -> dict[str, Any] | None:
         return None
 
 
+def check_against_manifest(label: str, name: str, results: dict[str, Any]) -> str | None:
+    """None when every system's result equals the ``expected`` of input ``name``'s manifest,
+    else what is wrong (``label`` names the benchmark in the message)."""
+    manifest = read_manifest(name)
+    if manifest is None:
+        return f"{label}: the input's manifest is missing; cannot check the results"
+    wrong = {s: got for s, got in results.items() if got != manifest["expected"]}
+    return f"{label}: every system must read {manifest['expected']}; got {wrong}" if wrong else None
+
+
 def ensure_input(
     name: str,
     spec: dict[str, Any],

@@ -130,20 +130,26 @@ def s3_options(s3_endpoint):
     }
 
 
-@pytest.fixture
-def s3_bucket(s3_endpoint, s3_options):
-    """A fresh, empty bucket; yields ``s3://<bucket>``."""
+def new_bucket(endpoint: str, prefix: str = "test") -> tuple[str, Any]:
+    """A fresh, empty bucket on the S3 server at ``endpoint``: (its name, a boto3 client)."""
     import boto3
 
-    name = f"test-{uuid.uuid4().hex[:12]}"
+    name = f"{prefix}-{uuid.uuid4().hex[:12]}"
     client = boto3.client(
         "s3",
-        endpoint_url=s3_endpoint,
+        endpoint_url=endpoint,
         aws_access_key_id=FAKE_KEY,
         aws_secret_access_key=FAKE_SECRET,
         region_name="us-east-1",
     )
     client.create_bucket(Bucket=name)
+    return name, client
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint, s3_options):
+    """A fresh, empty bucket; yields ``s3://<bucket>``."""
+    name, _ = new_bucket(s3_endpoint)
     yield f"s3://{name}"
 
 

@@ -7,10 +7,8 @@ in a child process, tests/storage_fixtures.py).
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
-from storage_fixtures import FAKE_KEY, FAKE_SECRET
+from storage_fixtures import FAKE_KEY, FAKE_SECRET, new_bucket
 
 pytest.importorskip(
     "deltalake", reason="deltalake is not installed (pip install 'shardflow[delta]')"
@@ -20,17 +18,7 @@ pytest.importorskip(
 @pytest.fixture
 def delta_s3(s3_process_endpoint):
     """A fresh bucket: yields (``s3://bucket``, deltalake storage options, boto3 client)."""
-    import boto3
-
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3_process_endpoint,
-        aws_access_key_id=FAKE_KEY,
-        aws_secret_access_key=FAKE_SECRET,
-        region_name="us-east-1",
-    )
-    bucket = f"delta-{uuid.uuid4().hex[:12]}"
-    client.create_bucket(Bucket=bucket)
+    bucket, client = new_bucket(s3_process_endpoint, "delta")
     options = {
         "AWS_ENDPOINT_URL": s3_process_endpoint,
         "AWS_ACCESS_KEY_ID": FAKE_KEY,

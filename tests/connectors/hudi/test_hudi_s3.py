@@ -6,11 +6,9 @@ own (``s3_process_endpoint``).
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from hudi_models import ModelTable, rows_of, trips
-from storage_fixtures import FAKE_KEY, FAKE_SECRET
+from storage_fixtures import FAKE_KEY, FAKE_SECRET, new_bucket
 
 import shardflow as sf
 from shardflow.connectors.hudi.sample_tables import SampleHudiTable
@@ -21,17 +19,7 @@ pytestmark = pytest.mark.timeout(180)
 @pytest.fixture
 def s3_table(s3_process_endpoint, tmp_path):
     """A sample table copied into a fresh bucket: (its s3:// URI, storage options, model)."""
-    import boto3
-
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3_process_endpoint,
-        aws_access_key_id=FAKE_KEY,
-        aws_secret_access_key=FAKE_SECRET,
-        region_name="us-east-1",
-    )
-    bucket = f"hudi-{uuid.uuid4().hex[:12]}"
-    client.create_bucket(Bucket=bucket)
+    bucket, client = new_bucket(s3_process_endpoint, "hudi")
     model = ModelTable(SampleHudiTable(tmp_path / "trips", partition_field="city", max_file_rows=5))
     model.commit(trips(list(range(20)), [float(i) for i in range(20)]))
     model.commit(trips([3, 6, 20], [-3.0, -6.0, 20.0]))
