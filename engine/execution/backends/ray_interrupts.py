@@ -25,6 +25,7 @@ from typing import Any
 RETRY_S = 0.05
 
 _installed = False
+_NOT_HELD = object()  # no interrupt is held (the task of a held one may be None)
 
 
 def hold_interrupts_during_imports() -> None:
@@ -56,16 +57,16 @@ class ImportSafeInterrupt:
     ):
         self._previous = previous
         self._current_task = current_task
-        self._held_for: tuple[str | None] | None = None
+        self._held_for: object = _NOT_HELD
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         task = self._current_task()
-        if self._held_for is not None:
-            (held_task,), self._held_for = self._held_for, None
+        if self._held_for is not _NOT_HELD:
+            held_task, self._held_for = self._held_for, _NOT_HELD
             if held_task != task:
                 return  # the task it was meant for has ended: a later one must not get it
         if importing(frame):
-            self._held_for = (task,)
+            self._held_for = task
             timer = threading.Timer(RETRY_S, _thread.interrupt_main)
             timer.daemon = True
             timer.start()
