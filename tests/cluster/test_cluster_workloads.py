@@ -50,14 +50,17 @@ def write_input(folder: str) -> None:
 
 
 def node_of_process() -> str:
-    """The Ray node a task runs on ("local" outside Ray)."""
+    """The Ray node a task runs on ("local" outside a Ray task or actor: also in a driver that
+    has started Ray, as a test process that ran Ray tests before has)."""
     import sys
 
     if "ray" in sys.modules:
         import ray
 
         if ray.is_initialized():
-            return ray.get_runtime_context().get_node_id()
+            context = ray.get_runtime_context()
+            if context.get_task_id() is not None:
+                return context.get_node_id()
     return "local"
 
 
