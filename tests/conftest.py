@@ -14,6 +14,11 @@ import pytest
 
 os.environ.setdefault("SHARDFLOW_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# Ray Data (the oracle of tests/compat) reads Parquet footers on a pool of actors, 32 by
+# default, started afresh by every read_parquet: on two cores most of the differential
+# suite's CPU went to starting them. One actor reads the few files of a test as well (the
+# rows, types and errors do not depend on how many read footers).
+os.environ.setdefault("RAY_DATA_PARQUET_FOOTER_NUM_ACTORS", "1")
 
 # A shell starts background jobs (`make test &`) with SIGINT ignored, and an ignored signal
 # stays ignored in every process started from here: the scripts the Ctrl-C tests interrupt
@@ -50,6 +55,10 @@ SERIAL_TESTS = (
 #: (a session- or module-scoped fixture starts once per xdist worker that needs it).
 SPARK_GROUP = "spark"
 CLUSTER_GROUP = "cluster"
+#: The tests comparing with Ray Data (tests/compat) share one worker, so that Ray Data's own
+#: actors (its stats and autoscaling actors, which stay alive and busy) live in one Ray
+#: session instead of one per worker.
+RAY_DATA_GROUP = "ray-data"
 
 
 def _asks_for(node, fixture: str, param: str) -> bool:
@@ -74,6 +83,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(CLUSTER_GROUP))
         elif _asks_for(item, "spark", "spark"):
             item.add_marker(pytest.mark.xdist_group(SPARK_GROUP))
+        elif relative.startswith("compat/"):
+            item.add_marker(pytest.mark.xdist_group(RAY_DATA_GROUP))
 
 
 @pytest.fixture(autouse=True)
