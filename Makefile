@@ -1,5 +1,6 @@
-# make demo: run examples/quickstart.py. make test: everything CI checks (lint, types, the
-# wheel's contents, then the test suite, with the differential suite against Ray Data).
+# make demo: run examples/quickstart.py. make test: lint, types, the wheel's contents, then
+# the test suite, with the differential suite against Ray Data (6 minutes on two idle cores).
+# make test-slow (the slow tier) and make test-cluster (multi-node tests) complete what CI runs.
 # make fmt: fix what ruff can fix and format. make lint / make typecheck / make wheel-check /
 # make pytest: one step of make test. make compat-table: regenerate docs/compatibility.md.
 # Each creates or refreshes .venv and installs what it needs.
@@ -80,14 +81,14 @@ wheel-check: wheel
 TEST_ENV := env -u PYTHONDONTWRITEBYTECODE
 
 pytest: $(STAMP)
-	$(TEST_ENV) $(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow" --durations=20
+	$(TEST_ENV) $(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow and not cluster" --durations=20
 
 test-slow: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -q -n 2 --dist loadgroup -m slow
 
 # The tests on simulated multi-node Ray clusters (tests/cluster), the long ones (node loss,
-# locality) included; the default suite runs the short ones and skips these. .ci/run runs the
-# long ones after `make test` (CLUSTER_SELECT="-m cluster_long").
+# locality) included; `make test` leaves them out (starting a cluster costs ~20 s of CPU) and
+# .ci/run runs them all after it. CLUSTER_SELECT picks some: CLUSTER_SELECT="-m cluster_long".
 CLUSTER_SELECT ?=
 test-cluster: $(STAMP)
 	$(TEST_ENV) SHARDFLOW_TEST_CLUSTER=1 $(PY) -m pytest -q $(CLUSTER_SELECT) tests/cluster

@@ -46,6 +46,7 @@ def grouped_shortcuts(m, tmp):
     "Dataset.random_sample",
     "Dataset.randomize_block_order",
     note="unique values, sampling with fraction 0 and 1, block order shuffles",
+    slow=True,
 )
 def unique_sample_and_block_order(m, tmp):
     """unique values of a column; fraction 0/1 samples; randomize_block_order keeps rows"""
@@ -113,7 +114,7 @@ class _Reader:
         return ray.get_runtime_context().get_node_id()
 
 
-@case("Dataset.split", note="locality_hints: one Ray actor per split")
+@case("Dataset.split", note="locality_hints: one Ray actor per split", slow=True)
 def split_with_locality_hints(m, tmp):
     """with an actor per split, splits of whole blocks, equal ones of equal rows, every row
     once; a hint list of the wrong length is refused"""

@@ -33,7 +33,7 @@ def double(batch):
     return {"id": batch["id"] * 2}
 
 
-@case("Dataset.map_batches", "Dataset.map", "ActorPoolStrategy", "TaskPoolStrategy")
+@case("Dataset.map_batches", "Dataset.map", "ActorPoolStrategy", "TaskPoolStrategy", slow=True)
 def actor_pools_and_task_limits(m, tmp):
     """callable classes in actor pools, concurrency and compute for functions and classes"""
     ds = m.range(12, override_num_blocks=3)

@@ -88,7 +88,7 @@ def aggregations_by_group(m, tmp):
     return [grouped.schema(), _rows(grouped)]
 
 
-@case("aggregate.Unique", "aggregate.ApproximateTopK", "GroupedData.aggregate")
+@case("aggregate.Unique", "aggregate.ApproximateTopK", "GroupedData.aggregate", slow=True)
 def unique_of_list_columns(m, tmp):
     """Unique of a list column: whole lists (as large lists), flattened, or hashed"""
     a = submodule(m, "aggregate")

@@ -30,6 +30,7 @@ def _catalog(m, resolve):
     "CatalogAccessMode",
     "read_parquet",
     note="a table name resolved to a folder and a filesystem",
+    slow=True,
 )
 def catalog_for_parquet(m, tmp):
     """read_parquet(name, catalog=...) reads the folder the catalog names with its

@@ -231,6 +231,7 @@ def copy_context_and_id(m, tmp):
     "Dataset.get_stats_summary",
     "list_stats_summaries",
     note="execution statistics as data; summaries kept when collection is on",
+    slow=True,
 )
 def stats_summaries(m, tmp):
     """before and after an execution; the rows out of the last operator; a summary is

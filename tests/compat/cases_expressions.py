@@ -165,6 +165,7 @@ def udfs(m, tmp):
     "expressions.DownloadExpr",
     "Dataset.with_column",
     note="download the files a column names",
+    slow=True,
 )
 def downloads(m, tmp):
     """bytes of local files by path; the binary column type"""
@@ -229,6 +230,7 @@ async def _async_plus_one(x):
     "expressions.udf",
     "Dataset.with_column",
     note="async udfs: callable classes are awaited, async functions fail",
+    slow=True,
 )
 def async_udfs(m, tmp):
     """an async __call__'s value, an async generator's last item; an async def fails"""

@@ -156,7 +156,7 @@ def file_sinks_receive_block_accessors(m, tmp):
     return json.loads(written.read_text())
 
 
-@case("SaveMode", "Dataset.write_parquet")
+@case("SaveMode", "Dataset.write_parquet", slow=True)
 def save_modes_on_existing_and_new_folders(m, tmp):
     """append, overwrite, ignore and error (names and enum members) on existing and new data"""
     out = {}

@@ -96,7 +96,9 @@ def _lance_dataset(tmp):
     return uri
 
 
-@case("read_lance", requires=("lance",), note="columns, a SQL filter, an expression filter")
+@case(
+    "read_lance", requires=("lance",), note="columns, a SQL filter, an expression filter", slow=True
+)
 def lance_columns_and_filters(m, tmp):
     """columns= and filter= in the scan; Dataset.filter(expr=...) after the read"""
     uri = _lance_dataset(tmp)

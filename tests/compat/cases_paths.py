@@ -46,7 +46,7 @@ def read_takes_local_and_file_uris(m, tmp):
     return out
 
 
-@case("Dataset.write_parquet", "Dataset.write_csv", "Dataset.write_json")
+@case("Dataset.write_parquet", "Dataset.write_csv", "Dataset.write_json", slow=True)
 def write_takes_path_and_uris(m, tmp):
     """writes take pathlib.Path, a list of one path, and file:// URIs"""
     ds = m.from_items([{"a": 1}, {"a": 2}])

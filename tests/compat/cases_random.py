@@ -25,7 +25,7 @@ def _ids(ds):
     return sorted(r["id"] for r in ds.take_all())
 
 
-@case("Dataset.streaming_train_test_split")
+@case("Dataset.streaming_train_test_split", slow=True)
 def streaming_train_test_splits(m, tmp):
     """hash splits (exact), random splits (sizes, disjoint, seeded), argument errors"""
     ds = m.range(40)
@@ -52,7 +52,7 @@ def streaming_train_test_splits(m, tmp):
     ]
 
 
-@case("Dataset.train_test_split")
+@case("Dataset.train_test_split", slow=True)
 def stratified_train_test_splits(m, tmp):
     """train_test_split(stratify=): each class in proportion; the argument errors"""
     items = [{"c": ["a", "b", "c"][i % 3] if i < 24 else "a", "v": i} for i in range(30)]
@@ -85,6 +85,7 @@ def stratified_train_test_splits(m, tmp):
     "Dataset.random_shuffle",
     "Dataset.random_sample",
     "Dataset.randomize_block_order",
+    slow=True,
 )
 def random_seed_configs(m, tmp):
     """RandomSeedConfig: the same randomness every execution, or a new one per execution"""

@@ -115,7 +115,7 @@ def tensor_schemas_and_reprs(m, tmp):
         ]
 
 
-@case("read_parquet", "Dataset.write_parquet")
+@case("read_parquet", "Dataset.write_parquet", slow=True)
 def tensor_column_schema_of_parquet_reads(m, tmp):
     """read_parquet(tensor_column_schema=...) decodes raw tensor bytes; tensors round-trip"""
     with native_tensors(m):

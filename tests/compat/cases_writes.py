@@ -100,7 +100,7 @@ def max_and_min_rows_per_file(m, tmp):
     return _rows(tmp / "max"), sum(_rows(tmp / "min")), min(_rows(tmp / "min")[1:]) >= 5
 
 
-@case("Dataset.write_parquet")
+@case("Dataset.write_parquet", slow=True)
 def partition_cols_and_flavors(m, tmp):
     """partition_cols with the hive flavor (default) and bare-value folders (None)"""
     ds = m.from_items([{"k": i % 2, "v": i} for i in range(4)])

@@ -6,6 +6,10 @@ the environment (``SHARDFLOW_FUZZ_CASES``, per suite; the suite's own default ot
 thousand that run in seconds) and the first seed from ``SHARDFLOW_FUZZ_SEED`` (default 0). A
 failing case names its seed and input; ``SHARDFLOW_FUZZ_SEED=<seed> SHARDFLOW_FUZZ_CASES=1``
 runs it alone. A long run: ``SHARDFLOW_FUZZ_CASES=200000 pytest tests/connectors -k fuzz``.
+
+The larger suites run in two parts (:data:`PARTS`): the first quarter of the seeds in the
+default suite (``make test``), the other three quarters marked slow (``make test-slow``,
+which CI runs too); together they are the whole suite, each seed once.
 """
 
 from __future__ import annotations
@@ -17,8 +21,20 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 CASES_ENV = "SHARDFLOW_FUZZ_CASES"
 SEED_ENV = "SHARDFLOW_FUZZ_SEED"
+
+#: The share of a suite's seeds (1 / QUICK_SHARE, the first ones) in its quick part.
+QUICK_SHARE = 4
+
+#: ``@pytest.mark.parametrize("part", PARTS)``: a suite's quick part, and the rest as a slow
+#: test. ``"all"``, the default of :func:`run_cases`, is both.
+PARTS = [
+    pytest.param("quick", id="quick"),
+    pytest.param("rest", id="rest", marks=pytest.mark.slow),
+]
 
 
 def case_count(default: int) -> int:
@@ -44,13 +60,25 @@ def run_cases(
     generate: Callable[[random.Random], Any],
     check: Callable[[Any, random.Random], None],
     describe: Callable[[Any], str] = repr,
+    part: str = "all",
 ) -> int:
-    """Generate and check ``case_count(default_cases)`` cases; the first failure raises an
-    AssertionError naming the suite, the seed and the input. Returns the number of cases."""
-    count = case_count(default_cases)
+    """Generate and check ``case_count(default_cases)`` cases, or ``part`` of them (see
+    :data:`PARTS`); the first failure raises an AssertionError naming the suite, the seed and
+    the input. Returns the number of cases checked."""
+    total = case_count(default_cases)
     first = int(os.environ.get(SEED_ENV, "0"))
+    quick = -(-total // QUICK_SHARE)  # at least one: a single seed runs in the quick part
+    seeds = {
+        "all": range(first, first + total),
+        "quick": range(first, first + quick),
+        "rest": range(first + quick, first + total),
+    }[part]
+    count = len(seeds)
+    if not count:
+        return 0
+    first = seeds.start
     started, cpu = time.perf_counter(), time.process_time()
-    for seed in range(first, first + count):
+    for seed in seeds:
         rng = random.Random(f"{suite}:{seed}")
         case = generate(rng)
         try:

@@ -28,7 +28,7 @@ import struct
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
-from fuzz_runner import run_cases, time_limit
+from fuzz_runner import PARTS, run_cases, time_limit
 from table_oracle import check_same_as_arrow
 
 import shardflow as sf
@@ -496,8 +496,9 @@ def arrow_csv(data: bytes, names=None, types=None) -> pa.Table | Exception:
 
 
 @pytest.mark.timeout(time_limit(CASES, 0.2))
-def test_fuzz_csv_reader_against_arrow():
-    run_cases("csv", CASES, generate, check_file)
+@pytest.mark.parametrize("part", PARTS)
+def test_fuzz_csv_reader_against_arrow(part):
+    run_cases("csv", CASES, generate, check_file, part=part)
 
 
 def check_read_csv(case: tuple[bytes, int], rng: random.Random, folder) -> None:

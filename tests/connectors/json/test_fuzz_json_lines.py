@@ -32,7 +32,7 @@ import struct
 import pyarrow as pa
 import pyarrow.json as pajson
 import pytest
-from fuzz_runner import run_cases, time_limit
+from fuzz_runner import PARTS, run_cases, time_limit
 from table_oracle import check_same_as_arrow
 
 import shardflow as sf
@@ -338,8 +338,9 @@ def check_file(data: bytes, rng: random.Random) -> None:
 
 
 @pytest.mark.timeout(time_limit(CASES, 0.2))
-def test_fuzz_json_lines_reader_against_arrow():
-    run_cases("json_lines", CASES, json_file, check_file)
+@pytest.mark.parametrize("part", PARTS)
+def test_fuzz_json_lines_reader_against_arrow(part):
+    run_cases("json_lines", CASES, json_file, check_file, part=part)
 
 
 def python_rows(data: bytes) -> list[dict] | None:

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from fuzz_runner import run_cases, time_limit
+from fuzz_runner import PARTS, run_cases, time_limit
 
 from shardflow.connectors.parquet import flat_writer as parquet_flat_writer
 from shardflow.connectors.parquet.flat_writer import FlatParquetWriter, handles
@@ -441,12 +441,14 @@ CASES, READER_CASES = 1000, 200
 
 
 @pytest.mark.timeout(time_limit(CASES, 0.5))
-def test_fuzz_parquet_writer_against_arrow():
-    run_cases("parquet_writer", CASES, generate, check_case, describe=describe)
+@pytest.mark.parametrize("part", PARTS)
+def test_fuzz_parquet_writer_against_arrow(part):
+    run_cases("parquet_writer", CASES, generate, check_case, describe=describe, part=part)
 
 
 @pytest.mark.timeout(time_limit(READER_CASES, 1.0))
-def test_fuzz_parquet_files_in_pyarrow_duckdb_and_polars(tmp_path):
+@pytest.mark.parametrize("part", PARTS)
+def test_fuzz_parquet_files_in_pyarrow_duckdb_and_polars(tmp_path, part):
     pytest.importorskip("duckdb")
     pytest.importorskip("polars")
     run_cases(
@@ -455,4 +457,5 @@ def test_fuzz_parquet_files_in_pyarrow_duckdb_and_polars(tmp_path):
         generate,
         lambda case, rng: check_case(case, rng, tmp_path),
         describe=describe,
+        part=part,
     )
