@@ -54,8 +54,8 @@ SERIAL_TESTS = (
 #: Tests in the slow tier (``make test-slow``, which CI runs after ``make test``) beside those
 #: marked in their files: each repeats, on the Ray backend or at a larger count, what a
 #: quicker test of the default suite checks, at a cost of 2.5-10 s of CPU, so that ``make
-#: test`` stays within 6 minutes on two cores. Names as in SERIAL_TESTS; "[...]" picks one
-#: parameter set.
+#: test`` stays within 6 minutes on two cores. Names as in SERIAL_TESTS, where a "[...]"
+#: part picks one parameter set. (The Spark tests are slow too: see below.)
 SLOW_TESTS = (
     "faults/test_faults_small_budgets.py::test_no_exchange_or_write_waits_forever",
     "engine/execution/exchange/test_a2a_shuffle.py::test_repartition_by_rows_per_block[ray]",
@@ -64,7 +64,6 @@ SLOW_TESTS = (
     "engine/execution/exchange/test_a2a_groupby.py::test_grouped_shortcuts_match_oracle[ray]",
     "engine/test_engine_properties.py::test_map_batches_sees_exact_batch_sizes_per_task[ray]",
     "engine/api/interop/test_interop_torch.py::test_dataloader_workers_read_each_row_once_per_epoch[blocks]",
-    "engine/xshards/test_xshards_spark.py::test_exchanges_cut_as_the_local_backend",
     "compat/test_a2a_vs_ray.py::test_sort_multi_key_nulls_and_nan_like_ray",
     "compat/test_lerobot_vs_ray.py::test_plans_match_rays_planner",
     "compat/test_documented_differences.py::test_to_torch_shares_rows_among_dataloader_workers",
@@ -91,18 +90,18 @@ def pytest_collection_modifyitems(config, items):
     root = os.path.dirname(__file__)
     for item in items:
         relative = os.path.relpath(str(item.fspath), root).replace(os.sep, "/")
-        name = f"{relative}::{item.originalname}"
-        if f"{relative}::{item.name}" in SLOW_TESTS or name in SLOW_TESTS:
+        names = {relative, f"{relative}::{item.originalname}", f"{relative}::{item.name}"}
+        spark = _asks_for(item, "spark", "spark")
+        # Spark's JVM costs ~20 s of CPU to start and keeps busy while it lives: the Spark
+        # tests are in the slow tier.
+        if spark or names.intersection(SLOW_TESTS):
             item.add_marker(pytest.mark.slow)
-        if any(name == t or relative == t for t in SERIAL_TESTS):
+        if names.intersection(SERIAL_TESTS):
             item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP))
         elif relative.startswith("cluster/"):
             item.add_marker(pytest.mark.xdist_group(CLUSTER_GROUP))
-        elif _asks_for(item, "spark", "spark"):
+        elif spark:
             item.add_marker(pytest.mark.xdist_group(SPARK_GROUP))
-            # Spark's JVM costs ~20 s of CPU to start and keeps busy while it lives: the
-            # Spark tests are in the slow tier.
-            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pyarrow as pa
 import pytest
-from node_meeting import meet, meeting_place
+from node_meeting import meet, meeting_place, node_of_process
 
 import shardflow as sf
 
@@ -26,12 +26,6 @@ pytestmark = [pytest.mark.timeout(900), pytest.mark.cluster, pytest.mark.cluster
 CLUSTER = {"workers": 3}
 ROWS, BLOCKS = 120_000, 60  # 2,000 rows of ~1 KiB a block: every block in the object store
 PAYLOAD = 1024
-
-
-def node_of_process() -> str:
-    import ray
-
-    return ray.get_runtime_context().get_node_id()
 
 
 def produce(batch: dict, meeting: str) -> dict:

@@ -22,6 +22,7 @@ import time
 import numpy as np
 import pyarrow as pa
 import pytest
+from node_meeting import node_of_process
 
 import shardflow as sf
 
@@ -30,18 +31,6 @@ pytestmark = [pytest.mark.timeout(900), pytest.mark.cluster, pytest.mark.cluster
 CLUSTER = {"workers": 3}
 ROWS, BLOCKS = 240_000, 24  # 10,000 rows of int64 pairs a block: in the object store
 KILL_AFTER = 4  # output blocks the consumer reads before a node dies
-
-
-def node_of_process() -> str:
-    """The Ray node a task runs on ("local" outside Ray)."""
-    import sys
-
-    if "ray" in sys.modules:
-        import ray
-
-        if ray.is_initialized():
-            return ray.get_runtime_context().get_node_id()
-    return "local"
 
 
 def slow_tag(batch: dict, runs: str) -> dict:

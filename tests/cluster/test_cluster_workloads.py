@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from node_meeting import meet, meeting_place
+from node_meeting import meet, meeting_place, node_of_process
 
 import shardflow as sf
 from shardflow.engine.api.context import DataContext
@@ -49,21 +49,6 @@ def write_input(folder: str) -> None:
         pq.write_table(table, os.path.join(folder, f"part-{i}.parquet"))
 
 
-def node_of_process() -> str:
-    """The Ray node a task runs on ("local" outside a Ray task or actor: also in a driver that
-    has started Ray, as a test process that ran Ray tests before has)."""
-    import sys
-
-    if "ray" in sys.modules:
-        import ray
-
-        if ray.is_initialized():
-            context = ray.get_runtime_context()
-            if context.get_task_id() is not None:
-                return context.get_node_id()
-    return "local"
-
-
 def tag_node(batch: pa.Table, meeting: str | None = None) -> pa.Table:
     """A map stage that doubles ``value`` and records where it ran; on Ray, with ``meeting`` (a
     folder), its first tasks wait for each other on every node (node_meeting.py)."""
@@ -87,12 +72,17 @@ def pass_through(batch: pa.Table, meeting: str) -> pa.Table:
 
 class TagActor:
     """An actor stage: its constructor runs once per actor and leaves a file naming its node
-    and process in ``folder``; each batch records the actor's node and process."""
+    and process in ``folder``; each batch records the actor's node and process. On Ray, with
+    ``meeting`` (a folder), the constructor returns once the pool's actors on every node are
+    constructed (node_meeting.py): on a loaded machine the first actor could otherwise take
+    every block before the second has started."""
 
-    def __init__(self, folder: str):
+    def __init__(self, folder: str, meeting: str | None = None):
         self.node = node_of_process()
         self.pid = os.getpid()
         open(os.path.join(folder, f"actor-{self.node}-{self.pid}"), "w").close()
+        if meeting is not None and self.node != "local":
+            meet(meeting, self.node, CLUSTER["workers"])
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         batch = batch.append_column("actor_node", pa.array([self.node] * batch.num_rows))
@@ -136,7 +126,7 @@ def workloads(folder: str) -> dict:
         "repartition_shuffle": spread.repartition(3, shuffle=True),
         "actors": read.map_batches(
             TagActor,
-            fn_constructor_args=(folder + "-actors",),
+            fn_constructor_args=(folder + "-actors", meeting_place(folder + "-meet")),
             batch_format="pyarrow",
             concurrency=2,
             num_cpus=0.5,

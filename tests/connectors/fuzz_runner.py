@@ -66,19 +66,12 @@ def run_cases(
     :data:`PARTS`); the first failure raises an AssertionError naming the suite, the seed and
     the input. Returns the number of cases checked."""
     total = case_count(default_cases)
-    first = int(os.environ.get(SEED_ENV, "0"))
     quick = -(-total // QUICK_SHARE)  # at least one: a single seed runs in the quick part
-    seeds = {
-        "all": range(first, first + total),
-        "quick": range(first, first + quick),
-        "rest": range(first + quick, first + total),
-    }[part]
-    count = len(seeds)
-    if not count:
-        return 0
-    first = seeds.start
+    start, stop = {"all": (0, total), "quick": (0, quick), "rest": (quick, total)}[part]
+    first = int(os.environ.get(SEED_ENV, "0")) + start
+    count = stop - start
     started, cpu = time.perf_counter(), time.process_time()
-    for seed in seeds:
+    for seed in range(first, first + count):
         rng = random.Random(f"{suite}:{seed}")
         case = generate(rng)
         try:
