@@ -204,6 +204,7 @@ def read_parquet_fragment(
     batch_size: int | None = None,
     deleted_positions: Sequence[int] | None = None,
     use_threads: bool = False,
+    encoded_columns: Sequence[str] = (),
 ) -> Iterator[Block]:
     """Yield one table per row group of ``fragment`` that may hold matching rows.
 
@@ -223,6 +224,10 @@ def read_parquet_fragment(
         use_threads: Decode columns on Arrow's thread pool. Only for a fragment opened from a
             path on a pyarrow filesystem: Arrow threads reading a Python file object can
             outlive the interpreter, which aborts it.
+        encoded_columns: String columns the caller takes as Arrow dictionaries: those read
+            as dictionaries (see :func:`_dictionary_string_columns`) are left so, not
+            expanded; any may still come plain (a filter, a schema to conform to, a
+            column a writer did not dictionary-encode).
 
     Yields:
         Tables with the requested columns; a single empty table when no row group is read,
@@ -235,7 +240,7 @@ def read_parquet_fragment(
         indices = [i for i in indices if i in wanted]
     deletes = _positions(deleted_positions)
     if filter is None and _reads_plainly(fragment, columns, schema):
-        tables = _plain_tables(fragment, indices, columns, use_threads)
+        tables = _plain_tables(fragment, indices, columns, use_threads, encoded_columns)
     else:
         # With deletes, rows are filtered after the deleted positions are dropped.
         row_filter = filter if deletes is None else None
@@ -271,6 +276,7 @@ def _plain_tables(
     indices: list[int],
     columns: Sequence[str] | None,
     use_threads: bool,
+    encoded_columns: Sequence[str] = (),
 ) -> Iterator[tuple[int | None, Block]]:
     selected = None if columns is None else list(columns)
     if not indices:
@@ -287,9 +293,10 @@ def _plain_tables(
             )
         return
     reader, schema = fragment.parquet_file(expanded), parquet_file.schema_arrow
+    to_expand = [name for name in expanded if name not in encoded_columns]
     for index in indices:
         table = reader.read_row_group(index, columns=selected, use_threads=use_threads)
-        yield index, _expand_dictionaries(table, expanded, schema)
+        yield index, _expand_dictionaries(table, to_expand, schema)
 
 
 def _dictionary_string_columns(

@@ -81,7 +81,7 @@ def _exchange_spec(op: Any) -> Any:
     if isinstance(op, TopK):
         return TopKSpec(op.key, op.limit, op.boundaries)
     if isinstance(op, Aggregate):
-        return AggregateSpec(op.keys, op.aggs, op.num_partitions)
+        return AggregateSpec(op.keys, op.aggs, op.num_partitions, op.encoded_keys)
     if isinstance(op, MapGroups):
         from shardflow.engine.api.context import current_pandas_conversion
 

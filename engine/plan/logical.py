@@ -273,12 +273,18 @@ class TopK:
 
 @dataclass(frozen=True, eq=False)
 class Aggregate:
-    """Group by ``keys`` (empty for one group over everything) and compute ``aggs``."""
+    """Group by ``keys`` (empty for one group over everything) and compute ``aggs``.
+
+    ``encoded_keys``: keys the optimizer let the read deliver as Arrow dictionaries (see
+    ``ParquetDatasource.with_encoded_columns``); the partial aggregation groups by their
+    codes and decodes them otherwise.
+    """
 
     keys: tuple[str, ...]
     aggs: tuple[Any, ...]
     num_partitions: int | None = None
     name: str = "Aggregate"
+    encoded_keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)

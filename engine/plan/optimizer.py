@@ -40,6 +40,7 @@ def optimize(plan: LogicalPlan) -> LogicalPlan:
     plan = _push_filters(plan)
     plan = _push_projection(plan)
     plan = _push_limit(plan)
+    plan = _encoded_group_keys(plan)
     return plan
 
 
@@ -84,6 +85,31 @@ def _reads_no_column(agg: Any) -> bool:
     from shardflow.engine.api.aggregate import Count
 
     return type(agg) is Count and agg.get_target_column() is None
+
+
+def _encoded_group_keys(plan: LogicalPlan) -> LogicalPlan:
+    """A group-by right after a read whose source can deliver string columns as Arrow
+    dictionaries (Parquet's dictionary-encoded columns, read without decoding each value)
+    gets its key columns so: the partial aggregation groups by the dictionary codes, and
+    its output keys are plain strings as before. Keys an aggregation also reads, or that the
+    read renames, stay plain."""
+    source = plan.source
+    if not plan.ops or not isinstance(plan.ops[0], Aggregate) or not isinstance(source, ReadSource):
+        return plan
+    encode = getattr(source.datasource, "with_encoded_columns", None)
+    op = plan.ops[0]
+    if encode is None or not op.keys:
+        return plan
+    projection = source.datasource.get_projection_map()
+    read = {c for agg in op.aggs for c in agg.target_columns()}
+    keys = tuple(
+        k for k in op.keys if k not in read and (projection is None or projection.get(k) == k)
+    )
+    if not keys:
+        return plan
+    source = replace(source, datasource=encode(keys))
+    ops = (replace(op, encoded_keys=keys),) + plan.ops[1:]
+    return LogicalPlan(source, ops)
 
 
 def _merge_limits(plan: LogicalPlan) -> LogicalPlan:

@@ -23,7 +23,11 @@ from shardflow.engine.execution.exchange.base import (
     ReducePlan,
     Run,
 )
-from shardflow.engine.execution.exchange.dense_groups import dense_combine, dense_partial
+from shardflow.engine.execution.exchange.dense_groups import (
+    decode_dictionaries,
+    dense_combine,
+    dense_partial,
+)
 from shardflow.engine.execution.exchange.groups import (
     first_rows,
     group_ids,
@@ -90,8 +94,13 @@ class PartialAggregate(PrepareTransform):
     """Prepare: one row per group of the block (keys + partial states), sorted by key, then a
     sample of the keys."""
 
-    def __init__(self, keys: tuple[str, ...], aggs: tuple[Any, ...]):
+    def __init__(
+        self, keys: tuple[str, ...], aggs: tuple[Any, ...], encoded_keys: tuple[str, ...] = ()
+    ):
         self.keys, self.aggs = keys, aggs
+        # Keys the read may deliver as Arrow dictionaries (grouped by their codes, or
+        # decoded first): the output keys are always plain.
+        self.encoded_keys = encoded_keys
 
     def prepare(self, block: Block, index: int) -> Iterator[Block]:
         check_aggregation_input(block, self.keys, self.aggs)
@@ -100,18 +109,26 @@ class PartialAggregate(PrepareTransform):
         if all(b is not None for b in bulks) and block.num_rows:
             partial = self._hashed(block, bulks)
         else:
-            partial = self._sorted(block, bulks)
+            partial = self._sorted(self._decoded(block), bulks)
         yield partial
         yield sample_keys(partial, ascending(self.keys)) if self.keys else pa.table({})
+
+    def _decoded(self, block: Block) -> Block:
+        """``block`` with its encoded keys as plain columns."""
+        for name in self.encoded_keys:
+            i = block.schema.get_field_index(name)
+            if i >= 0 and pa.types.is_dictionary(block.schema.field(i).type):
+                block = block.set_column(i, name, decode_dictionaries(block.column(i)))
+        return block
 
     def _hashed(self, block: Block, bulks: list[Any]) -> Block:
         """Every aggregation is built in: one Arrow hash aggregation over the block, then the
         (small) result sorted by key."""
         if self.keys:
-            dense = dense_partial(block, self.keys, self.aggs, bulks)
+            dense = dense_partial(block, self.keys, self.aggs, bulks, self.encoded_keys)
             if dense is not None:
-                table, ordered = dense
-                return table if ordered else sort_block(table, ascending(self.keys))
+                return dense
+        block = self._decoded(block)
         columns: dict[str, Any] = {k: block.column(k) for k in self.keys}
         specs: list[tuple] = []
         for bulk in bulks:
@@ -240,9 +257,7 @@ class CombineAggregate(MergeRange):
         merged = dense_combine(partial, self.keys, kinds)
         if merged is None:
             return None
-        table, ordered = merged
-        if not ordered:
-            table = sort_block(table, ascending(self.keys))
+        table = merged
         out: dict[str, Any] = {k: table.column(k) for k in self.keys}
         for (bulk, layout), name in zip(bulks, names):
             out[name] = bulk.finalize(
@@ -276,11 +291,18 @@ class AggregateSpec(ExchangeSpec):
     name = "Aggregate"
     gathers_inputs = False
 
-    def __init__(self, keys: tuple[str, ...], aggs: tuple[Any, ...], num_partitions: int | None):
+    def __init__(
+        self,
+        keys: tuple[str, ...],
+        aggs: tuple[Any, ...],
+        num_partitions: int | None,
+        encoded_keys: tuple[str, ...] = (),
+    ):
         self.keys, self.aggs, self.num_partitions = keys, aggs, num_partitions
+        self.encoded_keys = encoded_keys
 
     def prepare(self, input_index: int) -> Any:
-        return PartialAggregate(self.keys, self.aggs)
+        return PartialAggregate(self.keys, self.aggs, self.encoded_keys)
 
     def has_side(self, input_index: int) -> bool:
         return True

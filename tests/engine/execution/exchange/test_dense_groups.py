@@ -82,8 +82,7 @@ def test_dense_path_applies_and_keeps_key_types():
     )
     aggs = (Count(), Sum("v"), Mean("v"))
     bulks = [vectorized(a, f"__s{i}") for i, a in enumerate(aggs)]
-    partial, ordered = dense_partial(table, ("k",), aggs, bulks)
-    assert ordered
+    partial = dense_partial(table, ("k",), aggs, bulks)
     assert partial.schema.field("k").type == pa.int32()
     assert partial.column("k").to_pylist() == [3, 4, 5]
     assert partial.column("__s1_0").to_pylist() == [2.0, 4.0, 4.0]
@@ -102,7 +101,7 @@ def test_sum_and_mean_of_one_column_share_its_sum():
     table = pa.table({"k": np.array([2, 0, 2, 1]), "v": [0.5, 1.0, 2.0, 4.0]})
     aggs = (Mean("v"), Sum("v"), Count())
     bulks = [vectorized(a, f"__s{i}") for i, a in enumerate(aggs)]
-    partial, _ = dense_partial(table, ("k",), aggs, bulks)
+    partial = dense_partial(table, ("k",), aggs, bulks)
     assert partial.column("k").to_pylist() == [0, 1, 2]
     assert partial.column("__s0_0").to_pylist() == [1.0, 4.0, 2.5]  # Mean's sum
     assert partial.column("__s0_1").to_pylist() == [1, 1, 2]  # Mean's count
