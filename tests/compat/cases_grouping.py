@@ -63,3 +63,34 @@ def map_groups_arguments_and_with_column(m, tmp):
         _ordered(labelled.take_all()),
         _ordered(grouped.with_column("w2", col("w") * 2 + col("v")).take_all()),
     ]
+
+
+@case(
+    "read_parquet",
+    "GroupedData.aggregate",
+    note="string keys of a dictionary-encoded Parquet file (read as codes by shardflow)",
+)
+def groupby_dictionary_encoded_parquet_strings(m, tmp):
+    """groupby a Parquet file's dictionary-encoded string column, alone and beside an int"""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = os.path.join(tmp, "words.parquet")
+    if not os.path.exists(path):
+        words = ["pear", "fig", None, "apple", "fig", "pear"] * 5
+        table = pa.table(
+            {"s": words, "g": [i % 3 for i in range(30)], "v": [i / 4 for i in range(30)]}
+        )
+        pq.write_table(table, path, row_group_size=10)
+    a = submodule(m, "aggregate")
+    ds = m.read_parquet(path)
+    alone = ds.groupby("s").aggregate(a.Count(), a.Sum("v"), a.Mean("v"))
+    beside = ds.groupby(["g", "s"]).aggregate(a.Count(), a.Sum("v"))
+    return [
+        alone.schema(),
+        _ordered(alone.take_all()),
+        beside.schema(),
+        _ordered(beside.take_all()),
+    ]
