@@ -16,8 +16,9 @@ hashing of composite keys.
 
 Only additive states take this path: Count, and Sum and Mean over float64 columns without
 nulls (the states are then plain sums and counts, summed in row order as Arrow's hash
-aggregation sums them, so the results are the same). Anything else returns None and the
-caller takes Arrow's path.
+aggregation sums them, or per slice of rows with few groups: the same up to the order of
+the float additions, exactly the same where those are exact). Anything else returns None
+and the caller takes Arrow's path.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from shardflow.sdk.block import Block
 #: zeroed arrays cost more than hashing.
 SPAN_PER_ROW = 4
 MIN_SPAN = 1 << 16
+#: Rows per slice of :func:`grouped_sums`, for spans of at most SPAN_PER_CHUNK codes.
+CHUNK_ROWS = 1 << 15
+SPAN_PER_CHUNK = 1 << 12
 
 
 class DenseKeys:
@@ -181,23 +185,42 @@ def dense_partial(
     grouping = dense_keys(block, keys, encoded)
     if grouping is None:
         return None
-    codes, span = grouping.codes, grouping.span
-    counts = np.bincount(codes, minlength=span)
+    summed = list(dict.fromkeys(c for states in plan for _, kind, c in states if kind == "sum"))
+    weights = [column_numpy(block.column(c)) for c in summed]
+    counts, totals = grouped_sums(grouping.codes, grouping.span, weights)
     present = np.flatnonzero(counts)
     out: dict[str, Any] = grouping.key_columns(present)
-    sums: dict[str, pa.Array] = {}  # Sum and Mean of one column share one pass
+    count_column = pa.array(counts[present].astype(np.int64))
+    # Sum and Mean of one column share one sum; Count and Mean share the counts.
+    sums = {c: pa.array(total[present]) for c, total in zip(summed, totals)}
     for states in plan:
         for name, kind, column in states:
-            if kind == "count":
-                out[name] = pa.array(counts[present].astype(np.int64))
-                continue
-            if column not in sums:
-                weights = column_numpy(block.column(column))
-                sums[column] = pa.array(
-                    np.bincount(codes, weights=weights, minlength=span)[present]
-                )
-            out[name] = sums[column]
+            out[name] = count_column if kind == "count" else sums[column]
     return pa.table(out)
+
+
+def grouped_sums(
+    codes: np.ndarray, span: int, weights: Sequence[np.ndarray]
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Rows per code and, for each of ``weights``, its sum per code (arrays of ``span``).
+
+    With few codes the rows go in slices of ``CHUNK_ROWS``: ``np.bincount`` reads its input
+    twice (its range, then the counts) and each weight column reads the codes again, so
+    slices that stay in the CPU's cache took half the time of whole 625k-row columns
+    (read from Parquet, 10 groups). Sums then add per slice, in row order within each.
+    """
+    rows = len(codes)
+    if span > SPAN_PER_CHUNK or rows <= 2 * CHUNK_ROWS:
+        counts = np.bincount(codes, minlength=span)
+        return counts, [np.bincount(codes, weights=w, minlength=span) for w in weights]
+    counts = np.zeros(span, dtype=np.int64)
+    totals = [np.zeros(span, dtype=np.float64) for _ in weights]
+    for start in range(0, rows, CHUNK_ROWS):
+        piece = codes[start : start + CHUNK_ROWS]
+        counts += np.bincount(piece, minlength=span)
+        for total, w in zip(totals, weights):
+            total += np.bincount(piece, weights=w[start : start + CHUNK_ROWS], minlength=span)
+    return counts, totals
 
 
 def dense_combine(partial: Block, keys: Sequence[str], state_kinds: dict[str, str]) -> Block | None:

@@ -16,7 +16,13 @@ from hypothesis import strategies as st
 
 import shardflow as sf
 from shardflow.aggregate import Count, Max, Mean, Sum
-from shardflow.engine.execution.exchange.dense_groups import dense_keys, dense_partial
+from shardflow.engine.execution.exchange.dense_groups import (
+    CHUNK_ROWS,
+    SPAN_PER_CHUNK,
+    dense_keys,
+    dense_partial,
+    grouped_sums,
+)
 from shardflow.engine.execution.exchange.vectorized import vectorized
 
 
@@ -107,3 +113,18 @@ def test_sum_and_mean_of_one_column_share_its_sum():
     assert partial.column("__s0_1").to_pylist() == [1, 1, 2]  # Mean's count
     assert partial.column("__s1_0").to_pylist() == [1.0, 4.0, 2.5]
     assert partial.column("__s2_0").to_pylist() == [1, 1, 2]
+
+
+def test_sums_over_slices_of_rows_equal_whole_columns():
+    # Few groups over many rows: the rows go in cache-sized slices.
+    rng = np.random.default_rng(3)
+    rows = 5 * CHUNK_ROWS + 17
+    codes = rng.integers(0, 7, rows)
+    weights = [rng.integers(-800, 800, rows) / 8, rng.integers(0, 8, rows) / 4]
+    counts, totals = grouped_sums(codes, 9, weights)
+    assert counts.tolist() == np.bincount(codes, minlength=9).tolist()
+    for total, w in zip(totals, weights):
+        assert total.tolist() == np.bincount(codes, weights=w, minlength=9).tolist()
+    whole_counts, whole = grouped_sums(codes, SPAN_PER_CHUNK + 1, weights)  # not sliced
+    assert whole_counts[:9].tolist() == counts.tolist()
+    assert [t[:9].tolist() for t in whole] == [t.tolist() for t in totals]
