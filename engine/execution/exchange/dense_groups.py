@@ -58,10 +58,13 @@ class DenseKeys:
         return {name: out[name] for name, _, _ in self._decoders}
 
 
-def dense_keys(block: Block, keys: Sequence[str], encoded: Sequence[str] = ()) -> DenseKeys | None:
+def dense_keys(
+    block: Block, keys: Sequence[str], encoded: Sequence[str] = (), lone_strings: bool = False
+) -> DenseKeys | None:
     """Dense codes for ``keys`` over ``block``, or None when a key has nulls, a string column
-    is the only key, or the codes would span too wide a range. Keys named in ``encoded`` may
-    be Arrow dictionaries: their codes are the dictionary's (ranked in value order)."""
+    is the only key (unless ``lone_strings``), or the codes would span too wide a range. Keys
+    named in ``encoded`` may be Arrow dictionaries: their codes are the dictionary's (ranked
+    in value order)."""
     limit = max(MIN_SPAN, SPAN_PER_ROW * block.num_rows)
     codes: np.ndarray | None = None
     span = 1
@@ -89,9 +92,11 @@ def dense_keys(block: Block, keys: Sequence[str], encoded: Sequence[str] = ()) -
                 return None
             digits, key_values = ranked_codes(array)
             radix = max(1, len(key_values))
-        elif (pa.types.is_string(kind) or pa.types.is_large_string(kind)) and len(keys) > 1:
+        elif (pa.types.is_string(kind) or pa.types.is_large_string(kind)) and (
+            len(keys) > 1 or lone_strings
+        ):
             # Beside other keys only: hashing a sole string key costs as much as Arrow's
-            # whole aggregation.
+            # whole aggregation (unless the other way is a sort, as when combining).
             array = pc.dictionary_encode(column.combine_chunks())
             radix = max(1, len(array.dictionary))
             if span * radix > limit:
@@ -225,12 +230,13 @@ def grouped_sums(
 
 def dense_combine(partial: Block, keys: Sequence[str], state_kinds: dict[str, str]) -> Block | None:
     """Partial states of several blocks merged per group (count and sum states are summed)
-    in key order, or None when the keys or states do not suit."""
+    in key order, or None when the keys or states do not suit. A string key alone has codes
+    too: the other way merges the states of several blocks by sorting them."""
     for name, kind in state_kinds.items():
         column = partial.column(name)
         if column.null_count or column.type != (pa.int64() if kind == "count" else pa.float64()):
             return None
-    grouping = dense_keys(partial, keys)
+    grouping = dense_keys(partial, keys, lone_strings=True)
     if grouping is None:
         return None
     codes, span = grouping.codes, grouping.span
