@@ -38,7 +38,7 @@ SPAN_PER_ROW = 4
 MIN_SPAN = 1 << 16
 #: Rows per slice of :func:`grouped_sums`, for spans of at most SPAN_PER_CHUNK codes.
 CHUNK_ROWS = 1 << 15
-SPAN_PER_CHUNK = 1 << 12
+SPAN_PER_CHUNK = 1 << 14
 
 
 class DenseKeys:
@@ -90,7 +90,10 @@ def dense_keys(
             array = one_dictionary(column)
             if array is None or span * max(1, len(array.dictionary)) > limit:
                 return None
-            digits, key_values = ranked_codes(array)
+            ranked = ranked_codes(array)
+            if ranked is None:
+                return None
+            digits, key_values = ranked
             radix = max(1, len(key_values))
         elif (pa.types.is_string(kind) or pa.types.is_large_string(kind)) and (
             len(keys) > 1 or lone_strings
@@ -99,9 +102,10 @@ def dense_keys(
             # whole aggregation (unless the other way is a sort, as when combining).
             array = pc.dictionary_encode(column.combine_chunks())
             radix = max(1, len(array.dictionary))
-            if span * radix > limit:
+            ranked = ranked_codes(array) if span * radix <= limit else None
+            if ranked is None:
                 return None
-            digits, key_values = ranked_codes(array)
+            digits, key_values = ranked
         else:
             return None
         codes = digits if codes is None else codes * radix + digits
@@ -113,28 +117,30 @@ def dense_keys(
 
 
 def one_dictionary(column: pa.ChunkedArray) -> pa.DictionaryArray | None:
-    """``column`` (dictionary chunks) as one dictionary array whose values are distinct,
-    or None (a dictionary holding nulls or a value twice: codes would not be groups)."""
+    """``column`` (dictionary chunks) as one dictionary array, or None when its dictionary
+    holds nulls."""
     if column.num_chunks == 1:
         array = column.chunk(0)
     else:
         array = column.unify_dictionaries().combine_chunks()
-    dictionary = array.dictionary
-    if dictionary.null_count or pc.count_distinct(dictionary).as_py() != len(dictionary):
-        return None
-    return array
+    return None if array.dictionary.null_count else array
 
 
-def ranked_codes(array: pa.DictionaryArray) -> tuple[np.ndarray, pa.Array]:
+def ranked_codes(array: pa.DictionaryArray) -> tuple[np.ndarray, pa.Array] | None:
     """Codes of ``array`` (no null indices) renumbered so that they order as the values do
     (as ``sort_block`` orders them), and the values in that order: groups then come out of
-    ``np.bincount`` in key order, and the partial result needs no sort."""
+    ``np.bincount`` in key order, and the partial result needs no sort. None when the
+    dictionary holds a value twice (a writer may): codes would then not be groups."""
     dictionary = array.dictionary
-    order = pc.sort_indices(dictionary).to_numpy()
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order), dtype=np.int64)
+    order = pc.sort_indices(dictionary)
+    values = dictionary.take(order)
+    if len(values) > 1 and pc.any(pc.equal(values[1:], values[:-1])).as_py():
+        return None
+    order_numpy = order.to_numpy()
+    rank = np.empty(len(order_numpy), dtype=np.int64)
+    rank[order_numpy] = np.arange(len(order_numpy), dtype=np.int64)
     indices = array.indices.to_numpy(zero_copy_only=False)
-    return rank[indices], dictionary.take(pa.array(order))
+    return rank[indices], values
 
 
 def decode_dictionaries(column: pa.ChunkedArray) -> pa.ChunkedArray:
