@@ -125,6 +125,21 @@ def _null_column(arrow_type: pa.DataType, length: int) -> pa.Array:
     return held.slice(0, length)
 
 
+_counting: list[pa.Array] = []
+
+
+def _row_numbers(first: int, n: int) -> pa.Array:
+    """``first .. first + n - 1`` as int64; a slice of one array kept per process when
+    ``first`` is 0 (one row group per file: no allocation)."""
+    if first:
+        return pa.array(np.arange(first, first + n, dtype=np.int64))
+    with _nulls_lock:
+        if not _counting or len(_counting[0]) < n:
+            _counting[:] = [pa.array(np.arange(n, dtype=np.int64))]
+        held = _counting[0]
+    return held.slice(0, n)
+
+
 def read_keys(ds: Any, f: Any, unit: FileUnit) -> Iterator[Block]:
     """The blocks of one unit as the plain read gives them, with only the key columns
     decoded (others null), plus the position columns. Called by ``_read_file``."""
@@ -162,7 +177,7 @@ def read_keys(ds: Any, f: Any, unit: FileUnit) -> Iterator[Block]:
                     fields.append(field)
             first = 0 if index is None else int(starts[index])
             arrays.append(pa.array(np.full(n, ident, dtype=np.uint64)))
-            arrays.append(pa.array(np.arange(first, first + n, dtype=np.int64)))
+            arrays.append(_row_numbers(first, n))
             fields += [pa.field(FILE_COLUMN, pa.uint64()), pa.field(ROW_COLUMN, pa.int64())]
             yield pa.Table.from_arrays(arrays, schema=pa.schema(fields, table.schema.metadata))
 
@@ -220,12 +235,15 @@ class LateFetch:
         return pa.Table.from_arrays(columns, schema=pa.schema(fields, block.schema.metadata))
 
     def _read_all(self, jobs: list, wanted: list[str], target: pa.Schema) -> list[Block]:
+        workers = min(len(jobs), os.cpu_count() or 1)
+        # Files in parallel; Arrow's threads only for a lone file (they would contend).
+        threads = workers <= 1
+
         def one(job: Any) -> Block:
             _, path, rows = job
-            task = _FetchRows(self.datasource, path, rows, wanted, target, self.retry)
+            task = _FetchRows(self.datasource, path, rows, wanted, target, self.retry, threads)
             return list(task())[0]
 
-        workers = min(len(jobs), os.cpu_count() or 1)
         if workers <= 1:
             return [one(job) for job in jobs]
         with ThreadPoolExecutor(workers) as pool:
@@ -244,9 +262,11 @@ class _FetchRows(FileReadTask):
         wanted: list[str],
         target: pa.Schema,
         retry: RetryConfig,
+        threads: bool,
     ):
         super().__init__(ds, [FileUnit(path, None)], retry, 0)
         self.rows, self.wanted, self.target = rows, wanted, target
+        self.threads = threads
 
     def __call__(self) -> Iterator[Block]:
         return self._read_unit(self.units[0])
@@ -268,7 +288,7 @@ class _FetchRows(FileReadTask):
             groups = np.searchsorted(starts, self.rows, side="right") - 1
             parts = []
             if present:
-                threads = len(set(groups.tolist())) == 1 and ds.decode_threads(f)
+                threads = self.threads and ds.decode_threads(f)
                 for index in np.unique(groups):
                     local = self.rows[groups == index] - starts[index]
                     parts.append(
