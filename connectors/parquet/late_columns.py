@@ -42,6 +42,7 @@ from shardflow.sdk.retry import RetryConfig
 FILE_COLUMN = "__shardflow_file"
 ROW_COLUMN = "__shardflow_row"
 POSITION_COLUMNS = (FILE_COLUMN, ROW_COLUMN)
+_MAX_FETCH_THREADS = 16
 
 
 def file_id(path: str) -> int:
@@ -235,7 +236,7 @@ class LateFetch:
         return pa.Table.from_arrays(columns, schema=pa.schema(fields, block.schema.metadata))
 
     def _read_all(self, jobs: list, wanted: list[str], target: pa.Schema) -> list[Block]:
-        workers = min(len(jobs), os.cpu_count() or 1)
+        workers = min(len(jobs), os.cpu_count() or 1, _MAX_FETCH_THREADS)
         # Files in parallel; Arrow's threads only for a lone file (they would contend).
         threads = workers <= 1
 

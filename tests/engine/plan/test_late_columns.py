@@ -75,6 +75,10 @@ def _applies(ds) -> bool:
     return any(isinstance(op, FetchLateColumns) for op in optimize(ds._plan).ops)
 
 
+SCHEMA = pa.schema(
+    {"s": pa.string(), "k": pa.int32(), "id": pa.float64(), "extra": pa.int16(), "n": pa.int64()}
+)
+
 CASES = {
     "ties": lambda d: sf.read_parquet(d).sort("k").limit(7),
     "descending": lambda d: sf.read_parquet(d).sort("k", descending=True).limit(9),
@@ -88,6 +92,7 @@ CASES = {
     "zero": lambda d: sf.read_parquet(d).sort("k").limit(0),
     "projection": lambda d: sf.read_parquet(d).select_columns(["s", "k", "id"]).sort("k").limit(6),
     "columns_arg": lambda d: sf.read_parquet(d, columns=["w", "id"]).sort("w").limit(6),
+    "schema_arg": lambda d: sf.read_parquet(d, schema=SCHEMA).sort(["k", "id"]).limit(6),
 }
 
 
