@@ -98,6 +98,11 @@ def plan_late_read(datasource: Any, keys: tuple[str, ...], data_context: Any) ->
         return None
     if any(c in schema.names for c in POSITION_COLUMNS):
         return None
+    try:  # phase 1 holds every other column as nulls of its type
+        for field in schema:
+            pa.nulls(0, field.type)
+    except (pa.ArrowException, TypeError, ValueError):
+        return None
     narrow = base.with_pushdowns(pushdowns)
     narrow._late_keys = tuple(keys)
     fetch = LateFetch(

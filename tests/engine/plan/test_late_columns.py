@@ -200,3 +200,18 @@ def test_take_gives_the_plain_rows(backend, tmp_path):
     for got, want in zip(rows, plain):
         assert list(got) == list(want)
         assert all(_same(got[c], want[c]) for c in want)
+
+
+def test_files_split_into_byte_ranges(backend, tmp_path, monkeypatch):
+    from shardflow.connectors.parquet.datasource import ParquetDatasource
+
+    monkeypatch.setattr(ParquetDatasource, "_MIN_SPLIT_BYTES", 1)
+    folder = _write(tmp_path / "data", _files(n_files=2, rows=60, seed=5), row_group_size=8)
+    make = lambda: sf.read_parquet(folder, override_num_blocks=24).sort(["s", "w"]).limit(40)  # noqa: E731
+    plan = optimize(make()._plan)
+    from shardflow.engine.plan.planner import ReadTaskCache
+
+    tasks = ReadTaskCache(DataContext.get_current()).get(plan.source)
+    assert any(u.split is not None for t in tasks for u in t.read_fn.units)
+    assert _applies(make())
+    _assert_same(make)
