@@ -60,7 +60,8 @@ def plan_late_read(datasource: Any, keys: tuple[str, ...], data_context: Any) ->
     ds = datasource
     pushdowns = ds.pushdowns
     if (
-        ds._filter is not None
+        ds._late_keys is not None  # already planned so (an optimized plan optimized again)
+        or ds._filter is not None
         or pushdowns.filter is not None
         or pushdowns.limit is not None
         or ds._include_paths

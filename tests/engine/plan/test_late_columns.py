@@ -215,3 +215,10 @@ def test_files_split_into_byte_ranges(backend, tmp_path, monkeypatch):
     assert any(u.split is not None for t in tasks for u in t.read_fn.units)
     assert _applies(make())
     _assert_same(make)
+
+
+def test_an_optimized_plan_is_not_rewritten_twice(tmp_path):
+    folder = _write(tmp_path / "data", _files())
+    once = optimize(sf.read_parquet(folder).sort("k").limit(3)._plan)
+    twice = optimize(once)
+    assert [type(op).__name__ for op in twice.ops] == ["TopK", "Limit", "FetchLateColumns"]
