@@ -287,7 +287,7 @@ class _FetchRows(FileReadTask):
             metadata = fragment.metadata
             sizes = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
             starts = np.cumsum([0] + sizes)
-            if len(self.rows) and (self.rows[-1] >= starts[-1] or self.rows[0] < 0):
+            if len(self.rows) and self.rows[-1] >= starts[-1]:
                 raise IndexError(
                     f"row {int(self.rows[-1])} is past the end of the file ({int(starts[-1])} "
                     "rows): it changed while it was read"
