@@ -57,6 +57,8 @@ class ParquetDatasource(FileBasedDatasource):
     _ENCODING_RATIO = 5.0
     _RANDOM_ACCESS = True
     _MIN_SPLIT_BYTES = 32 * 1024 * 1024
+    # Set on the copy that reads only these columns first (late materialization).
+    _late_keys: tuple[str, ...] | None = None
 
     def __init__(
         self,
@@ -226,6 +228,11 @@ class ParquetDatasource(FileBasedDatasource):
         return combined
 
     def _read_file(self, f: Any, unit: FileUnit) -> Iterator[Block]:
+        if self._late_keys is not None:
+            from shardflow.connectors.parquet.late_columns import read_keys
+
+            yield from read_keys(self, f, unit)
+            return
         blocks = self._read_columns(f, unit)
         if not self._tensor_column_schema:
             yield from blocks
@@ -294,6 +301,32 @@ class ParquetDatasource(FileBasedDatasource):
             table = table.drop_columns([ROW_HASH_COLUMN])
         hashes = row_hashes(self._display(unit.path), first_row, table.num_rows)
         return table.append_column(ROW_HASH_COLUMN, pa.array(hashes, pa.uint64()))
+
+    def _finalize_block(self, block: Block, unit: FileUnit) -> Block:
+        if self._late_keys is None:
+            return super()._finalize_block(block, unit)
+        from shardflow.connectors.parquet.late_columns import finalize_keys
+
+        return finalize_keys(self, block, unit)
+
+    # -- late materialization ---------------------------------------------------------------
+
+    def late_materialization(self, keys: tuple[str, ...], data_context: Any = None) -> Any:
+        """Plan a top-k on ``keys`` in two phases: read only the key columns, then only the
+        rows that win (see :mod:`shardflow.connectors.parquet.late_columns`).
+
+        Called by the engine's optimizer on the driver.
+
+        Returns:
+            ``(datasource, fetch)``: a copy of this source whose blocks hold the key columns
+            (the others null) and two position columns, and a picklable callable that turns
+            a block of such rows into the rows of the plain read, in the same order; or None
+            when this read must be read plainly (a filter, partition or path columns, row
+            hashes, tensor columns, a shuffled file order, ...).
+        """
+        from shardflow.connectors.parquet.late_columns import plan_late_read
+
+        return plan_late_read(self, tuple(keys), data_context)
 
     # -- predicate pushdown ---------------------------------------------------------------
 

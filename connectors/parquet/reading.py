@@ -405,3 +405,53 @@ def _drop_positions(table: pa.Table, positions: np.ndarray, start: int) -> pa.Ta
     keep = np.ones(table.num_rows, dtype=bool)
     keep[positions[lo:hi] - start] = False
     return table.filter(pa.array(keep))
+
+
+_ROWS_BATCH = 8192
+
+
+def read_parquet_rows(
+    fragment: ParquetFragment,
+    row_group: int,
+    rows: Sequence[int],
+    *,
+    columns: Sequence[str],
+    schema: pa.Schema | None = None,
+    use_threads: bool = False,
+) -> Block:
+    """Rows ``rows`` (ascending, numbered from the start of row group ``row_group``) of
+    ``columns``, as :func:`read_parquet_fragment` reads them.
+
+    A plain read decodes in batches and stops after the batch holding the last row wanted
+    (late materialization: a few rows of each file); other reads read the row group whole.
+    """
+    positions = np.asarray(rows, dtype=np.int64)
+    if not _reads_plainly(fragment, columns, schema):
+        (table,) = read_parquet_fragment(
+            fragment,
+            columns=columns,
+            schema=schema,
+            row_groups=[row_group],
+            use_threads=use_threads,
+        )
+        return table.take(pa.array(positions))
+    parquet_file = fragment.parquet_file()
+    selected = list(columns)
+    expanded = _dictionary_string_columns(parquet_file, [row_group], selected)
+    reader = fragment.parquet_file(expanded) if expanded else parquet_file
+    last = int(positions[-1]) if len(positions) else -1
+    pieces, seen = [], 0
+    for batch in reader.iter_batches(
+        batch_size=_ROWS_BATCH, row_groups=[row_group], columns=selected, use_threads=use_threads
+    ):
+        lo, hi = np.searchsorted(positions, [seen, seen + batch.num_rows])
+        if hi > lo:
+            pieces.append(pa.Table.from_batches([batch.take(pa.array(positions[lo:hi] - seen))]))
+        seen += batch.num_rows
+        if seen > last:
+            break
+    if not pieces:
+        empty = reader.schema_arrow.empty_table().select(selected)
+        return _expand_dictionaries(empty, expanded, parquet_file.schema_arrow)
+    table = pa.concat_tables(pieces)
+    return _expand_dictionaries(table, expanded, parquet_file.schema_arrow)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from shardflow.engine.plan.late_columns import late_columns
 from shardflow.engine.plan.logical import (
     Aggregate,
     FilterExpr,
@@ -41,6 +42,7 @@ def optimize(plan: LogicalPlan) -> LogicalPlan:
     plan = _push_projection(plan)
     plan = _push_limit(plan)
     plan = _encoded_group_keys(plan)
+    plan = late_columns(plan)
     return plan
 
 
