@@ -248,8 +248,23 @@ def dense_combine(partial: Block, keys: Sequence[str], state_kinds: dict[str, st
     codes, span = grouping.codes, grouping.span
     present = np.flatnonzero(np.bincount(codes, minlength=span))
     out: dict[str, Any] = grouping.key_columns(present)
+    done: dict[tuple, pa.Array] = {}
     for name, kind in state_kinds.items():
         column = partial.column(name)
-        summed = np.bincount(codes, weights=column_numpy(column), minlength=span)[present]
-        out[name] = pa.array(summed.astype(np.int64) if kind == "count" else summed)
+        # Mean's sum and count are Sum's and Count's arrays in each partial block: sum once.
+        same = (kind, _chunk_identity(column))
+        if same not in done:
+            summed = np.bincount(codes, weights=column_numpy(column), minlength=span)[present]
+            done[same] = pa.array(summed.astype(np.int64) if kind == "count" else summed)
+        out[name] = done[same]
     return pa.table(out)
+
+
+def _chunk_identity(column: pa.ChunkedArray) -> tuple:
+    """Where the values of ``column`` lie: equal for columns whose chunks are views of the
+    same memory (hence hold the same values)."""
+    out = []
+    for chunk in column.chunks:
+        data = chunk.buffers()[1]
+        out.append((None if data is None else data.address, chunk.offset, len(chunk)))
+    return tuple(out)

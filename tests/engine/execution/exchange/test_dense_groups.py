@@ -19,6 +19,7 @@ from shardflow.aggregate import Count, Max, Mean, Sum
 from shardflow.engine.execution.exchange.dense_groups import (
     CHUNK_ROWS,
     SPAN_PER_CHUNK,
+    dense_combine,
     dense_keys,
     dense_partial,
     grouped_sums,
@@ -128,3 +129,28 @@ def test_sums_over_slices_of_rows_equal_whole_columns():
     whole_counts, whole = grouped_sums(codes, SPAN_PER_CHUNK + 1, weights)  # not sliced
     assert whole_counts[:9].tolist() == counts.tolist()
     assert [t[:9].tolist() for t in whole] == [t.tolist() for t in totals]
+
+
+def test_combining_shares_the_sums_of_states_that_are_one_array():
+    # Mean's sum and Sum's are one array in each partial block: the combine sums it once,
+    # and a state equal in values but elsewhere in memory is summed on its own.
+    sums = pa.array([1.5, 2.0, 4.0])
+    partial = pa.table(
+        {
+            "k": [1, 2, 1],
+            "a": sums,
+            "b": sums,
+            "c": pa.array([1.5, 2.0, 4.0]),
+            "n": pa.array([1, 2, 3]),
+        }
+    )
+    kinds = {"a": "sum", "b": "sum", "c": "sum", "n": "count"}
+    merged = dense_combine(pa.concat_tables([partial.slice(0, 2), partial.slice(2)]), ("k",), kinds)
+
+    def address(name):
+        return merged.column(name).chunk(0).buffers()[1].address
+
+    assert address("a") == address("b") != address("c")
+    for name in ("a", "b", "c"):
+        assert merged.column(name).to_pylist() == [5.5, 2.0]
+    assert merged.column("n").to_pylist() == [4, 2]
