@@ -146,3 +146,25 @@ def test_optimizer_plans_top_k_only_before_a_limit():
 def test_unknown_key_column_fails_as_the_sort_does(fresh_context):
     with pytest.raises(ValueError, match="no such column"):
         sf.range(10).sort("nope").take(3)
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda rng, n: rng.integers(0, 50, n),  # ties at the k-th row, beyond the sample
+        lambda rng, n: rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64),  # ~ at the edges
+        lambda rng, n: np.where(rng.random(n) < 0.3, np.nan, rng.random(n)),  # NaNs
+        lambda rng, n: np.concatenate([np.full(70_000, np.nan), rng.random(n - 70_000)]),
+        lambda rng, n: np.sort(rng.random(n))[::-1].copy(),  # the best rows after the sample
+    ],
+    ids=["ties", "int_edges", "nans", "nan_sample", "descending_run"],
+)
+@pytest.mark.parametrize("k", [1, 10, 500, 2000])
+def test_large_blocks_bounded_by_a_sample_match_the_full_sort(make, k, descending):
+    # Blocks of 4x the sample or more: only rows at most the sample's k-th key are partitioned.
+    rng = np.random.default_rng(k)
+    n = 300_000
+    table = pa.table({"v": make(rng, n), "row": np.arange(n)})
+    key = SortKey(("v",), (descending,))
+    assert _rows(top_k_block(table, key, k)) == _rows(_oracle(table, key, k))
