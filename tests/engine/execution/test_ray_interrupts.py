@@ -12,8 +12,6 @@ import time
 import types
 import uuid
 
-import pytest
-
 from shardflow.engine.execution.backends import ray_interrupts
 from shardflow.engine.execution.backends.ray_interrupts import ImportSafeInterrupt, importing
 
@@ -57,9 +55,15 @@ def test_a_cancel_during_an_import_lets_it_finish_then_cancels(ray_session, tmp_
         time.sleep(0.01)
     assert os.path.exists(started)
     ray.cancel(generator)
-    with pytest.raises((ray.exceptions.TaskCancelledError, ray.exceptions.RayTaskError)):
+    yielded = []
+    try:
         for ref in generator:
-            assert ray.get(ref) == "imported"
+            yielded.append(ray.get(ref))
+    except (ray.exceptions.TaskCancelledError, ray.exceptions.RayTaskError):
+        pass
+    # Ray mostly raises on the next item of a cancelled stream, and now and then (once in a
+    # few full runs) just ends it: either way the task stopped before its last item.
+    assert yielded in ([], ["imported"])
     assert os.path.exists(done), "the import was cut short by the cancellation"
 
 
