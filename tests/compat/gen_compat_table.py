@@ -38,6 +38,10 @@ BEHAVIOUR_NOTES = (
     "Set it to False for Ray Data's behaviour (tests/engine/execution/test_executor_protocol.py).",
     "`groupby(...).map_groups` and the grouped aggregations give groups sorted by key (Ray Data "
     "gives them in no set order) (tests/engine/execution/exchange/test_a2a_groupby.py).",
+    "`sort` is stable: rows with equal keys keep their input order, also across read tasks "
+    "and files, and `sort(...).take(k)` / `.limit(k)` give the same rows as the full sort "
+    "(Ray Data orders ties across read tasks arbitrarily) "
+    "(tests/engine/execution/exchange/test_top_k.py, tests/engine/plan/test_late_columns.py).",
     "`split(n)` gives splits whose row counts differ by at most one (Ray Data splits by blocks "
     "unless `equal=True`) (tests/compat/test_a2a_vs_ray.py compares sizes and rows).",
     "A failing read or map task is retried when its worker process died (up to "
