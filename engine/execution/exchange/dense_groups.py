@@ -86,34 +86,36 @@ def dense_keys(
             if low:
                 digits = digits - low
             key_values = pa.array(np.arange(low, high + 1, dtype=np.int64)).cast(kind)
-        elif pa.types.is_dictionary(kind) and name in encoded:
-            array = one_dictionary(column)
-            if array is None or span * max(1, len(array.dictionary)) > limit:
+        else:
+            array = _dictionary_of(column, name in encoded, len(keys) > 1 or lone_strings)
+            if array is None:
                 return None
-            ranked = ranked_codes(array)
-            if ranked is None:
-                return None
-            digits, key_values = ranked
-            radix = max(1, len(key_values))
-        elif (pa.types.is_string(kind) or pa.types.is_large_string(kind)) and (
-            len(keys) > 1 or lone_strings
-        ):
-            # Beside other keys only: hashing a sole string key costs as much as Arrow's
-            # whole aggregation (unless the other way is a sort, as when combining).
-            array = pc.dictionary_encode(column.combine_chunks())
             radix = max(1, len(array.dictionary))
             ranked = ranked_codes(array) if span * radix <= limit else None
             if ranked is None:
                 return None
             digits, key_values = ranked
-        else:
-            return None
         codes = digits if codes is None else codes * radix + digits
         span *= radix
         decoders.append((name, radix, key_values))
     if codes is None:
         return None
     return DenseKeys(codes, span, decoders)
+
+
+def _dictionary_of(
+    column: pa.ChunkedArray, encoded: bool, may_encode: bool
+) -> pa.DictionaryArray | None:
+    """A string key as one dictionary array: its own dictionaries when the read delivered it
+    encoded, else dictionary-encoded if ``may_encode``; None for other columns."""
+    kind = column.type
+    if pa.types.is_dictionary(kind):
+        return one_dictionary(column) if encoded else None
+    if (pa.types.is_string(kind) or pa.types.is_large_string(kind)) and may_encode:
+        # Beside other keys only: hashing a sole string key costs as much as Arrow's whole
+        # aggregation (unless the other way is a sort, as when combining).
+        return pc.dictionary_encode(column.combine_chunks())
+    return None
 
 
 def one_dictionary(column: pa.ChunkedArray) -> pa.DictionaryArray | None:

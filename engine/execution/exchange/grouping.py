@@ -254,10 +254,9 @@ class CombineAggregate(MergeRange):
                 return None
             bulks.append((bulk, layout))
             kinds.update({bulk.state(k): kind for k, kind in enumerate(layout)})
-        merged = dense_combine(partial, self.keys, kinds)
-        if merged is None:
+        table = dense_combine(partial, self.keys, kinds)
+        if table is None:
             return None
-        table = merged
         out: dict[str, Any] = {k: table.column(k) for k in self.keys}
         for (bulk, layout), name in zip(bulks, names):
             out[name] = bulk.finalize(
