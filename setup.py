@@ -65,6 +65,28 @@ EXTENSIONS.append(
     )
 )
 
+# Pages of flat fixed-width columns decoded for Parquet reads (connectors/parquet/page_decoding.py);
+# optional: without it Arrow decodes every column.
+EXTENSIONS.append(
+    Extension(
+        "shardflow.connectors.parquet._parquet_decode",
+        sources=["connectors/parquet/_parquet_decode.c"],
+        extra_compile_args=["-O3", "-std=gnu11"],
+        optional=True,
+    )
+)
+
+# Rows and sums per group code in one pass, for group-bys (engine/execution/exchange/
+# dense_groups.py); optional: without it NumPy's bincount counts and sums.
+EXTENSIONS.append(
+    Extension(
+        "shardflow.engine.execution.exchange._grouped_sums",
+        sources=["engine/execution/exchange/_grouped_sums.c"],
+        extra_compile_args=["-O3", "-std=gnu11"],
+        optional=True,
+    )
+)
+
 
 def _packages():
     found = find_namespace_packages("src", include=["shardflow.*"], exclude=NOT_PACKAGES)

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from shardflow.connectors.parquet import dictionary_strings
+from shardflow.connectors.parquet import dictionary_strings, page_decoding
 from shardflow.sdk.block import Block
 from shardflow.sdk.input_identity import as_ranges
 
@@ -134,6 +134,11 @@ class ParquetFragment:
             opened = self._open(self._opened, self._file.metadata, list(key))
             self._dictionary_file = (key, opened)
         return self._dictionary_file[1]
+
+    @property
+    def opened(self) -> Any:
+        """The open file behind :meth:`parquet_file` (None before it is first called)."""
+        return self._opened
 
     def _open(self, source: Any, metadata: Any = None, read_dictionary: Any = None) -> Any:
         import pyarrow.parquet as pq
@@ -285,18 +290,39 @@ def _plain_tables(
         return
     parquet_file = fragment.parquet_file()
     expanded = _dictionary_string_columns(parquet_file, indices, selected)
-    if not expanded:
-        for index in indices:
-            yield (
-                index,
-                parquet_file.read_row_group(index, columns=selected, use_threads=use_threads),
-            )
-        return
-    reader, schema = fragment.parquet_file(expanded), parquet_file.schema_arrow
+    reader = fragment.parquet_file(expanded) if expanded else parquet_file
     to_expand = [name for name in expanded if name not in encoded_columns]
+    schema = parquet_file.schema_arrow
+    decodable = _decodable_columns(fragment, selected, use_threads)
+    names = schema.names if selected is None else selected
     for index in indices:
-        table = reader.read_row_group(index, columns=selected, use_threads=use_threads)
+        decoded = {}
+        for name, leaf in decodable.items():
+            array = page_decoding.decode_column_chunk(
+                fragment.opened, parquet_file.metadata, index, leaf, schema.field(name).type
+            )
+            if array is not None:
+                decoded[name] = array
+        if not decoded:
+            table = reader.read_row_group(index, columns=selected, use_threads=use_threads)
+        else:
+            rest = [name for name in names if name not in decoded]
+            table = reader.read_row_group(index, columns=rest, use_threads=use_threads)
+            for i, name in enumerate(names):  # in order: each lands where it belongs
+                if name in decoded:
+                    table = table.add_column(i, schema.field(name), decoded[name])
         yield index, _expand_dictionaries(table, to_expand, schema)
+
+
+def _decodable_columns(
+    fragment: ParquetFragment, selected: Sequence[str] | None, use_threads: bool
+) -> dict[str, int]:
+    """The columns :mod:`shardflow.connectors.parquet.page_decoding` decodes, by name, with
+    their leaf indices: none when Arrow may decode the columns in parallel (``use_threads``)
+    or the file is not one Arrow reads by itself."""
+    if use_threads or not page_decoding.enabled() or not isinstance(fragment.opened, pa.NativeFile):
+        return {}
+    return page_decoding.decodable_columns(fragment.parquet_file(), selected)
 
 
 def _dictionary_string_columns(

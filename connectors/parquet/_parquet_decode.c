@@ -1,0 +1,520 @@
+/*
+ * Pages of flat fixed-width Parquet columns decoded into Arrow buffers
+ * (see connectors/parquet/page_decoding.py).
+ *
+ * Arrow's Parquet reader spends about as long on its own bookkeeping as on decompressing a
+ * float64 column; this module does the rest of the work of the pages it accepts, and
+ * declines everything else. Two functions:
+ *
+ *   page_header(data, offset) -> (header_length, page_type, uncompressed_size,
+ *       compressed_size, num_values, encoding, level_encoding, num_nulls, levels_length,
+ *       repetition_length, is_compressed) or None
+ *
+ * parses one Thrift compact PageHeader (data page v1 and v2, dictionary page; fields a kind
+ * of page lacks are -1); None when the header is malformed or of another kind.
+ *
+ *   decode_page(page, levels_start, levels_length, values_start, num_values, encoding,
+ *               width, dictionary, dictionary_count, out, validity, row) -> nulls or -1
+ *
+ * writes ``num_values`` values of ``width`` bytes into ``out`` from slot ``row`` on, and
+ * their validity bits into ``validity`` (a bitmap, or None for a required column). Values
+ * are PLAIN (encoding 0) or dictionary indices (2 or 8) into ``dictionary`` (its PLAIN
+ * values). Definition levels (bit width 1) are the RLE / bit-packing hybrid. A null's slot
+ * is zeroed. Returns -1, having possibly written part of the output, when anything does not
+ * add up (a level other than 0 or 1, an index out of range, a run past the page): the caller
+ * then reads the column with Arrow.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------
+ * Thrift compact protocol, just enough for PageHeader. */
+
+typedef struct {
+    const uint8_t *at, *end;
+    int ok;
+} Reader;
+
+static uint64_t read_varint(Reader *r) {
+    uint64_t value = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (r->at >= r->end) break;
+        uint8_t byte = *r->at++;
+        value |= (uint64_t)(byte & 0x7F) << shift;
+        if (!(byte & 0x80)) return value;
+    }
+    r->ok = 0;
+    return 0;
+}
+
+static int64_t read_zigzag(Reader *r) {
+    uint64_t raw = read_varint(r);
+    return (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+}
+
+enum { T_STOP = 0, T_TRUE = 1, T_FALSE = 2, T_I8 = 3, T_I16 = 4, T_I32 = 5, T_I64 = 6,
+       T_DOUBLE = 7, T_BINARY = 8, T_LIST = 9, T_SET = 10, T_MAP = 11, T_STRUCT = 12 };
+
+static void skip_value(Reader *r, int type, int depth);
+
+static void skip_struct(Reader *r, int depth) {
+    if (depth > 16) {
+        r->ok = 0;
+        return;
+    }
+    while (r->ok) {
+        if (r->at >= r->end) {
+            r->ok = 0;
+            return;
+        }
+        uint8_t head = *r->at++;
+        int type = head & 0x0F;
+        if (type == T_STOP) return;
+        if ((head >> 4) == 0) read_zigzag(r); /* a long-form field id */
+        skip_value(r, type, depth + 1);
+    }
+}
+
+static void skip_value(Reader *r, int type, int depth) {
+    switch (type) {
+    case T_TRUE:
+    case T_FALSE:
+        return;
+    case T_I8:
+        if (r->at >= r->end) r->ok = 0;
+        else r->at++;
+        return;
+    case T_I16:
+    case T_I32:
+    case T_I64:
+        read_varint(r);
+        return;
+    case T_DOUBLE:
+        if (r->end - r->at < 8) r->ok = 0;
+        else r->at += 8;
+        return;
+    case T_BINARY: {
+        uint64_t n = read_varint(r);
+        if (!r->ok || n > (uint64_t)(r->end - r->at)) r->ok = 0;
+        else r->at += n;
+        return;
+    }
+    case T_LIST:
+    case T_SET: {
+        if (r->at >= r->end) {
+            r->ok = 0;
+            return;
+        }
+        uint8_t head = *r->at++;
+        uint64_t n = head >> 4;
+        if (n == 15) n = read_varint(r);
+        int element = head & 0x0F;
+        for (uint64_t i = 0; i < n && r->ok; i++) {
+            if (element == T_TRUE || element == T_FALSE) { /* one byte a bool in a list */
+                if (r->at >= r->end) r->ok = 0;
+                else r->at++;
+            } else {
+                skip_value(r, element, depth + 1);
+            }
+        }
+        return;
+    }
+    case T_STRUCT:
+        skip_struct(r, depth);
+        return;
+    default: /* maps do not occur in a PageHeader */
+        r->ok = 0;
+        return;
+    }
+}
+
+/* The fields of a PageHeader this module uses; -1 where absent. */
+typedef struct {
+    int64_t type, uncompressed, compressed, num_values, encoding, level_encoding, num_nulls,
+        levels_length, repetition_length, is_compressed;
+} Header;
+
+static int64_t read_int(Reader *r, int type) {
+    if (type != T_I32 && type != T_I16 && type != T_I64) {
+        r->ok = 0;
+        return 0;
+    }
+    return read_zigzag(r);
+}
+
+/* Reads the fields of a DataPageHeader (kind 1), DictionaryPageHeader (kind 2) or
+ * DataPageHeaderV2 (kind 3) into ``h``. */
+static void read_page_struct(Reader *r, Header *h, int kind) {
+    int last = 0;
+    while (r->ok) {
+        if (r->at >= r->end) {
+            r->ok = 0;
+            return;
+        }
+        uint8_t head = *r->at++;
+        int type = head & 0x0F;
+        if (type == T_STOP) return;
+        int delta = head >> 4;
+        int id = delta ? last + delta : (int)read_zigzag(r);
+        last = id;
+        if (kind == 3 && id == 7 && (type == T_TRUE || type == T_FALSE)) {
+            h->is_compressed = type == T_TRUE;
+            continue;
+        }
+        int64_t *target = NULL;
+        if (id == 1) target = &h->num_values;
+        else if (id == 2) target = kind == 3 ? &h->num_nulls : &h->encoding;
+        else if (kind == 1 && id == 3) target = &h->level_encoding;
+        else if (kind == 3 && id == 4) target = &h->encoding;
+        else if (kind == 3 && id == 5) target = &h->levels_length;
+        else if (kind == 3 && id == 6) target = &h->repetition_length;
+        if (target != NULL) {
+            *target = read_int(r, type);
+        } else {
+            skip_value(r, type, 1);
+        }
+    }
+}
+
+static PyObject *page_header(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer data;
+    Py_ssize_t offset;
+    if (!PyArg_ParseTuple(args, "y*n", &data, &offset)) return NULL;
+    if (offset < 0 || offset > data.len) {
+        PyBuffer_Release(&data);
+        Py_RETURN_NONE;
+    }
+    Reader r = {(const uint8_t *)data.buf + offset, (const uint8_t *)data.buf + data.len, 1};
+    Header h = {-1, -1, -1, -1, -1, -1, -1, -1, -1, 1};
+    int kind_seen = 0, last = 0;
+    while (r.ok) {
+        if (r.at >= r.end) {
+            r.ok = 0;
+            break;
+        }
+        uint8_t head = *r.at++;
+        int type = head & 0x0F;
+        if (type == T_STOP) break;
+        int delta = head >> 4;
+        int id = delta ? last + delta : (int)read_zigzag(&r);
+        last = id;
+        if (id == 1) h.type = read_int(&r, type);
+        else if (id == 2) h.uncompressed = read_int(&r, type);
+        else if (id == 3) h.compressed = read_int(&r, type);
+        else if ((id == 5 || id == 7 || id == 8) && type == T_STRUCT) {
+            kind_seen++;
+            read_page_struct(&r, &h, id == 5 ? 1 : id == 7 ? 2 : 3);
+        } else skip_value(&r, type, 1);
+    }
+    Py_ssize_t length = (Py_ssize_t)(r.at - ((const uint8_t *)data.buf + offset));
+    PyBuffer_Release(&data);
+    if (!r.ok || kind_seen != 1 || h.uncompressed < 0 || h.compressed < 0 || h.num_values < 0 ||
+        h.uncompressed > INT32_MAX || h.compressed > INT32_MAX)
+        Py_RETURN_NONE;
+    return Py_BuildValue("nLLLLLLLLLL", length, (long long)h.type, (long long)h.uncompressed,
+                         (long long)h.compressed, (long long)h.num_values,
+                         (long long)h.encoding, (long long)h.level_encoding,
+                         (long long)h.num_nulls, (long long)h.levels_length,
+                         (long long)h.repetition_length, (long long)h.is_compressed);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The RLE / bit-packing hybrid. */
+
+typedef struct {
+    const uint8_t *at, *end;
+    int width;          /* bits a value */
+    uint64_t mask;
+    /* the current run: ``left`` values, either ``repeated`` (RLE) or bit-packed from bit
+     * ``bit`` of ``packed`` */
+    int64_t left;
+    int is_packed;
+    uint32_t repeated;
+    const uint8_t *packed;
+    int64_t bit;
+    int64_t packed_bits; /* bits of the run present in the buffer */
+} Hybrid;
+
+static int next_run(Hybrid *h) {
+    Reader r = {h->at, h->end, 1};
+    uint64_t head = read_varint(&r);
+    if (!r.ok || head == 0) return 0;
+    h->at = r.at;
+    if (head & 1) {
+        uint64_t groups = head >> 1;
+        if (groups > (uint64_t)INT32_MAX) return 0;
+        h->is_packed = 1;
+        h->left = (int64_t)groups * 8;
+        h->packed = h->at;
+        h->bit = 0;
+        int64_t bytes = (int64_t)groups * h->width;
+        int64_t present = h->end - h->at;
+        if (bytes > present) bytes = present; /* values past the buffer are refused below */
+        h->packed_bits = bytes * 8;
+        h->at += bytes;
+    } else {
+        int bytes = (h->width + 7) / 8;
+        if (h->end - h->at < bytes) return 0;
+        uint32_t value = 0;
+        for (int i = 0; i < bytes; i++) value |= (uint32_t)h->at[i] << (8 * i);
+        h->at += bytes;
+        if ((uint64_t)value > h->mask) return 0;
+        h->is_packed = 0;
+        h->left = (int64_t)(head >> 1);
+        h->repeated = value;
+    }
+    return 1;
+}
+
+static inline uint32_t packed_value(const Hybrid *h, int64_t bit) {
+    const uint8_t *p = h->packed + (bit >> 3);
+    uint64_t word;
+    if (p + 8 <= h->end) {
+        memcpy(&word, p, 8);
+    } else {
+        word = 0;
+        memcpy(&word, p, (size_t)(h->end - p));
+    }
+    return (uint32_t)((word >> (bit & 7)) & h->mask);
+}
+
+/* Decodes ``count`` values into ``out`` (or, with ``out`` NULL, calls nothing and only
+ * checks). Returns 0 where the runs end early. */
+static int hybrid_decode(Hybrid *h, uint32_t *out, int64_t count) {
+    int64_t done = 0;
+    while (done < count) {
+        if (h->left == 0 && !next_run(h)) return 0;
+        int64_t n = h->left < count - done ? h->left : count - done;
+        if (h->is_packed) {
+            if (h->bit + n * h->width > h->packed_bits) return 0;
+            for (int64_t i = 0; i < n; i++) out[done + i] = packed_value(h, h->bit + i * h->width);
+            h->bit += n * h->width;
+        } else {
+            for (int64_t i = 0; i < n; i++) out[done + i] = h->repeated;
+        }
+        h->left -= n;
+        done += n;
+    }
+    return 1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Pages. */
+
+static void set_bits(uint8_t *bitmap, int64_t from, int64_t to) {
+    while (from < to && (from & 7)) {
+        bitmap[from >> 3] |= (uint8_t)(1u << (from & 7));
+        from++;
+    }
+    if (to - from >= 8) {
+        memset(bitmap + (from >> 3), 0xFF, (size_t)((to - from) >> 3));
+        from += (to - from) & ~(int64_t)7;
+    }
+    while (from < to) {
+        bitmap[from >> 3] |= (uint8_t)(1u << (from & 7));
+        from++;
+    }
+}
+
+static void clear_bits(uint8_t *bitmap, int64_t from, int64_t to) {
+    while (from < to && (from & 7)) {
+        bitmap[from >> 3] &= (uint8_t) ~(1u << (from & 7));
+        from++;
+    }
+    if (to - from >= 8) {
+        memset(bitmap + (from >> 3), 0, (size_t)((to - from) >> 3));
+        from += (to - from) & ~(int64_t)7;
+    }
+    while (from < to) {
+        bitmap[from >> 3] &= (uint8_t) ~(1u << (from & 7));
+        from++;
+    }
+}
+
+#define CHUNK 1024
+
+/* Definition levels of ``count`` values (bit width 1) into ``bitmap`` from bit ``row``.
+ * Returns the number of nulls, or -1. */
+static int64_t decode_levels(const uint8_t *at, const uint8_t *end, int64_t count,
+                             uint8_t *bitmap, int64_t row) {
+    Hybrid h = {at, end, 1, 1, 0, 0, 0, NULL, 0, 0};
+    uint32_t levels[CHUNK];
+    int64_t nulls = 0, done = 0;
+    while (done < count) {
+        if (h.left == 0 && !next_run(&h)) return -1;
+        int64_t n = h.left < count - done ? h.left : count - done;
+        if (!h.is_packed) {
+            if (h.repeated) set_bits(bitmap, row + done, row + done + n);
+            else {
+                clear_bits(bitmap, row + done, row + done + n);
+                nulls += n;
+            }
+            h.left -= n;
+            done += n;
+            continue;
+        }
+        if (n > CHUNK) n = CHUNK;
+        if (!hybrid_decode(&h, levels, n)) return -1;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t slot = row + done + i;
+            if (levels[i]) bitmap[slot >> 3] |= (uint8_t)(1u << (slot & 7));
+            else {
+                bitmap[slot >> 3] &= (uint8_t) ~(1u << (slot & 7));
+                nulls++;
+            }
+        }
+        done += n;
+    }
+    return nulls;
+}
+
+static inline int valid_at(const uint8_t *bitmap, int64_t bit) {
+    return (bitmap[bit >> 3] >> (bit & 7)) & 1;
+}
+
+/* ``present`` values (the non-null ones) from ``values`` into slots ``row`` .. ``row +
+ * count`` of ``out``, nulls zeroed. */
+static void scatter_plain(const uint8_t *values, int width, int64_t count, int64_t present,
+                          uint8_t *out, const uint8_t *bitmap, int64_t row) {
+    if (present == count) {
+        memcpy(out + row * width, values, (size_t)(count * width));
+        return;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        uint8_t *slot = out + (row + i) * width;
+        if (valid_at(bitmap, row + i)) {
+            memcpy(slot, values, (size_t)width);
+            values += width;
+        } else {
+            memset(slot, 0, (size_t)width);
+        }
+    }
+}
+
+#define GATHER(T)                                                                             \
+    static int gather_##T(Hybrid *h, const T *dictionary, int64_t dictionary_count,          \
+                          int64_t count, int64_t present, T *out, const uint8_t *bitmap,      \
+                          int64_t row) {                                                      \
+        uint32_t index[CHUNK];                                                                \
+        int64_t slot = row, end = row + count, taken = 0;                                     \
+        while (taken < present) {                                                             \
+            int64_t n = present - taken < CHUNK ? present - taken : CHUNK;                    \
+            if (!hybrid_decode(h, index, n)) return 0;                                        \
+            for (int64_t i = 0; i < n; i++) {                                                 \
+                if ((int64_t)index[i] >= dictionary_count) return 0;                          \
+                if (present != count) {                                                       \
+                    while (!valid_at(bitmap, slot)) out[slot++] = 0;                          \
+                }                                                                             \
+                out[slot++] = dictionary[index[i]];                                           \
+            }                                                                                 \
+            taken += n;                                                                       \
+        }                                                                                     \
+        while (slot < end) out[slot++] = 0;                                                   \
+        return 1;                                                                             \
+    }
+
+GATHER(uint32_t)
+GATHER(uint64_t)
+
+static PyObject *decode_page(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer page, dictionary = {0}, out, validity = {0};
+    PyObject *dictionary_object, *validity_object;
+    Py_ssize_t levels_start, levels_length, values_start, num_values, encoding, width,
+        dictionary_count, row;
+    if (!PyArg_ParseTuple(args, "y*nnnnnnOnw*On", &page, &levels_start, &levels_length,
+                          &values_start, &num_values, &encoding, &width, &dictionary_object,
+                          &dictionary_count, &out, &validity_object, &row))
+        return NULL;
+    int has_dictionary = 0, has_validity = 0;
+    long long result = -1;
+    PyObject *answer = NULL;
+    if (dictionary_object != Py_None) {
+        if (PyObject_GetBuffer(dictionary_object, &dictionary, PyBUF_SIMPLE) < 0) goto done;
+        has_dictionary = 1;
+    }
+    if (validity_object != Py_None) {
+        if (PyObject_GetBuffer(validity_object, &validity, PyBUF_WRITABLE) < 0) goto done;
+        has_validity = 1;
+    }
+    if ((width != 4 && width != 8) || num_values < 0 || row < 0 || levels_start < 0 ||
+        levels_length < 0 || values_start < 0 || dictionary_count < 0) {
+        PyErr_SetString(PyExc_ValueError, "width must be 4 or 8; counts and offsets >= 0");
+        goto done;
+    }
+    if ((row + num_values) * width > out.len ||
+        (has_validity && (row + num_values + 7) / 8 > validity.len) ||
+        (has_dictionary && dictionary_count * width > dictionary.len)) {
+        PyErr_SetString(PyExc_ValueError, "an output or the dictionary is too small");
+        goto done;
+    }
+    answer = Py_None; /* from here on, a mismatch declines (-1) rather than raises */
+    if (levels_start + levels_length > page.len || values_start > page.len) goto done;
+    const uint8_t *base = (const uint8_t *)page.buf;
+    const uint8_t *values = base + values_start, *values_end = base + page.len;
+    uint8_t *target = (uint8_t *)out.buf;
+    uint8_t *bitmap = has_validity ? (uint8_t *)validity.buf : NULL;
+    int dictionary_encoded = encoding == 2 || encoding == 8;
+    if (!(encoding == 0 || (dictionary_encoded && has_dictionary))) goto done;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t nulls = 0;
+    if (has_validity) {
+        nulls = decode_levels(base + levels_start, base + levels_start + levels_length,
+                              num_values, bitmap, row);
+    } else if (levels_length != 0) {
+        nulls = -1;
+    }
+    if (nulls >= 0) {
+        int64_t present = num_values - nulls;
+        if (!dictionary_encoded) {
+            if (present * width <= values_end - values) {
+                scatter_plain(values, (int)width, num_values, present, target, bitmap, row);
+                result = nulls;
+            }
+        } else if (present == 0) {
+            memset(target + row * width, 0, (size_t)(num_values * width));
+            result = nulls;
+        } else if (values < values_end && *values <= 32) {
+            int bits = *values;
+            Hybrid h = {values + 1, values_end, bits,
+                        bits == 32 ? 0xFFFFFFFFull : ((1ull << bits) - 1), 0, 0, 0, NULL, 0, 0};
+            int ok = width == 4 ? gather_uint32_t(&h, (const uint32_t *)dictionary.buf,
+                                                  dictionary_count, num_values, present,
+                                                  (uint32_t *)target, bitmap, row)
+                                : gather_uint64_t(&h, (const uint64_t *)dictionary.buf,
+                                                  dictionary_count, num_values, present,
+                                                  (uint64_t *)target, bitmap, row);
+            if (ok) result = nulls;
+        }
+    }
+    Py_END_ALLOW_THREADS
+done:
+    PyBuffer_Release(&page);
+    PyBuffer_Release(&out);
+    if (has_dictionary) PyBuffer_Release(&dictionary);
+    if (has_validity) PyBuffer_Release(&validity);
+    if (answer == NULL) return NULL;
+    return PyLong_FromLongLong(result);
+}
+
+static PyMethodDef methods[] = {
+    {"page_header", page_header, METH_VARARGS,
+     "page_header(data, offset) -> (header_length, page_type, uncompressed_size, "
+     "compressed_size, num_values, encoding, level_encoding, num_nulls, levels_length, "
+     "repetition_length, is_compressed) or None."},
+    {"decode_page", decode_page, METH_VARARGS,
+     "decode_page(page, levels_start, levels_length, values_start, num_values, encoding, "
+     "width, dictionary, dictionary_count, out, validity, row) -> nulls, or -1 (declined)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_parquet_decode",
+    "Pages of flat fixed-width Parquet columns decoded into Arrow buffers.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__parquet_decode(void) { return PyModule_Create(&module); }

@@ -1,0 +1,8 @@
+"""Type stub of the optional compiled module (engine/execution/exchange/_grouped_sums.c)."""
+
+from collections.abc import Sequence
+from typing import Any
+
+def count_and_sum(
+    codes: Any, span: int, counts: Any, weights: Sequence[Any], totals: Sequence[Any]
+) -> bool: ...
