@@ -130,14 +130,21 @@ static void skip_value(Reader *r, int type, int depth) {
     }
 }
 
-/* The fields of a PageHeader this module uses; -1 where absent. */
+/* The fields of a PageHeader this module uses; -1 where absent. ``seen`` has bit ``id`` set
+ * for each field of the page's own header struct read (its required fields must all be). */
 typedef struct {
     int64_t type, uncompressed, compressed, num_values, encoding, level_encoding, num_nulls,
-        levels_length, repetition_length, is_compressed;
+        levels_length, repetition_length, is_compressed, num_rows, repetition_encoding;
+    unsigned seen;
 } Header;
 
+/* The required fields of DataPageHeader (kind 1), DictionaryPageHeader (2) and
+ * DataPageHeaderV2 (3), as bits by field id. */
+static const unsigned REQUIRED[4] = {0, 0x1E, 0x06, 0x7E};
+
+/* An i32 field; any other type (a writer never uses one) fails the parse. */
 static int64_t read_int(Reader *r, int type) {
-    if (type != T_I32 && type != T_I16 && type != T_I64) {
+    if (type != T_I32) {
         r->ok = 0;
         return 0;
     }
@@ -159,24 +166,34 @@ static void read_page_struct(Reader *r, Header *h, int kind) {
         int delta = head >> 4;
         int id = delta ? last + delta : (int)read_zigzag(r);
         last = id;
-        if (kind == 3 && id == 7 && (type == T_TRUE || type == T_FALSE)) {
-            h->is_compressed = type == T_TRUE;
+        if (id > 0 && id < 32) h->seen |= 1u << id;
+        int is_bool = type == T_TRUE || type == T_FALSE;
+        if ((kind == 3 && id == 7) || (kind == 2 && id == 3)) { /* is_compressed, is_sorted */
+            if (!is_bool) r->ok = 0;
+            if (kind == 3) h->is_compressed = type == T_TRUE;
             continue;
         }
         int64_t *target = NULL;
         if (id == 1) target = &h->num_values;
         else if (id == 2) target = kind == 3 ? &h->num_nulls : &h->encoding;
         else if (kind == 1 && id == 3) target = &h->level_encoding;
+        else if (kind == 1 && id == 4) target = &h->repetition_encoding;
+        else if (kind == 3 && id == 3) target = &h->num_rows;
         else if (kind == 3 && id == 4) target = &h->encoding;
         else if (kind == 3 && id == 5) target = &h->levels_length;
         else if (kind == 3 && id == 6) target = &h->repetition_length;
         if (target != NULL) {
             *target = read_int(r, type);
         } else {
+            /* statistics (v1's field 5, v2's 8) are a struct; other ids are skipped */
+            if (((kind == 1 && id == 5) || (kind == 3 && id == 8)) && type != T_STRUCT) r->ok = 0;
             skip_value(r, type, 1);
         }
     }
 }
+
+/* Whether ``encoding`` is one of the format's encodings (PLAIN .. BYTE_STREAM_SPLIT). */
+static int known_encoding(int64_t encoding) { return encoding >= 0 && encoding <= 9; }
 
 static PyObject *page_header(PyObject *self, PyObject *args) {
     (void)self;
@@ -188,8 +205,8 @@ static PyObject *page_header(PyObject *self, PyObject *args) {
         Py_RETURN_NONE;
     }
     Reader r = {(const uint8_t *)data.buf + offset, (const uint8_t *)data.buf + data.len, 1};
-    Header h = {-1, -1, -1, -1, -1, -1, -1, -1, -1, 1};
-    int kind_seen = 0, last = 0;
+    Header h = {-1, -1, -1, -1, -1, -1, -1, -1, -1, 1, -1, -1, 0};
+    int kind_seen = 0, kind = 0, last = 0;
     while (r.ok) {
         if (r.at >= r.end) {
             r.ok = 0;
@@ -204,14 +221,25 @@ static PyObject *page_header(PyObject *self, PyObject *args) {
         if (id == 1) h.type = read_int(&r, type);
         else if (id == 2) h.uncompressed = read_int(&r, type);
         else if (id == 3) h.compressed = read_int(&r, type);
-        else if ((id == 5 || id == 7 || id == 8) && type == T_STRUCT) {
+        else if (id == 4) read_int(&r, type); /* the page's CRC: not checked, as Arrow's default */
+        else if (id >= 5 && id <= 8 && type != T_STRUCT) r.ok = 0;
+        else if (id == 5 || id == 7 || id == 8) {
             kind_seen++;
-            read_page_struct(&r, &h, id == 5 ? 1 : id == 7 ? 2 : 3);
+            kind = id == 5 ? 1 : id == 7 ? 2 : 3;
+            read_page_struct(&r, &h, kind);
         } else skip_value(&r, type, 1);
     }
     Py_ssize_t length = (Py_ssize_t)(r.at - ((const uint8_t *)data.buf + offset));
     PyBuffer_Release(&data);
-    if (!r.ok || kind_seen != 1 || h.uncompressed < 0 || h.compressed < 0 || h.num_values < 0 ||
+    /* The page's type must be that of the one header struct it holds; a flat column's v2
+     * page holds as many rows as values. */
+    static const int64_t TYPE_OF_KIND[4] = {-1, 0, 2, 3};
+    if (!r.ok || kind_seen != 1 || (h.seen & REQUIRED[kind]) != REQUIRED[kind] ||
+        h.type != TYPE_OF_KIND[kind] || (kind == 3 && h.num_rows != h.num_values) ||
+        !known_encoding(h.encoding) ||
+        (kind == 1 && (!known_encoding(h.level_encoding) ||
+                       !known_encoding(h.repetition_encoding))) ||
+        h.uncompressed < 0 || h.compressed < 0 || h.num_values < 0 ||
         h.uncompressed > INT32_MAX || h.compressed > INT32_MAX)
         Py_RETURN_NONE;
     return Py_BuildValue("nLLLLLLLLLL", length, (long long)h.type, (long long)h.uncompressed,
@@ -241,7 +269,8 @@ typedef struct {
 static int next_run(Hybrid *h) {
     Reader r = {h->at, h->end, 1};
     uint64_t head = read_varint(&r);
-    if (!r.ok || head == 0) return 0;
+    /* Arrow reads a run's header as a 32-bit varint and refuses empty runs: so does this */
+    if (!r.ok || head > UINT32_MAX || (head >> 1) == 0) return 0;
     h->at = r.at;
     if (head & 1) {
         uint64_t groups = head >> 1;
@@ -251,8 +280,7 @@ static int next_run(Hybrid *h) {
         h->packed = h->at;
         h->bit = 0;
         int64_t bytes = (int64_t)groups * h->width;
-        int64_t present = h->end - h->at;
-        if (bytes > present) bytes = present; /* values past the buffer are refused below */
+        if (bytes > h->end - h->at) return 0; /* a run past the buffer: Arrow rejects it too */
         h->packed_bits = bytes * 8;
         h->at += bytes;
     } else {
@@ -474,10 +502,12 @@ static PyObject *decode_page(PyObject *self, PyObject *args) {
                 scatter_plain(values, (int)width, num_values, present, target, bitmap, row);
                 result = nulls;
             }
+        } else if (values >= values_end || *values > 32) {
+            /* no bit width, or one Arrow rejects (even where every value is null) */
         } else if (present == 0) {
             memset(target + row * width, 0, (size_t)(num_values * width));
             result = nulls;
-        } else if (values < values_end && *values <= 32) {
+        } else {
             int bits = *values;
             Hybrid h = {values + 1, values_end, bits,
                         bits == 32 ? 0xFFFFFFFFull : ((1ull << bits) - 1), 0, 0, 0, NULL, 0, 0};

@@ -154,6 +154,8 @@ def decode_column_chunk(
     rows = group.num_rows
     if chunk.num_values != rows:
         return None
+    if rows == 0:
+        return pa.array([], arrow_type)
     start = chunk.data_page_offset
     dictionary_offset = chunk.dictionary_page_offset
     if chunk.has_dictionary_page and dictionary_offset and 0 < dictionary_offset < start:
@@ -211,13 +213,13 @@ def _decode_pages(
                 levels = int.from_bytes(bytes(page[:4]), "little")
                 levels_start, values_start = 4, 4 + levels
         elif kind == _DATA_PAGE_V2:
-            if count > rows - done or repetition_length not in (0, -1) or levels_length < 0:
+            if count > rows - done or repetition_length != 0 or levels_length < 0:
                 raise Decline
             if page_nulls < 0 or (levels_length and not nullable):
                 raise Decline
             page = _v2_page(raw, body, compressed, uncompressed, levels_length,
                             snappy and is_compressed != 0)  # fmt: skip
-            levels, values_start = levels_length, levels_length
+            levels_start, levels, values_start = 0, levels_length, levels_length
         else:
             raise Decline
         page_result = _parquet_decode.decode_page(

@@ -237,7 +237,9 @@ def grouped_sums(
         counts = np.zeros(span, dtype=np.int64)
         totals = [np.zeros(span, dtype=np.float64) for _ in weights]
         contiguous = [np.ascontiguousarray(w, dtype=np.float64) for w in weights]
-        if _grouped_sums.count_and_sum(np.ascontiguousarray(codes), span, counts, contiguous, totals):
+        if _grouped_sums.count_and_sum(
+            np.ascontiguousarray(codes), span, counts, contiguous, totals
+        ):
             return counts, totals
     if span > SPAN_PER_CHUNK or rows <= 2 * CHUNK_ROWS:
         counts = np.bincount(codes, minlength=span)
