@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import pyarrow as pa
+import pytest
 import pyarrow.compute as pc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -116,8 +117,14 @@ def test_sum_and_mean_of_one_column_share_its_sum():
     assert partial.column("__s2_0").to_pylist() == [1, 1, 2]
 
 
-def test_sums_over_slices_of_rows_equal_whole_columns():
-    # Few groups over many rows: the rows go in cache-sized slices.
+@pytest.mark.parametrize("compiled", [True, False])
+def test_sums_over_slices_of_rows_equal_whole_columns(compiled, monkeypatch):
+    # Few groups over many rows: one pass (the compiled module), or without it NumPy's
+    # bincounts over cache-sized slices.
+    from shardflow.engine.execution.exchange import dense_groups
+
+    if not compiled:
+        monkeypatch.setattr(dense_groups, "_grouped_sums", None)
     rng = np.random.default_rng(3)
     rows = 5 * CHUNK_ROWS + 17
     codes = rng.integers(0, 7, rows)
@@ -154,3 +161,39 @@ def test_combining_shares_the_sums_of_states_that_are_one_array():
     for name in ("a", "b", "c"):
         assert merged.column(name).to_pylist() == [5.5, 2.0]
     assert merged.column("n").to_pylist() == [4, 2]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.integers(0, 3 * CHUNK_ROWS),
+    span=st.sampled_from([1, 3, 70, SPAN_PER_CHUNK + 5]),
+    weights=st.integers(0, 3),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_one_pass_sums_are_bincounts_bit_for_bit(rows, span, weights, seed):
+    # Any float64 values (not only exact ones): the compiled one-pass sums add in row order,
+    # as np.bincount over the whole column does.
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, span, rows)
+    columns = [rng.standard_normal(rows) * 10.0 ** rng.integers(-5, 5) for _ in range(weights)]
+    counts, totals = grouped_sums(codes, span, columns)
+    assert np.array_equal(counts, np.bincount(codes, minlength=span))
+    for total, w in zip(totals, columns):
+        want = np.bincount(codes, weights=w, minlength=span)
+        assert np.array_equal(total.view(np.int64), want.view(np.int64))
+
+
+def test_codes_outside_the_span_leave_the_sums_to_numpy():
+    from shardflow.engine.execution.exchange import dense_groups
+
+    if dense_groups._grouped_sums is None:
+        return
+    codes = np.array([0, 1, 5], dtype=np.int64)
+    counts = np.zeros(3, dtype=np.int64)
+    totals = [np.zeros(3)]
+    assert not dense_groups._grouped_sums.count_and_sum(codes, 3, counts, [np.ones(3)], totals)
+    assert dense_groups._grouped_sums.count_and_sum(codes[:2], 3, counts * 0, [np.ones(2)], totals)
+    with np.testing.assert_raises(ValueError):  # a weight shorter than the codes
+        dense_groups._grouped_sums.count_and_sum(
+            codes, 6, np.zeros(6, np.int64), [np.ones(2)], [np.zeros(6)]
+        )
