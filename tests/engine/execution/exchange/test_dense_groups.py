@@ -10,8 +10,8 @@ import math
 
 import numpy as np
 import pyarrow as pa
-import pytest
 import pyarrow.compute as pc
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
