@@ -1,9 +1,9 @@
 /*
  * Rows and sums per group code in one pass (see grouped_sums in dense_groups.py).
  *
- *   ok = count_and_sum(codes, span, counts, weights, totals)
+ *   ok = count_and_sum(codes, code_width, span, counts, weights, totals)
  *
- * ``codes`` holds int64 codes, ``counts`` (int64) and every array of ``totals`` (float64)
+ * ``codes`` holds int32 or int64 codes (``code_width`` 4 or 8 bytes), ``counts`` (int64) and every array of ``totals`` (float64)
  * hold ``span`` values, zeroed by the caller; ``weights`` are float64 arrays as long as
  * ``codes``. Each row adds 1 to its code's count and its weights to its code's totals, in
  * row order: the sums are those of ``np.bincount(codes, weights=w)``, bit for bit, which
@@ -16,13 +16,41 @@
 
 #define MAX_WEIGHTS 8
 
+/* One pass over the rows; 0 at the first code outside [0, limit). A negative code becomes
+ * a huge unsigned one, so one comparison checks both ends. */
+#define SUMS(T)                                                                               \
+    static int sum_##T(const T *code, Py_ssize_t rows, uint64_t limit, int64_t *count,        \
+                       Py_ssize_t n, const double *const *w, double *const *t) {              \
+        if (n == 1) {                                                                         \
+            const double *w0 = w[0];                                                          \
+            double *t0 = t[0];                                                                \
+            for (Py_ssize_t i = 0; i < rows; i++) {                                           \
+                uint64_t c = (uint64_t)(int64_t)code[i];                                      \
+                if (c >= limit) return 0;                                                     \
+                count[c]++;                                                                   \
+                t0[c] += w0[i];                                                               \
+            }                                                                                 \
+            return 1;                                                                         \
+        }                                                                                     \
+        for (Py_ssize_t i = 0; i < rows; i++) {                                               \
+            uint64_t c = (uint64_t)(int64_t)code[i];                                          \
+            if (c >= limit) return 0;                                                         \
+            count[c]++;                                                                       \
+            for (Py_ssize_t j = 0; j < n; j++) t[j][c] += w[j][i];                            \
+        }                                                                                     \
+        return 1;                                                                             \
+    }
+
+SUMS(int64_t)
+SUMS(int32_t)
+
 static PyObject *count_and_sum(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer codes, counts;
-    Py_ssize_t span;
+    Py_ssize_t code_width, span;
     PyObject *weights_object, *totals_object;
-    if (!PyArg_ParseTuple(args, "y*nw*OO", &codes, &span, &counts, &weights_object,
-                          &totals_object))
+    if (!PyArg_ParseTuple(args, "y*nnw*OO", &codes, &code_width, &span, &counts,
+                          &weights_object, &totals_object))
         return NULL;
     Py_buffer weights[MAX_WEIGHTS], totals[MAX_WEIGHTS];
     Py_ssize_t held_weights = 0, held_totals = 0;
@@ -38,11 +66,14 @@ static PyObject *count_and_sum(PyObject *self, PyObject *args) {
                      MAX_WEIGHTS);
         goto done;
     }
-    Py_ssize_t rows = codes.len / 8;
-    if (span < 0 || codes.len % 8 || counts.len < span * 8) {
-        PyErr_SetString(PyExc_ValueError, "codes must be int64; counts must hold span values");
+    if ((code_width != 4 && code_width != 8) || span < 0 || codes.len % code_width ||
+        counts.len < span * 8) {
+        PyErr_SetString(PyExc_ValueError,
+                        "codes must be int32 or int64 (code_width 4 or 8); counts must hold "
+                        "span values");
         goto done;
     }
+    Py_ssize_t rows = codes.len / code_width;
     for (Py_ssize_t j = 0; j < n; j++) {
         if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(weight_list, j), &weights[j],
                                PyBUF_SIMPLE) < 0)
@@ -59,7 +90,6 @@ static PyObject *count_and_sum(PyObject *self, PyObject *args) {
             goto done;
         }
     }
-    const int64_t *code = (const int64_t *)codes.buf;
     int64_t *count = (int64_t *)counts.buf;
     const double *w[MAX_WEIGHTS];
     double *t[MAX_WEIGHTS];
@@ -67,32 +97,12 @@ static PyObject *count_and_sum(PyObject *self, PyObject *args) {
         w[j] = (const double *)weights[j].buf;
         t[j] = (double *)totals[j].buf;
     }
-    int ok = 1;
+    int ok;
     Py_BEGIN_ALLOW_THREADS
-    const uint64_t limit = (uint64_t)span;
-    if (n == 1) {
-        const double *w0 = w[0];
-        double *t0 = t[0];
-        for (Py_ssize_t i = 0; i < rows; i++) {
-            uint64_t c = (uint64_t)code[i];
-            if (c >= limit) {
-                ok = 0;
-                break;
-            }
-            count[c]++;
-            t0[c] += w0[i];
-        }
-    } else {
-        for (Py_ssize_t i = 0; i < rows; i++) {
-            uint64_t c = (uint64_t)code[i];
-            if (c >= limit) {
-                ok = 0;
-                break;
-            }
-            count[c]++;
-            for (Py_ssize_t j = 0; j < n; j++) t[j][c] += w[j][i];
-        }
-    }
+    if (code_width == 8)
+        ok = sum_int64_t((const int64_t *)codes.buf, rows, (uint64_t)span, count, n, w, t);
+    else
+        ok = sum_int32_t((const int32_t *)codes.buf, rows, (uint64_t)span, count, n, w, t);
     Py_END_ALLOW_THREADS
     result = PyBool_FromLong(ok);
 done:
@@ -107,7 +117,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"count_and_sum", count_and_sum, METH_VARARGS,
-     "count_and_sum(codes, span, counts, weights, totals) -> bool: rows and sums per code."},
+     "count_and_sum(codes, code_width, span, counts, weights, totals) -> bool: rows and sums "
+     "per code."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -4,5 +4,10 @@ from collections.abc import Sequence
 from typing import Any
 
 def count_and_sum(
-    codes: Any, span: int, counts: Any, weights: Sequence[Any], totals: Sequence[Any]
+    codes: Any,
+    code_width: int,
+    span: int,
+    counts: Any,
+    weights: Sequence[Any],
+    totals: Sequence[Any],
 ) -> bool: ...

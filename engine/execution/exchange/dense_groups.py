@@ -51,9 +51,19 @@ MAX_WEIGHTS = 8
 class DenseKeys:
     """The group code of every row, and how to turn codes back into key columns."""
 
-    def __init__(self, codes: np.ndarray, span: int, decoders: list[Any]):
+    def __init__(
+        self, codes: np.ndarray, span: int, decoders: list[Any], rank: np.ndarray | None = None
+    ):
         self.codes, self.span = codes, span
         self._decoders = decoders  # per key: (name, radix, values for each digit)
+        self._rank = rank  # each code's place in key order, where codes are not in it
+
+    def present(self, counts: np.ndarray) -> np.ndarray:
+        """The codes with rows (``counts`` per code), in key order."""
+        present = np.flatnonzero(counts)
+        if self._rank is not None:
+            present = present[np.argsort(self._rank[present])]
+        return present
 
     def key_columns(self, present: np.ndarray) -> dict[str, pa.Array]:
         """The key columns of the groups whose codes are ``present``."""
@@ -98,6 +108,16 @@ def dense_keys(
             if array is None:
                 return None
             radix = max(1, len(array.dictionary))
+            if radix > limit:
+                return None
+            if len(keys) == 1:
+                # A lone key: the dictionary's own codes, read in place; only the groups
+                # present are put in key order (see DenseKeys.present).
+                ranks = dictionary_ranks(array)
+                if ranks is None:
+                    return None
+                indices = array.indices.to_numpy(zero_copy_only=False)
+                return DenseKeys(indices, radix, [(name, radix, array.dictionary)], ranks[0])
             ranked = ranked_codes(array) if span * radix <= limit else None
             if ranked is None:
                 return None
@@ -140,6 +160,17 @@ def ranked_codes(array: pa.DictionaryArray) -> tuple[np.ndarray, pa.Array] | Non
     (as ``sort_block`` orders them), and the values in that order: groups then come out of
     ``np.bincount`` in key order, and the partial result needs no sort. None when the
     dictionary holds a value twice (a writer may): codes would then not be groups."""
+    ranks = dictionary_ranks(array)
+    if ranks is None:
+        return None
+    rank, values = ranks
+    indices = array.indices.to_numpy(zero_copy_only=False)
+    return rank[indices], values
+
+
+def dictionary_ranks(array: pa.DictionaryArray) -> tuple[np.ndarray, pa.Array] | None:
+    """Each dictionary code's place among the dictionary's values in order, and the values
+    in that order; None when the dictionary holds a value twice."""
     dictionary = array.dictionary
     order = pc.sort_indices(dictionary)
     values = dictionary.take(order)
@@ -148,8 +179,7 @@ def ranked_codes(array: pa.DictionaryArray) -> tuple[np.ndarray, pa.Array] | Non
     order_numpy = order.to_numpy()
     rank = np.empty(len(order_numpy), dtype=np.int64)
     rank[order_numpy] = np.arange(len(order_numpy), dtype=np.int64)
-    indices = array.indices.to_numpy(zero_copy_only=False)
-    return rank[indices], values
+    return rank, values
 
 
 def decode_dictionaries(column: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -208,7 +238,7 @@ def dense_partial(
     summed = list(dict.fromkeys(c for states in plan for _, kind, c in states if kind == "sum"))
     weights = [column_numpy(block.column(c)) for c in summed]
     counts, totals = grouped_sums(grouping.codes, grouping.span, weights)
-    present = np.flatnonzero(counts)
+    present = grouping.present(counts)
     out: dict[str, Any] = grouping.key_columns(present)
     count_column = pa.array(counts[present].astype(np.int64))
     # Sum and Mean of one column share one sum; Count and Mean share the counts.
@@ -233,13 +263,12 @@ def grouped_sums(
     add per slice, in row order within each.
     """
     rows = len(codes)
-    if _grouped_sums is not None and codes.dtype == np.int64 and len(weights) <= MAX_WEIGHTS:
+    if _grouped_sums is not None and codes.dtype.kind == "i" and len(weights) <= MAX_WEIGHTS:
         counts = np.zeros(span, dtype=np.int64)
         totals = [np.zeros(span, dtype=np.float64) for _ in weights]
         contiguous = [np.ascontiguousarray(w, dtype=np.float64) for w in weights]
-        if _grouped_sums.count_and_sum(
-            np.ascontiguousarray(codes), span, counts, contiguous, totals
-        ):
+        given = np.ascontiguousarray(codes, np.int32 if codes.dtype == np.int32 else np.int64)
+        if _grouped_sums.count_and_sum(given, given.itemsize, span, counts, contiguous, totals):
             return counts, totals
     if span > SPAN_PER_CHUNK or rows <= 2 * CHUNK_ROWS:
         counts = np.bincount(codes, minlength=span)
@@ -266,7 +295,7 @@ def dense_combine(partial: Block, keys: Sequence[str], state_kinds: dict[str, st
     if grouping is None:
         return None
     codes, span = grouping.codes, grouping.span
-    present = np.flatnonzero(np.bincount(codes, minlength=span))
+    present = grouping.present(np.bincount(codes, minlength=span))
     out: dict[str, Any] = grouping.key_columns(present)
     done: dict[tuple, pa.Array] = {}
     for name, kind in state_kinds.items():

@@ -191,9 +191,11 @@ def test_codes_outside_the_span_leave_the_sums_to_numpy():
     codes = np.array([0, 1, 5], dtype=np.int64)
     counts = np.zeros(3, dtype=np.int64)
     totals = [np.zeros(3)]
-    assert not dense_groups._grouped_sums.count_and_sum(codes, 3, counts, [np.ones(3)], totals)
-    assert dense_groups._grouped_sums.count_and_sum(codes[:2], 3, counts * 0, [np.ones(2)], totals)
+    assert not dense_groups._grouped_sums.count_and_sum(codes, 8, 3, counts, [np.ones(3)], totals)
+    assert dense_groups._grouped_sums.count_and_sum(
+        codes[:2], 8, 3, counts * 0, [np.ones(2)], totals
+    )
     with np.testing.assert_raises(ValueError):  # a weight shorter than the codes
         dense_groups._grouped_sums.count_and_sum(
-            codes, 6, np.zeros(6, np.int64), [np.ones(2)], [np.zeros(6)]
+            codes, 8, 6, np.zeros(6, np.int64), [np.ones(2)], [np.zeros(6)]
         )
