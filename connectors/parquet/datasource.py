@@ -57,8 +57,10 @@ class ParquetDatasource(FileBasedDatasource):
     _ENCODING_RATIO = 5.0
     _RANDOM_ACCESS = True
     _MIN_SPLIT_BYTES = 32 * 1024 * 1024
-    # Set on the copy that reads only these columns first (late materialization).
+    # Set on the copy that reads only these columns first (late materialization), with
+    # the top-k's KeyBound that lets it skip row groups.
     _late_keys: tuple[str, ...] | None = None
+    _late_bound: Any = None
 
     def __init__(
         self,
@@ -311,11 +313,15 @@ class ParquetDatasource(FileBasedDatasource):
 
     # -- late materialization ---------------------------------------------------------------
 
-    def late_materialization(self, keys: tuple[str, ...], data_context: Any = None) -> Any:
+    def late_materialization(
+        self, keys: tuple[str, ...], data_context: Any = None, bound: Any = None
+    ) -> Any:
         """Plan a top-k on ``keys`` in two phases: read only the key columns, then only the
         rows that win (see :mod:`shardflow.connectors.parquet.late_columns`).
 
-        Called by the engine's optimizer on the driver.
+        Called by the engine's optimizer on the driver. ``bound`` (a ``KeyBound`` the
+        top-k's runs tighten) lets the first phase skip row groups whose statistics put
+        every row past the k-th key seen so far.
 
         Returns:
             ``(datasource, fetch)``: a copy of this source whose blocks hold the key columns
@@ -326,7 +332,7 @@ class ParquetDatasource(FileBasedDatasource):
         """
         from shardflow.connectors.parquet.late_columns import plan_late_read
 
-        return plan_late_read(self, tuple(keys), data_context)
+        return plan_late_read(self, tuple(keys), data_context, bound)
 
     # -- predicate pushdown ---------------------------------------------------------------
 

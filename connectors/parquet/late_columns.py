@@ -50,9 +50,12 @@ def file_id(path: str) -> int:
     return int.from_bytes(hashlib.blake2b(path.encode(), digest_size=8).digest(), "little")
 
 
-def plan_late_read(datasource: Any, keys: tuple[str, ...], data_context: Any) -> Any:
+def plan_late_read(
+    datasource: Any, keys: tuple[str, ...], data_context: Any, bound: Any = None
+) -> Any:
     """``(narrow datasource, LateFetch)`` for a top-k on ``keys`` over ``datasource``, or
-    None where late materialization might change the result or does not apply.
+    None where late materialization might change the result or does not apply. ``bound``
+    (a ``KeyBound``) lets the narrow read skip row groups (see :func:`read_keys`).
 
     Runs on the driver. Lists the files (on a copy: the user's dataset keeps its own
     listing), as the read would right after.
@@ -106,6 +109,7 @@ def plan_late_read(datasource: Any, keys: tuple[str, ...], data_context: Any) ->
         return None
     narrow = base.with_pushdowns(pushdowns)
     narrow._late_keys = tuple(keys)
+    narrow._late_bound = bound
     fetch = LateFetch(
         base.with_pushdowns(pushdowns),
         tuple(keys),
@@ -163,7 +167,16 @@ def read_keys(ds: Any, f: Any, unit: FileUnit) -> Iterator[Block]:
     )
     ident = file_id(unit.path)
     threads = ds.decode_threads(f)
-    for index in row_groups_in_split(metadata, unit.split) or [None]:
+    bound = ds._late_bound
+    leaf = _bounding_leaf(fragment, schema, keys[0], bound)
+    indices = row_groups_in_split(metadata, unit.split)
+    skipped = 0
+    for index in indices or [None]:
+        if index is not None and leaf is not None and _excluded(metadata, index, leaf, bound):
+            skipped += 1
+            if skipped < len(indices):
+                continue
+            index = None  # every row group skipped: one empty table, for the schema
         for table in read_parquet_fragment(
             fragment,
             columns=decoded,
@@ -187,6 +200,35 @@ def read_keys(ds: Any, f: Any, unit: FileUnit) -> Iterator[Block]:
             arrays.append(_row_numbers(first, n))
             fields += [pa.field(FILE_COLUMN, pa.uint64()), pa.field(ROW_COLUMN, pa.int64())]
             yield pa.Table.from_arrays(arrays, schema=pa.schema(fields, table.schema.metadata))
+
+
+def _bounding_leaf(fragment: Any, schema: pa.Schema, key: str, bound: Any) -> int | None:
+    """The leaf column of the first sort key, where its row group statistics may skip row
+    groups: an integer column (or a float column sorted ascending, NaN coming last), read
+    as the file stores it (no cast to the dataset's type could move a value onto the
+    bound)."""
+    if bound is None:
+        return None
+    physical = fragment.physical_schema
+    if physical.names.count(key) != 1 or schema.field(key).type != physical.field(key).type:
+        return None
+    kind = physical.field(key).type
+    if not (pa.types.is_integer(kind) or (pa.types.is_floating(kind) and not bound.descending)):
+        return None
+    leaves = fragment.metadata.schema
+    found = [i for i in range(len(leaves)) if leaves.column(i).path == key]
+    if len(found) != 1 or leaves.column(found[0]).max_repetition_level:
+        return None
+    return found[0]
+
+
+def _excluded(metadata: Any, index: int, leaf: int, bound: Any) -> bool:
+    """Whether row group ``index`` holds only rows whose first key comes after the k first
+    rows: its statistics give a minimum and maximum and no nulls."""
+    statistics = metadata.row_group(index).column(leaf).statistics
+    if statistics is None or not statistics.has_min_max or statistics.null_count != 0:
+        return False
+    return bound.excludes(statistics.min, statistics.max)
 
 
 def finalize_keys(ds: Any, block: Block, unit: FileUnit) -> Block:

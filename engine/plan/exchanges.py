@@ -79,7 +79,7 @@ def _exchange_spec(op: Any) -> Any:
     if isinstance(op, Sort):
         return SortSpec(op.key, op.boundaries)
     if isinstance(op, TopK):
-        return TopKSpec(op.key, op.limit, op.boundaries)
+        return TopKSpec(op.key, op.limit, op.boundaries, op.bound)
     if isinstance(op, Aggregate):
         return AggregateSpec(op.keys, op.aggs, op.num_partitions, op.encoded_keys)
     if isinstance(op, MapGroups):

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from shardflow.engine.execution.exchange.key_bound import KeyBound
 from shardflow.engine.execution.stages.udf import Stage
 from shardflow.engine.plan.logical import Limit, LogicalPlan, MapLike, ReadSource, TopK
 from shardflow.sdk.block import Block
@@ -75,9 +76,10 @@ def late_columns(plan: LogicalPlan) -> LogicalPlan:
     context = DataContext.get_current()
     if not context.get_config(CONFIG_KEY, True):
         return plan
-    planned = offer(top_k.key.columns, context)
+    bound = KeyBound(top_k.key.descending[0], limit.limit)
+    planned = offer(top_k.key.columns, context, bound=bound)
     if planned is None:
         return plan
     narrow, fetch = planned
-    rest = (top_k, limit, FetchLateColumns(fetch)) + ops[2:]
+    rest = (replace(top_k, bound=bound), limit, FetchLateColumns(fetch)) + ops[2:]
     return LogicalPlan(replace(source, datasource=narrow), rest)

@@ -265,6 +265,8 @@ class TopK:
     key: SortKey
     limit: int
     boundaries: tuple[Any, ...] | None = None
+    # A KeyBound the runs tighten and the read consults (late materialization only).
+    bound: Any = None
 
     @property
     def name(self) -> str:

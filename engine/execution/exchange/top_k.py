@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardflow.engine.execution.exchange.base import PlanContext, PrepareTransform, ReducePlan, Run
+from shardflow.engine.execution.exchange.key_bound import KeyBound
 from shardflow.engine.execution.exchange.ranges import check_key_columns, sample_keys, sort_block
 from shardflow.engine.execution.exchange.sort import MergeRange, SortSpec, range_plans
 from shardflow.engine.plan.logical import SortKey
@@ -133,13 +134,16 @@ def _equal_to_row(block: Block, columns: tuple[str, ...], row: int) -> pa.Array:
 
 
 class TopKRun(PrepareTransform):
-    """Prepare: the first k rows of the block in sort order, then a sample of its keys."""
+    """Prepare: the first k rows of the block in sort order, then a sample of its keys.
+    With a ``bound`` (a :class:`KeyBound`), the run offers the first keys of the rows kept."""
 
-    def __init__(self, key: SortKey, k: int):
-        self.key, self.k = key, k
+    def __init__(self, key: SortKey, k: int, bound: KeyBound | None = None):
+        self.key, self.k, self.bound = key, k, bound
 
     def prepare(self, block: Block, index: int) -> Iterator[Block]:
         kept = top_k_block(block, self.key, self.k)
+        if self.bound is not None and kept.num_rows:
+            self.bound.offer(kept.column(self.key.columns[0]).to_pylist())
         yield kept
         yield sample_keys(kept, self.key)
 
@@ -150,12 +154,18 @@ class TopKSpec(SortSpec):
 
     name = "TopK"
 
-    def __init__(self, key: SortKey, k: int, boundaries: tuple[Any, ...] | None = None):
+    def __init__(
+        self,
+        key: SortKey,
+        k: int,
+        boundaries: tuple[Any, ...] | None = None,
+        bound: KeyBound | None = None,
+    ):
         super().__init__(key, boundaries)
-        self.k = k
+        self.k, self.bound = k, bound
 
     def prepare(self, input_index: int) -> Any:
-        return TopKRun(self.key, self.k)
+        return TopKRun(self.key, self.k, self.bound)
 
     def plan(self, runs: list[Run], ctx: PlanContext) -> list[ReducePlan]:
         if not runs:
