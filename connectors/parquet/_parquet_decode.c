@@ -19,7 +19,12 @@
  * writes ``num_values`` values of ``width`` bytes into ``out`` from slot ``row`` on, and
  * their validity bits into ``validity`` (a bitmap, or None for a required column). Values
  * are PLAIN (encoding 0) or dictionary indices (2 or 8) into ``dictionary`` (its PLAIN
- * values). Definition levels (bit width 1) are the RLE / bit-packing hybrid. A null's slot
+ * values); with ``indices_only`` (and no ``dictionary``), the int32 indices themselves, each
+ * below ``dictionary_count``, for an Arrow dictionary array.
+ *
+ *   byte_arrays(page, count, offsets, data) -> bytes or -1
+ *
+ * decodes a dictionary page of PLAIN byte arrays into Arrow offsets and data. Definition levels (bit width 1) are the RLE / bit-packing hybrid. A null's slot
  * is zeroed. Returns -1, having possibly written part of the output, when anything does not
  * add up (a level other than 0 or 1, an index out of range, a run past the page): the caller
  * then reads the column with Arrow.
@@ -447,15 +452,86 @@ static void scatter_plain(const uint8_t *values, int width, int64_t count, int64
 GATHER(uint32_t)
 GATHER(uint64_t)
 
+/* The dictionary indices themselves (int32), each checked against the dictionary's size. */
+static int indices_only(Hybrid *h, int64_t dictionary_count, int64_t count, int64_t present,
+                        uint32_t *out, const uint8_t *bitmap, int64_t row) {
+    uint32_t index[CHUNK];
+    int64_t slot = row, end = row + count, taken = 0;
+    while (taken < present) {
+        int64_t n = present - taken < CHUNK ? present - taken : CHUNK;
+        if (!hybrid_decode(h, index, n)) return 0;
+        for (int64_t i = 0; i < n; i++) {
+            if ((int64_t)index[i] >= dictionary_count) return 0;
+            if (present != count) {
+                while (!valid_at(bitmap, slot)) out[slot++] = 0;
+            }
+            out[slot++] = index[i];
+        }
+        taken += n;
+    }
+    while (slot < end) out[slot++] = 0;
+    return 1;
+}
+
+/* byte_arrays(page, count, offsets, data) -> bytes, or -1: ``count`` PLAIN byte arrays
+ * (a 4-byte little-endian length, then the bytes) as Arrow int32 offsets and data. */
+static PyObject *byte_arrays(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer page, offsets, data;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "y*nw*w*", &page, &count, &offsets, &data)) return NULL;
+    long long result = -1;
+    PyObject *answer = NULL;
+    if (count < 0 || offsets.len < (count + 1) * 4) {
+        PyErr_SetString(PyExc_ValueError, "offsets must hold count + 1 int32 values");
+        goto done;
+    }
+    answer = Py_None;
+    const uint8_t *at = (const uint8_t *)page.buf, *end = at + page.len;
+    int32_t *offset = (int32_t *)offsets.buf;
+    uint8_t *out = (uint8_t *)data.buf;
+    int64_t total = 0;
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS
+    offset[0] = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (end - at < 4) {
+            ok = 0;
+            break;
+        }
+        uint32_t length;
+        memcpy(&length, at, 4);
+        at += 4;
+        if ((int64_t)length > end - at || total + length > INT32_MAX ||
+            total + length > (int64_t)data.len) {
+            ok = 0;
+            break;
+        }
+        memcpy(out + total, at, length);
+        at += length;
+        total += length;
+        offset[i + 1] = (int32_t)total;
+    }
+    Py_END_ALLOW_THREADS
+    if (ok && at == end) result = total; /* bytes past the values: declined, never guessed */
+done:
+    PyBuffer_Release(&page);
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&data);
+    if (answer == NULL) return NULL;
+    return PyLong_FromLongLong(result);
+}
+
 static PyObject *decode_page(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer page, dictionary = {0}, out, validity = {0};
     PyObject *dictionary_object, *validity_object;
     Py_ssize_t levels_start, levels_length, values_start, num_values, encoding, width,
         dictionary_count, row;
-    if (!PyArg_ParseTuple(args, "y*nnnnnnOnw*On", &page, &levels_start, &levels_length,
+    int want_indices = 0;
+    if (!PyArg_ParseTuple(args, "y*nnnnnnOnw*On|p", &page, &levels_start, &levels_length,
                           &values_start, &num_values, &encoding, &width, &dictionary_object,
-                          &dictionary_count, &out, &validity_object, &row))
+                          &dictionary_count, &out, &validity_object, &row, &want_indices))
         return NULL;
     int has_dictionary = 0, has_validity = 0;
     long long result = -1;
@@ -486,7 +562,9 @@ static PyObject *decode_page(PyObject *self, PyObject *args) {
     uint8_t *target = (uint8_t *)out.buf;
     uint8_t *bitmap = has_validity ? (uint8_t *)validity.buf : NULL;
     int dictionary_encoded = encoding == 2 || encoding == 8;
-    if (!(encoding == 0 || (dictionary_encoded && has_dictionary))) goto done;
+    if (want_indices ? !dictionary_encoded || width != 4 || has_dictionary
+                     : !(encoding == 0 || (dictionary_encoded && has_dictionary)))
+        goto done;
     Py_BEGIN_ALLOW_THREADS
     int64_t nulls = 0;
     if (has_validity) {
@@ -511,7 +589,9 @@ static PyObject *decode_page(PyObject *self, PyObject *args) {
             int bits = *values;
             Hybrid h = {values + 1, values_end, bits,
                         bits == 32 ? 0xFFFFFFFFull : ((1ull << bits) - 1), 0, 0, 0, NULL, 0, 0};
-            int ok = width == 4 ? gather_uint32_t(&h, (const uint32_t *)dictionary.buf,
+            int ok = want_indices ? indices_only(&h, dictionary_count, num_values, present,
+                                                 (uint32_t *)target, bitmap, row)
+                     : width == 4 ? gather_uint32_t(&h, (const uint32_t *)dictionary.buf,
                                                   dictionary_count, num_values, present,
                                                   (uint32_t *)target, bitmap, row)
                                 : gather_uint64_t(&h, (const uint64_t *)dictionary.buf,
@@ -537,7 +617,10 @@ static PyMethodDef methods[] = {
      "repetition_length, is_compressed) or None."},
     {"decode_page", decode_page, METH_VARARGS,
      "decode_page(page, levels_start, levels_length, values_start, num_values, encoding, "
-     "width, dictionary, dictionary_count, out, validity, row) -> nulls, or -1 (declined)."},
+     "width, dictionary, dictionary_count, out, validity, row, indices_only=False) -> nulls, "
+     "or -1 (declined)."},
+    {"byte_arrays", byte_arrays, METH_VARARGS,
+     "byte_arrays(page, count, offsets, data) -> bytes, or -1 (declined)."},
     {NULL, NULL, 0, NULL},
 };
 

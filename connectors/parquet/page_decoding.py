@@ -125,6 +125,32 @@ def decodable_columns(parquet_file: Any, names: Sequence[str] | None) -> dict[st
     return found
 
 
+def decodable_dictionaries(parquet_file: Any, names: Sequence[str]) -> dict[str, int]:
+    """The string and binary columns among ``names`` (read as Arrow dictionaries) this
+    module may decode into dictionary arrays, by name, with their leaf column indices."""
+    if not available() or not names:
+        return {}
+    schema = parquet_file.schema_arrow
+    leaves = parquet_file.metadata.schema
+    if len(leaves) != len(schema):
+        return {}
+    found = {}
+    for i, field in enumerate(schema):
+        if field.name not in names or field.type not in (pa.string(), pa.binary()):
+            continue
+        leaf = leaves.column(i)
+        if (
+            leaf.path == field.name
+            and schema.names.count(field.name) == 1
+            and leaf.max_repetition_level == 0
+            and leaf.max_definition_level <= 1
+            and leaf.physical_type == "BYTE_ARRAY"
+            and (leaf.max_definition_level == 1) == field.nullable
+        ):
+            found[field.name] = i
+    return found
+
+
 def _is_int(logical: Any, width: int) -> bool:
     """Whether an INT logical type is a signed integer of ``width`` bytes."""
     text = logical.to_json()
@@ -132,7 +158,12 @@ def _is_int(logical: Any, width: int) -> bool:
 
 
 def decode_column_chunk(
-    source: Any, metadata: Any, row_group: int, column: int, arrow_type: pa.DataType
+    source: Any,
+    metadata: Any,
+    row_group: int,
+    column: int,
+    arrow_type: pa.DataType,
+    dictionary: bool = False,
 ) -> pa.Array | None:
     """Column ``column`` of row group ``row_group`` as an Arrow array, or None where this
     module declines.
@@ -141,8 +172,13 @@ def decode_column_chunk(
         source: The Parquet file, a ``pyarrow.NativeFile`` (its position moves).
         metadata: The file's ``pyarrow.parquet.FileMetaData``.
         row_group: Row group index.
-        column: Leaf column index (from :func:`decodable_columns`).
-        arrow_type: The column's Arrow type (one :func:`decodable_columns` accepts).
+        column: Leaf column index (from :func:`decodable_columns`, or from
+            :func:`decodable_dictionaries` with ``dictionary``).
+        arrow_type: The column's Arrow type (one :func:`decodable_columns` accepts), or with
+            ``dictionary`` its value type (string or binary).
+        dictionary: Decode a dictionary-encoded string or binary column into an Arrow
+            dictionary array (int32 indices), as Arrow's ``read_dictionary`` reads it; a
+            chunk with plain pages declines.
 
     Returns:
         The column's values, equal to Arrow's read of them, or None.
@@ -155,7 +191,7 @@ def decode_column_chunk(
     if chunk.num_values != rows:
         return None
     if rows == 0:
-        return pa.array([], arrow_type)
+        return None if dictionary else pa.array([], arrow_type)
     start = chunk.data_page_offset
     dictionary_offset = chunk.dictionary_page_offset
     if chunk.has_dictionary_page and dictionary_offset and 0 < dictionary_offset < start:
@@ -168,16 +204,27 @@ def decode_column_chunk(
     if source.readinto(raw) != size:
         return None
     nullable = metadata.schema.column(column).max_definition_level == 1
+    snappy = chunk.compression == "SNAPPY"
     try:
-        return _decode_pages(raw, chunk.compression == "SNAPPY", rows, arrow_type, nullable)
+        if dictionary:
+            return _decode_pages(raw, snappy, rows, pa.int32(), nullable, arrow_type)
+        return _decode_pages(raw, snappy, rows, arrow_type, nullable)
     except Decline:
         return None
 
 
 def _decode_pages(
-    raw: np.ndarray, snappy: bool, rows: int, arrow_type: pa.DataType, nullable: bool
+    raw: np.ndarray,
+    snappy: bool,
+    rows: int,
+    arrow_type: pa.DataType,
+    nullable: bool,
+    value_type: pa.DataType | None = None,
 ) -> pa.Array:
+    """The chunk's pages decoded; with a ``value_type``, a dictionary array of it (the
+    indices as ``arrow_type``, int32)."""
     width = _TYPES[arrow_type][2]
+    indices_only = value_type is not None
     values = pa.allocate_buffer(rows * width)
     validity = pa.allocate_buffer((rows + 7) // 8) if nullable else None
     dictionary: Any = None
@@ -199,7 +246,9 @@ def _decode_pages(
                 raise Decline
             dictionary = _decompressed(raw, body, compressed, uncompressed, snappy, own=True)
             dictionary_count = count
-            if dictionary_count * width > len(dictionary):
+            if indices_only:
+                dictionary = _byte_arrays(dictionary, count, value_type)
+            elif dictionary_count * width > len(dictionary):
                 raise Decline
             continue
         if kind == _DATA_PAGE:
@@ -222,16 +271,42 @@ def _decode_pages(
             levels_start, levels, values_start = 0, levels_length, levels_length
         else:
             raise Decline
+        if indices_only and (
+            dictionary is None or encoding not in (_PLAIN_DICTIONARY, _RLE_DICTIONARY)
+        ):
+            raise Decline  # values written plainly: Arrow builds the dictionary
         page_result = _parquet_decode.decode_page(
             page, levels_start, levels, values_start, count, encoding, width,
-            dictionary, dictionary_count, values, validity, done,
+            None if indices_only else dictionary, dictionary_count, values, validity, done,
+            indices_only,
         )  # fmt: skip
         if page_result < 0 or (kind == _DATA_PAGE_V2 and page_result != page_nulls):
             raise Decline
         nulls += page_result
         done += count
     buffers = [validity if nulls else None, values]
-    return pa.Array.from_buffers(arrow_type, rows, buffers, null_count=nulls)
+    array = pa.Array.from_buffers(arrow_type, rows, buffers, null_count=nulls)
+    if not indices_only:
+        return array
+    if dictionary is None:
+        raise Decline
+    return pa.DictionaryArray.from_arrays(array, dictionary, safe=False)
+
+
+def _byte_arrays(page: Any, count: int, value_type: pa.DataType) -> pa.Array:
+    """A dictionary page of PLAIN byte arrays as an Arrow array of ``value_type`` (string
+    values checked to be UTF-8, as Arrow's arrays must be)."""
+    offsets = pa.allocate_buffer((count + 1) * 4)
+    data = pa.allocate_buffer(max(len(page), 1))
+    total = _parquet_decode.byte_arrays(page, count, offsets, data)
+    if total < 0:
+        raise Decline
+    array = pa.Array.from_buffers(value_type, count, [None, offsets, data.slice(0, total)])
+    try:
+        array.validate(full=True)
+    except pa.ArrowInvalid:
+        raise Decline from None
+    return array
 
 
 def _decompressed(

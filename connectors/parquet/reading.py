@@ -294,12 +294,18 @@ def _plain_tables(
     to_expand = [name for name in expanded if name not in encoded_columns]
     schema = parquet_file.schema_arrow
     decodable = _decodable_columns(fragment, selected, use_threads)
+    dictionaries = _decodable_dictionaries(fragment, expanded, use_threads)
     names = schema.names if selected is None else selected
     for index in indices:
         decoded = {}
-        for name, leaf in decodable.items():
+        for name, leaf in [*decodable.items(), *dictionaries.items()]:
             array = page_decoding.decode_column_chunk(
-                fragment.opened, parquet_file.metadata, index, leaf, schema.field(name).type
+                fragment.opened,
+                parquet_file.metadata,
+                index,
+                leaf,
+                schema.field(name).type,
+                dictionary=name in dictionaries,
             )
             if array is not None:
                 decoded[name] = array
@@ -310,7 +316,8 @@ def _plain_tables(
             table = reader.read_row_group(index, columns=rest, use_threads=use_threads)
             for i, name in enumerate(names):  # in order: each lands where it belongs
                 if name in decoded:
-                    table = table.add_column(i, schema.field(name), decoded[name])
+                    field = reader.schema_arrow.field(name)  # a dictionary for those read so
+                    table = table.add_column(i, field, decoded[name])
         yield index, _expand_dictionaries(table, to_expand, schema)
 
 
@@ -320,9 +327,26 @@ def _decodable_columns(
     """The columns :mod:`shardflow.connectors.parquet.page_decoding` decodes, by name, with
     their leaf indices: none when Arrow may decode the columns in parallel (``use_threads``)
     or the file is not one Arrow reads by itself."""
-    if use_threads or not page_decoding.enabled() or not isinstance(fragment.opened, pa.NativeFile):
+    if not _decodable_columns_allowed(fragment, use_threads):
         return {}
     return page_decoding.decodable_columns(fragment.parquet_file(), selected)
+
+
+def _decodable_columns_allowed(fragment: ParquetFragment, use_threads: bool) -> bool:
+    fragment.parquet_file()  # opens the file
+    return (
+        not use_threads and page_decoding.enabled() and isinstance(fragment.opened, pa.NativeFile)
+    )
+
+
+def _decodable_dictionaries(
+    fragment: ParquetFragment, names: list[str], use_threads: bool
+) -> dict[str, int]:
+    """Of the string columns read as Arrow dictionaries (``names``), those
+    :mod:`shardflow.connectors.parquet.page_decoding` decodes into dictionary arrays."""
+    if not names or not _decodable_columns_allowed(fragment, use_threads):
+        return {}
+    return page_decoding.decodable_dictionaries(fragment.parquet_file(), names)
 
 
 def _dictionary_string_columns(

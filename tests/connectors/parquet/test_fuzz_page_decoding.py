@@ -31,7 +31,11 @@ import pytest
 from fuzz_runner import PARTS, run_cases, time_limit
 
 from shardflow.connectors.parquet import page_decoding
-from shardflow.connectors.parquet.page_decoding import decodable_columns, decode_column_chunk
+from shardflow.connectors.parquet.page_decoding import (
+    decodable_columns,
+    decodable_dictionaries,
+    decode_column_chunk,
+)
 
 pytestmark = pytest.mark.skipif(
     not page_decoding.available(),
@@ -44,11 +48,12 @@ RANGES = {
     pa.date32(): (-719162, 2932896),
 }
 TYPES = [pa.int32(), pa.int64(), pa.float32(), pa.float64(), pa.date32()]
+STRING_TYPES = [pa.string(), pa.binary()]
 CODECS = ["snappy", "snappy", "none", "zstd", "gzip"]
 DECODED_CODECS = ("snappy", "none")
 FLOATS = [0.0, -0.0, math.nan, math.inf, -math.inf, 5e-324, 1.7976931348623157e308, 1.0, -1.5]
-DEFAULT_CASES = 1200
-CORRUPT_CASES = 2400
+DEFAULT_CASES = 800
+CORRUPT_CASES = 1600
 
 
 def float_value(rng: random.Random, kind: pa.DataType) -> float:
@@ -89,6 +94,28 @@ def column(rng: random.Random, kind: pa.DataType, rows: int, nullable: bool) -> 
     return pa.array(data, kind)
 
 
+def text_column(rng: random.Random, kind: pa.DataType, rows: int, nullable: bool) -> pa.Array:
+    """Strings or bytes: a few distinct (dictionary pages hold them all) or many (pages fall
+    back to plain values); bytes that are not UTF-8 in binary columns."""
+    distinct = rng.choice([1, 3, 40, 3000])
+    pool = []
+    for _ in range(distinct):
+        text = "".join(rng.choice("abcé漢 \x00") for _ in range(rng.randint(0, 9)))
+        pool.append(text if kind == pa.string() else text.encode() + rng.choice([b"", b"\xff"]))
+    null_share = rng.choice([0.0, 0.1, 0.6, 1.0]) if nullable else 0.0
+    return pa.array(
+        [None if rng.random() < null_share else rng.choice(pool) for _ in range(rows)], kind
+    )
+
+
+def encodings(kind: pa.DataType) -> list[str]:
+    if kind in STRING_TYPES:
+        return ["PLAIN", "DELTA_LENGTH_BYTE_ARRAY", "DELTA_BYTE_ARRAY"]
+    if kind in (pa.int32(), pa.int64(), pa.date32()):
+        return ["PLAIN", "BYTE_STREAM_SPLIT", "DELTA_BINARY_PACKED"]
+    return ["PLAIN", "BYTE_STREAM_SPLIT"]
+
+
 def generate(rng: random.Random) -> dict:
     rows = rng.choice([0, 1, 2, 9, 100, 1000, 4000])
     fields, columns = [], []
@@ -97,11 +124,13 @@ def generate(rng: random.Random) -> dict:
         nullable = rng.random() < 0.7
         fields.append(pa.field(f"c{index}", kind, nullable=nullable))
         columns.append(column(rng, kind, rows, nullable))
-    if rng.random() < 0.3:  # a column the decoder leaves to Arrow
-        fields.insert(0, pa.field("text", pa.string()))
-        columns.insert(0, pa.array([str(rng.randint(0, 9)) for _ in range(rows)]))
+    for index in range(rng.choice([0, 0, 1, 2])):  # decoded as dictionaries, or Arrow's
+        kind = rng.choice(STRING_TYPES)
+        nullable = rng.random() < 0.7
+        fields.insert(0, pa.field(f"s{index}", kind, nullable=nullable))
+        columns.insert(0, text_column(rng, kind, rows, nullable))
     table = pa.Table.from_arrays(columns, schema=pa.schema(fields))
-    names = [f.name for f in fields if f.type in TYPES]
+    names = table.column_names
     options: dict = {
         "compression": rng.choice(CODECS),
         "use_dictionary": rng.choice([True, True, False, [n for n in names if rng.random() < 0.5]]),
@@ -119,10 +148,7 @@ def generate(rng: random.Random) -> dict:
     if rng.random() < 0.2 and names:
         options["use_dictionary"] = False
         options["column_encoding"] = {
-            n: rng.choice(["PLAIN", "BYTE_STREAM_SPLIT", "DELTA_BINARY_PACKED"])
-            if table.schema.field(n).type in (pa.int32(), pa.int64(), pa.date32())
-            else rng.choice(["PLAIN", "BYTE_STREAM_SPLIT"])
-            for n in names
+            n: rng.choice(encodings(table.schema.field(n).type)) for n in names
         }
     options = {k: v for k, v in options.items() if v is not None}
     return {"table": table, "options": options}
@@ -173,17 +199,61 @@ def arrow_column(parquet: pq.ParquetFile, row_group: int, name: str) -> pa.Array
     return parquet.read_row_group(row_group, columns=[name]).column(0).combine_chunks()
 
 
+def arrow_dictionary(data: bytes, metadata, row_group: int, name: str) -> pa.Array:
+    """The column as Arrow's ``read_dictionary`` reads it."""
+    reader = pq.ParquetFile(pa.BufferReader(data), metadata=metadata, read_dictionary=[name])
+    column = reader.read_row_group(row_group, columns=[name]).column(0)
+    assert column.num_chunks == 1
+    return column.chunk(0)
+
+
+def decoded(case: dict, data: bytes, metadata, row_group: int, name: str, leaf: int):
+    kind = case["table"].schema.field(name).type
+    source = pa.BufferReader(data)
+    return decode_column_chunk(source, metadata, row_group, leaf, kind, kind in STRING_TYPES)
+
+
+def arrows(case: dict, data: bytes, metadata, row_group: int, name: str) -> pa.Array:
+    if case["table"].schema.field(name).type in STRING_TYPES:
+        return arrow_dictionary(data, metadata, row_group, name)
+    reader = pq.ParquetFile(pa.BufferReader(data), metadata=metadata)
+    return arrow_column(reader, row_group, name)
+
+
+def all_decodable(parquet: pq.ParquetFile, case: dict) -> dict[str, int]:
+    strings = [f.name for f in case["table"].schema if f.type in STRING_TYPES]
+    return {**decodable_columns(parquet, None), **decodable_dictionaries(parquet, strings)}
+
+
+def must_decode_dictionary(case: dict, name: str, column: pa.Array) -> bool:
+    """Whether a string column's chunks are surely all dictionary pages: few distinct
+    values, a dictionary page that holds them, a codec and encoding the decoder handles."""
+    options = case["options"]
+    wanted = options["use_dictionary"]
+    wanted = name in wanted if isinstance(wanted, list) else wanted
+    small = options.get("dictionary_pagesize_limit", 1 << 20) >= 1000
+    few = len(set(column.drop_null().to_pylist())) <= 40
+    return bool(wanted) and small and few and expected_to_decode(case, name)
+
+
 def check(case: dict, rng: random.Random) -> None:
     data = write(case)
     parquet = pq.ParquetFile(pa.BufferReader(data))
-    found = decodable_columns(parquet, None)
-    handled = [f.name for f in case["table"].schema if f.type in TYPES]
-    assert sorted(found) == sorted(handled)
-    source = pa.BufferReader(data)
+    found = all_decodable(parquet, case)
+    assert sorted(found) == sorted(case["table"].column_names)
     for row_group in range(parquet.num_row_groups):
+        rows = parquet.metadata.row_group(row_group).num_rows
         for name, leaf in found.items():
-            kind = case["table"].schema.field(name).type
-            got = decode_column_chunk(source, parquet.metadata, row_group, leaf, kind)
+            got = decoded(case, data, parquet.metadata, row_group, name, leaf)
+            if case["table"].schema.field(name).type in STRING_TYPES:
+                if got is None:
+                    must = must_decode_dictionary(case, name, case["table"].column(name))
+                    assert not (must and rows), f"{name} declined"
+                    continue
+                want = arrow_dictionary(data, parquet.metadata, row_group, name)
+                got.validate(full=True)
+                assert got.type == want.type and got.equals(want)
+                continue
             if got is None:
                 assert not expected_to_decode(case, name), f"{name} declined"
                 continue
@@ -201,7 +271,7 @@ def generate_corrupt(rng: random.Random) -> dict:
 def check_corrupt(case: dict, rng: random.Random) -> None:
     data = bytearray(write(case))
     parquet = pq.ParquetFile(pa.BufferReader(bytes(data)))
-    found = decodable_columns(parquet, None)
+    found = all_decodable(parquet, case)
     if not found or parquet.num_row_groups == 0:
         return
     metadata = parquet.metadata
@@ -218,16 +288,18 @@ def check_corrupt(case: dict, rng: random.Random) -> None:
         at = start + (rng.randrange(min(size, 64)) if rng.random() < 0.5 else rng.randrange(size))
         data[at] = rng.choice([0, 0xFF, 0x80, 0x7F, 1, rng.randrange(256)])
     corrupt = bytes(data)
-    reader = pq.ParquetFile(pa.BufferReader(corrupt), metadata=metadata)
     try:
-        want = arrow_column(reader, row_group, name)
+        want = arrows(case, corrupt, metadata, row_group, name)
+        want.validate(full=True)
     except Exception:
         want = None
-    kind = case["table"].schema.field(name).type
-    got = decode_column_chunk(pa.BufferReader(corrupt), metadata, row_group, found[name], kind)
+    got = decoded(case, corrupt, metadata, row_group, name, found[name])
     if got is not None:
         assert want is not None, "decoded a chunk Arrow rejects"
-        assert_same(got, want)
+        if pa.types.is_dictionary(got.type):
+            assert got.equals(want)
+        else:
+            assert_same(got, want)
 
 
 @pytest.mark.timeout(time_limit(DEFAULT_CASES, 0.2))

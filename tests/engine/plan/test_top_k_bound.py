@@ -4,6 +4,7 @@ those of the plan without late materialization (the oracle)."""
 
 from __future__ import annotations
 
+import math
 import pickle
 
 import numpy as np
@@ -35,6 +36,18 @@ def test_the_bound_is_the_kth_key_offered():
     falling.offer([1, 4, 3])
     assert falling.value == 3
     assert falling.excludes(0, 2) and not falling.excludes(0, 3)
+
+
+def _rows(table: pa.Table) -> list:
+    """The rows with NaN as a marker (NaN != NaN would fail any comparison of tables)."""
+    return [
+        {k: "NaN" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
+        for row in table.to_pylist()
+    ]
+
+
+def _same(a: pa.Table, b: pa.Table) -> bool:
+    return a.schema == b.schema and _rows(a) == _rows(b)
 
 
 def _both(make):
@@ -160,7 +173,7 @@ def test_top_k_with_the_bound_equals_the_plain_plan(tmp_path_factory, monkeypatc
             return sf.read_parquet(str(folder)).sort(keys, descending=order).limit(k)
 
         with_rule, plain = _both(top)
-        assert with_rule.equals(plain), (keys, order)
+        assert _same(with_rule, plain), (keys, order)
 
 
 def test_the_bound_on_ray_gives_the_same_rows(tmp_path, backend):
