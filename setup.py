@@ -32,60 +32,50 @@ PARSER_HEADERS = [
     "connectors/json/_jsonl_strings.h",
     "connectors/csv/_csv_rows.h",
 ]
+
+
+def _extension(module: str, source: str, **kwargs) -> Extension:
+    """An optional C extension: where it does not compile, the install goes on without it."""
+    return Extension(
+        module, sources=[source], extra_compile_args=["-O3", "-std=gnu11"], optional=True, **kwargs
+    )
+
+
 EXTENSIONS = [
-    Extension(
+    _extension(
         f"shardflow.connectors.{package}.{name}",
-        sources=[f"connectors/{package}/{name}.c"],
+        f"connectors/{package}/{name}.c",
         depends=PARSER_HEADERS,
         include_dirs=[TEXT_PARSING],
-        extra_compile_args=["-O3", "-std=gnu11"],
-        optional=True,
     )
     for package, name in (("json", "_jsonl"), ("csv", "_csv"))
 ]
-# Dictionary-encoded strings expanded for Parquet reads
-# (connectors/parquet/dictionary_strings.py); optional too: without it Arrow decodes them.
-EXTENSIONS.append(
-    Extension(
+EXTENSIONS += [
+    # Dictionary-encoded strings expanded for Parquet reads (connectors/parquet/
+    # dictionary_strings.py); without it Arrow decodes them.
+    _extension(
         "shardflow.connectors.parquet._dictionary_strings",
-        sources=["connectors/parquet/_dictionary_strings.c"],
-        extra_compile_args=["-O3", "-std=gnu11"],
-        optional=True,
-    )
-)
-# Per-value encoders of the Parquet writer of flat columns (connectors/parquet/flat_writer.py);
-# optional: without them every Parquet file is written by Arrow's writer.
-EXTENSIONS.append(
-    Extension(
+        "connectors/parquet/_dictionary_strings.c",
+    ),
+    # Per-value encoders of the Parquet writer of flat columns (connectors/parquet/
+    # flat_writer.py); without them every Parquet file is written by Arrow's writer.
+    _extension(
         "shardflow.connectors.parquet._parquet_encode",
-        sources=["connectors/parquet/_parquet_encode.c"],
+        "connectors/parquet/_parquet_encode.c",
         depends=["connectors/parquet/_parquet_inputs.h", "connectors/parquet/_parquet_rle.h"],
-        extra_compile_args=["-O3", "-std=gnu11"],
-        optional=True,
-    )
-)
-
-# Pages of flat fixed-width columns decoded for Parquet reads (connectors/parquet/page_decoding.py);
-# optional: without it Arrow decodes every column.
-EXTENSIONS.append(
-    Extension(
-        "shardflow.connectors.parquet._parquet_decode",
-        sources=["connectors/parquet/_parquet_decode.c"],
-        extra_compile_args=["-O3", "-std=gnu11"],
-        optional=True,
-    )
-)
-
-# Rows and sums per group code in one pass, for group-bys (engine/execution/exchange/
-# dense_groups.py); optional: without it NumPy's bincount counts and sums.
-EXTENSIONS.append(
-    Extension(
+    ),
+    # Pages of flat columns decoded for Parquet reads (connectors/parquet/page_decoding.py);
+    # without it Arrow decodes every column.
+    _extension(
+        "shardflow.connectors.parquet._parquet_decode", "connectors/parquet/_parquet_decode.c"
+    ),
+    # Rows and sums per group code in one pass, for group-bys (engine/execution/exchange/
+    # dense_groups.py); without it NumPy's bincount counts and sums.
+    _extension(
         "shardflow.engine.execution.exchange._grouped_sums",
-        sources=["engine/execution/exchange/_grouped_sums.c"],
-        extra_compile_args=["-O3", "-std=gnu11"],
-        optional=True,
-    )
-)
+        "engine/execution/exchange/_grouped_sums.c",
+    ),
+]
 
 
 def _packages():

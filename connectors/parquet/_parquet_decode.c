@@ -64,22 +64,30 @@ enum { T_STOP = 0, T_TRUE = 1, T_FALSE = 2, T_I8 = 3, T_I16 = 4, T_I32 = 5, T_I6
 
 static void skip_value(Reader *r, int type, int depth);
 
+/* The next field header of a struct: its type (T_STOP at the struct's end, or when the
+ * input ends, with ``ok`` cleared) and, in ``id``, its field id (``last`` is the previous
+ * field's id, updated). */
+static int next_field(Reader *r, int *last, int *id) {
+    if (r->at >= r->end) {
+        r->ok = 0;
+        return T_STOP;
+    }
+    uint8_t head = *r->at++;
+    int type = head & 0x0F;
+    if (type == T_STOP) return T_STOP;
+    int delta = head >> 4;
+    *id = delta ? *last + delta : (int)read_zigzag(r); /* a delta, or a long-form id */
+    *last = *id;
+    return type;
+}
+
 static void skip_struct(Reader *r, int depth) {
     if (depth > 16) {
         r->ok = 0;
         return;
     }
-    while (r->ok) {
-        if (r->at >= r->end) {
-            r->ok = 0;
-            return;
-        }
-        uint8_t head = *r->at++;
-        int type = head & 0x0F;
-        if (type == T_STOP) return;
-        if ((head >> 4) == 0) read_zigzag(r); /* a long-form field id */
-        skip_value(r, type, depth + 1);
-    }
+    int last = 0, id, type;
+    while (r->ok && (type = next_field(r, &last, &id)) != T_STOP) skip_value(r, type, depth + 1);
 }
 
 static void skip_value(Reader *r, int type, int depth) {
@@ -159,18 +167,8 @@ static int64_t read_int(Reader *r, int type) {
 /* Reads the fields of a DataPageHeader (kind 1), DictionaryPageHeader (kind 2) or
  * DataPageHeaderV2 (kind 3) into ``h``. */
 static void read_page_struct(Reader *r, Header *h, int kind) {
-    int last = 0;
-    while (r->ok) {
-        if (r->at >= r->end) {
-            r->ok = 0;
-            return;
-        }
-        uint8_t head = *r->at++;
-        int type = head & 0x0F;
-        if (type == T_STOP) return;
-        int delta = head >> 4;
-        int id = delta ? last + delta : (int)read_zigzag(r);
-        last = id;
+    int last = 0, id, type;
+    while (r->ok && (type = next_field(r, &last, &id)) != T_STOP) {
         if (id > 0 && id < 32) h->seen |= 1u << id;
         int is_bool = type == T_TRUE || type == T_FALSE;
         if ((kind == 3 && id == 7) || (kind == 2 && id == 3)) { /* is_compressed, is_sorted */
@@ -211,18 +209,8 @@ static PyObject *page_header(PyObject *self, PyObject *args) {
     }
     Reader r = {(const uint8_t *)data.buf + offset, (const uint8_t *)data.buf + data.len, 1};
     Header h = {-1, -1, -1, -1, -1, -1, -1, -1, -1, 1, -1, -1, 0};
-    int kind_seen = 0, kind = 0, last = 0;
-    while (r.ok) {
-        if (r.at >= r.end) {
-            r.ok = 0;
-            break;
-        }
-        uint8_t head = *r.at++;
-        int type = head & 0x0F;
-        if (type == T_STOP) break;
-        int delta = head >> 4;
-        int id = delta ? last + delta : (int)read_zigzag(&r);
-        last = id;
+    int kind_seen = 0, kind = 0, last = 0, id, type;
+    while (r.ok && (type = next_field(&r, &last, &id)) != T_STOP) {
         if (id == 1) h.type = read_int(&r, type);
         else if (id == 2) h.uncompressed = read_int(&r, type);
         else if (id == 3) h.compressed = read_int(&r, type);

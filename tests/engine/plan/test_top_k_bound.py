@@ -13,12 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_late_columns import _both  # the pipeline with the rule on, and off (the oracle)
 
 import shardflow as sf
 from shardflow.connectors.parquet import late_columns
 from shardflow.engine.api.context import DataContext
 from shardflow.engine.execution.exchange.key_bound import KeyBound
-from shardflow.engine.plan.late_columns import CONFIG_KEY
 
 
 def test_the_bound_is_the_kth_key_offered():
@@ -48,18 +48,6 @@ def _rows(table: pa.Table) -> list:
 
 def _same(a: pa.Table, b: pa.Table) -> bool:
     return a.schema == b.schema and _rows(a) == _rows(b)
-
-
-def _both(make):
-    context = DataContext.get_current()
-    results = []
-    for on in (True, False):
-        context.set_config(CONFIG_KEY, on)
-        try:
-            results.append(make().to_arrow())
-        finally:
-            context.remove_config(CONFIG_KEY)
-    return results
 
 
 @pytest.fixture
