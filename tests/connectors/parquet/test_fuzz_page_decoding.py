@@ -52,8 +52,8 @@ STRING_TYPES = [pa.string(), pa.binary()]
 CODECS = ["snappy", "snappy", "none", "zstd", "gzip"]
 DECODED_CODECS = ("snappy", "none")
 FLOATS = [0.0, -0.0, math.nan, math.inf, -math.inf, 5e-324, 1.7976931348623157e308, 1.0, -1.5]
-DEFAULT_CASES = 800
-CORRUPT_CASES = 1600
+DEFAULT_CASES = 600
+CORRUPT_CASES = 1200
 
 
 def float_value(rng: random.Random, kind: pa.DataType) -> float:

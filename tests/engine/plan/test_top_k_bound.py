@@ -145,7 +145,7 @@ def datasets(draw):
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(case=datasets())
 def test_top_k_with_the_bound_equals_the_plain_plan(tmp_path_factory, monkeypatch, case):

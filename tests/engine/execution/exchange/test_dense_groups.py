@@ -172,7 +172,11 @@ def test_combining_shares_the_sums_of_states_that_are_one_array():
 )
 def test_one_pass_sums_are_bincounts_bit_for_bit(rows, span, weights, seed):
     # Any float64 values (not only exact ones): the compiled one-pass sums add in row order,
-    # as np.bincount over the whole column does.
+    # as np.bincount over the whole column does (NumPy's slices, without it, need not).
+    from shardflow.engine.execution.exchange import dense_groups
+
+    if dense_groups._grouped_sums is None:
+        pytest.skip("the compiled module (engine/execution/exchange/_grouped_sums.c) is not built")
     rng = np.random.default_rng(seed)
     codes = rng.integers(0, span, rows)
     columns = [rng.standard_normal(rows) * 10.0 ** rng.integers(-5, 5) for _ in range(weights)]
@@ -187,7 +191,7 @@ def test_codes_outside_the_span_leave_the_sums_to_numpy():
     from shardflow.engine.execution.exchange import dense_groups
 
     if dense_groups._grouped_sums is None:
-        return
+        pytest.skip("the compiled module (engine/execution/exchange/_grouped_sums.c) is not built")
     codes = np.array([0, 1, 5], dtype=np.int64)
     counts = np.zeros(3, dtype=np.int64)
     totals = [np.zeros(3)]
