@@ -61,6 +61,10 @@ class StreamingExecutor:
         self.cancelled = threading.Event()
         self._events: queue.Queue = queue.Queue()
         self._out: queue.Queue = queue.Queue()
+        # Bytes of blocks put in ``_out`` (by the scheduling thread) and taken from it (by
+        # the consumer): one writer each, so their difference needs no lock.
+        self._out_bytes_put = 0
+        self._out_bytes_taken = 0
         self._ops: list[PhysicalOperator] = plan.operators
         self._consumer: dict[int, tuple[PhysicalOperator, int]] = {}
         for op in self._ops:
@@ -71,7 +75,13 @@ class StreamingExecutor:
         self._consumer_waiting = False
         self._refused_for_slots: set[int] = set()
         self.runtime = OperatorRuntime(
-            backend, self.budget, context, self._events, self._starved, self.cancelled
+            backend,
+            self.budget,
+            context,
+            self._events,
+            self._starved,
+            self.cancelled,
+            output_backlog=self._output_backlog,
         )
         shown = [op for op in self._ops if op.shown_in_stats]
         self.stats = ExecutionStats(
@@ -105,6 +115,7 @@ class StreamingExecutor:
                 if isinstance(item, BaseException):
                     raise item
                 held = item
+                self._out_bytes_taken += held.charge
                 self.budget.hold(held.charge)
                 self.stats.rows_out += item.meta.num_rows or 0
                 yield item.ref, item.meta
@@ -226,6 +237,10 @@ class StreamingExecutor:
             f"={limit}): {detail}."
         )
 
+    def _output_backlog(self) -> int:
+        """Bytes of output blocks waiting for the consumer to take them."""
+        return self._out_bytes_put - self._out_bytes_taken
+
     def _starved(self, op: PhysicalOperator) -> bool:
         """Whether ``op``'s consumer has nothing it can work on (see BudgetGate)."""
         consumer = self._consumer.get(id(op))
@@ -255,6 +270,7 @@ class StreamingExecutor:
                     bundle = op.get_next()
                     moved = True
                     if consumer is None:
+                        self._out_bytes_put += bundle.charge
                         self._out.put(bundle)
                     elif consumer[0].needs_more_input() and not consumer[0].cancelled:
                         consumer[0].add_input(bundle, consumer[1])

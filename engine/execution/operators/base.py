@@ -177,6 +177,10 @@ class _RunningTask:
     kind: str
 
 
+#: Blocks waiting for the user beyond which reads wait (see ``OperatorRuntime.has_room``).
+OUTPUT_BACKLOG_BLOCKS = 4
+
+
 class OperatorRuntime:
     """The executor's services to operators: backend, budget, settings, task launching.
 
@@ -187,6 +191,7 @@ class OperatorRuntime:
         downstream_starved: ``downstream_starved(op)`` is True while whatever consumes ``op``'s
             output (the next operator, or the user) has nothing it can work on (see
             ``BudgetGate``).
+        output_backlog: Bytes of output blocks waiting for the user to take them.
     """
 
     def __init__(
@@ -197,8 +202,10 @@ class OperatorRuntime:
         events: queue.Queue,
         downstream_starved: Callable[[PhysicalOperator], bool],
         cancelled: threading.Event,
+        output_backlog: Callable[[], int] = lambda: 0,
     ):
         self.backend = backend
+        self.output_backlog = output_backlog
         self.budget = budget
         self.context = context
         self.preserve_order = context.preserve_order
@@ -218,7 +225,12 @@ class OperatorRuntime:
         """Whether ``op`` may start work that makes about ``nbytes`` of new data (a read).
 
         The budget decides, except that the executor may grant one start to an operator it
-        refused, when nothing else can move (see engine/memory.py)."""
+        refused, when nothing else can move (see engine/memory.py). While the user has
+        OUTPUT_BACKLOG_BLOCKS blocks of this size or more waiting, no read starts: a consumer
+        slower than the reads (an epoch of ``iter_batches``) gains nothing from reads further
+        ahead, which would only fill memory, up to the budget."""
+        if nbytes and self.output_backlog() >= OUTPUT_BACKLOG_BLOCKS * nbytes:
+            return False
         if self.budget.has_room(nbytes):
             return True
         if self.room_granted is op:

@@ -111,3 +111,19 @@ def test_a_slow_first_task_does_not_push_the_budget(backend, fresh_context):
     assert rows == 48 * 1024
     stats = ds._last_stats
     assert 0 < stats.peak_bytes_in_flight <= 12 * MiB, stats.to_string()
+
+
+@pytest.mark.timeout(120)
+def test_reads_wait_while_the_consumer_has_blocks_enough(backend, fresh_context):
+    # The default budget (a quarter of RAM) would let the reads run ~200 MiB ahead of a slow
+    # consumer; they stop while OUTPUT_BACKLOG_BLOCKS blocks wait for it instead.
+    from shardflow.engine.execution.operators.base import OUTPUT_BACKLOG_BLOCKS
+
+    block = TOTAL_ROWS * ROW_BYTES // NUM_TASKS  # 4 MiB
+    assert fresh_context.memory_budget_bytes > TOTAL_ROWS * ROW_BYTES
+    ds = _pipeline(None)
+    assert _consume_slowly(ds) == TOTAL_ROWS
+    peak = ds._last_stats.peak_bytes_in_flight
+    # waiting blocks, one per running read and its reservation, the consumer's and the
+    # prefetched batch's blocks
+    assert peak <= (OUTPUT_BACKLOG_BLOCKS + 8) * block, ds._last_stats.to_string()
