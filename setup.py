@@ -67,7 +67,12 @@ EXTENSIONS += [
     # Pages of flat columns decoded for Parquet reads (connectors/parquet/page_decoding.py);
     # without it Arrow decodes every column.
     _extension(
-        "shardflow.connectors.parquet._parquet_decode", "connectors/parquet/_parquet_decode.c"
+        "shardflow.connectors.parquet._parquet_decode",
+        "connectors/parquet/_parquet_decode.c",
+        depends=[
+            "connectors/parquet/_parquet_page_header.h",
+            "connectors/parquet/_parquet_rle_decode.h",
+        ],
     ),
     # Rows and sums per group code in one pass, for group-bys (engine/execution/exchange/
     # dense_groups.py); without it NumPy's bincount counts and sums.

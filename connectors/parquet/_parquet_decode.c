@@ -1,10 +1,11 @@
 /*
- * Pages of flat fixed-width Parquet columns decoded into Arrow buffers
- * (see connectors/parquet/page_decoding.py).
+ * Pages of flat Parquet columns decoded into Arrow buffers (see
+ * connectors/parquet/page_decoding.py); the Thrift page header reader is in
+ * _parquet_page_header.h, the RLE / bit-packing hybrid in _parquet_rle_decode.h.
  *
  * Arrow's Parquet reader spends about as long on its own bookkeeping as on decompressing a
  * float64 column; this module does the rest of the work of the pages it accepts, and
- * declines everything else. Two functions:
+ * declines everything else. Three functions:
  *
  *   page_header(data, offset) -> (header_length, page_type, uncompressed_size,
  *       compressed_size, num_values, encoding, level_encoding, num_nulls, levels_length,
@@ -14,189 +15,31 @@
  * of page lacks are -1); None when the header is malformed or of another kind.
  *
  *   decode_page(page, levels_start, levels_length, values_start, num_values, encoding,
- *               width, dictionary, dictionary_count, out, validity, row) -> nulls or -1
+ *               width, dictionary, dictionary_count, out, validity, row,
+ *               indices_only=False) -> nulls or -1
  *
  * writes ``num_values`` values of ``width`` bytes into ``out`` from slot ``row`` on, and
- * their validity bits into ``validity`` (a bitmap, or None for a required column). Values
- * are PLAIN (encoding 0) or dictionary indices (2 or 8) into ``dictionary`` (its PLAIN
- * values); with ``indices_only`` (and no ``dictionary``), the int32 indices themselves, each
- * below ``dictionary_count``, for an Arrow dictionary array.
+ * their validity bits into ``validity`` (a bitmap, or None for a required column; the
+ * definition levels, of bit width 1, are the RLE / bit-packing hybrid). Values are PLAIN
+ * (encoding 0) or dictionary indices (2 or 8) into ``dictionary`` (its PLAIN values); with
+ * ``indices_only`` (and no ``dictionary``), the int32 indices themselves, each below
+ * ``dictionary_count``, for an Arrow dictionary array. A null's slot is zeroed.
  *
  *   byte_arrays(page, count, offsets, data) -> bytes or -1
  *
- * decodes a dictionary page of PLAIN byte arrays into Arrow offsets and data. Definition levels (bit width 1) are the RLE / bit-packing hybrid. A null's slot
- * is zeroed. Returns -1, having possibly written part of the output, when anything does not
- * add up (a level other than 0 or 1, an index out of range, a run past the page): the caller
- * then reads the column with Arrow.
+ * decodes a dictionary page of PLAIN byte arrays into Arrow offsets and data.
+ *
+ * A function returns -1 (or None), having possibly written part of its output, when
+ * anything does not add up (a level other than 0 or 1, an index out of range, a run past the
+ * page): the caller then reads the column with Arrow.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
-/* ---------------------------------------------------------------------------------------
- * Thrift compact protocol, just enough for PageHeader. */
-
-typedef struct {
-    const uint8_t *at, *end;
-    int ok;
-} Reader;
-
-static uint64_t read_varint(Reader *r) {
-    uint64_t value = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (r->at >= r->end) break;
-        uint8_t byte = *r->at++;
-        value |= (uint64_t)(byte & 0x7F) << shift;
-        if (!(byte & 0x80)) return value;
-    }
-    r->ok = 0;
-    return 0;
-}
-
-static int64_t read_zigzag(Reader *r) {
-    uint64_t raw = read_varint(r);
-    return (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
-}
-
-enum { T_STOP = 0, T_TRUE = 1, T_FALSE = 2, T_I8 = 3, T_I16 = 4, T_I32 = 5, T_I64 = 6,
-       T_DOUBLE = 7, T_BINARY = 8, T_LIST = 9, T_SET = 10, T_MAP = 11, T_STRUCT = 12 };
-
-static void skip_value(Reader *r, int type, int depth);
-
-/* The next field header of a struct: its type (T_STOP at the struct's end, or when the
- * input ends, with ``ok`` cleared) and, in ``id``, its field id (``last`` is the previous
- * field's id, updated). */
-static int next_field(Reader *r, int *last, int *id) {
-    if (r->at >= r->end) {
-        r->ok = 0;
-        return T_STOP;
-    }
-    uint8_t head = *r->at++;
-    int type = head & 0x0F;
-    if (type == T_STOP) return T_STOP;
-    int delta = head >> 4;
-    *id = delta ? *last + delta : (int)read_zigzag(r); /* a delta, or a long-form id */
-    *last = *id;
-    return type;
-}
-
-static void skip_struct(Reader *r, int depth) {
-    if (depth > 16) {
-        r->ok = 0;
-        return;
-    }
-    int last = 0, id, type;
-    while (r->ok && (type = next_field(r, &last, &id)) != T_STOP) skip_value(r, type, depth + 1);
-}
-
-static void skip_value(Reader *r, int type, int depth) {
-    switch (type) {
-    case T_TRUE:
-    case T_FALSE:
-        return;
-    case T_I8:
-        if (r->at >= r->end) r->ok = 0;
-        else r->at++;
-        return;
-    case T_I16:
-    case T_I32:
-    case T_I64:
-        read_varint(r);
-        return;
-    case T_DOUBLE:
-        if (r->end - r->at < 8) r->ok = 0;
-        else r->at += 8;
-        return;
-    case T_BINARY: {
-        uint64_t n = read_varint(r);
-        if (!r->ok || n > (uint64_t)(r->end - r->at)) r->ok = 0;
-        else r->at += n;
-        return;
-    }
-    case T_LIST:
-    case T_SET: {
-        if (r->at >= r->end) {
-            r->ok = 0;
-            return;
-        }
-        uint8_t head = *r->at++;
-        uint64_t n = head >> 4;
-        if (n == 15) n = read_varint(r);
-        int element = head & 0x0F;
-        for (uint64_t i = 0; i < n && r->ok; i++) {
-            if (element == T_TRUE || element == T_FALSE) { /* one byte a bool in a list */
-                if (r->at >= r->end) r->ok = 0;
-                else r->at++;
-            } else {
-                skip_value(r, element, depth + 1);
-            }
-        }
-        return;
-    }
-    case T_STRUCT:
-        skip_struct(r, depth);
-        return;
-    default: /* maps do not occur in a PageHeader */
-        r->ok = 0;
-        return;
-    }
-}
-
-/* The fields of a PageHeader this module uses; -1 where absent. ``seen`` has bit ``id`` set
- * for each field of the page's own header struct read (its required fields must all be). */
-typedef struct {
-    int64_t type, uncompressed, compressed, num_values, encoding, level_encoding, num_nulls,
-        levels_length, repetition_length, is_compressed, num_rows, repetition_encoding;
-    unsigned seen;
-} Header;
-
-/* The required fields of DataPageHeader (kind 1), DictionaryPageHeader (2) and
- * DataPageHeaderV2 (3), as bits by field id. */
-static const unsigned REQUIRED[4] = {0, 0x1E, 0x06, 0x7E};
-
-/* An i32 field; any other type (a writer never uses one) fails the parse. */
-static int64_t read_int(Reader *r, int type) {
-    if (type != T_I32) {
-        r->ok = 0;
-        return 0;
-    }
-    return read_zigzag(r);
-}
-
-/* Reads the fields of a DataPageHeader (kind 1), DictionaryPageHeader (kind 2) or
- * DataPageHeaderV2 (kind 3) into ``h``. */
-static void read_page_struct(Reader *r, Header *h, int kind) {
-    int last = 0, id, type;
-    while (r->ok && (type = next_field(r, &last, &id)) != T_STOP) {
-        if (id > 0 && id < 32) h->seen |= 1u << id;
-        int is_bool = type == T_TRUE || type == T_FALSE;
-        if ((kind == 3 && id == 7) || (kind == 2 && id == 3)) { /* is_compressed, is_sorted */
-            if (!is_bool) r->ok = 0;
-            if (kind == 3) h->is_compressed = type == T_TRUE;
-            continue;
-        }
-        int64_t *target = NULL;
-        if (id == 1) target = &h->num_values;
-        else if (id == 2) target = kind == 3 ? &h->num_nulls : &h->encoding;
-        else if (kind == 1 && id == 3) target = &h->level_encoding;
-        else if (kind == 1 && id == 4) target = &h->repetition_encoding;
-        else if (kind == 3 && id == 3) target = &h->num_rows;
-        else if (kind == 3 && id == 4) target = &h->encoding;
-        else if (kind == 3 && id == 5) target = &h->levels_length;
-        else if (kind == 3 && id == 6) target = &h->repetition_length;
-        if (target != NULL) {
-            *target = read_int(r, type);
-        } else {
-            /* statistics (v1's field 5, v2's 8) are a struct; other ids are skipped */
-            if (((kind == 1 && id == 5) || (kind == 3 && id == 8)) && type != T_STRUCT) r->ok = 0;
-            skip_value(r, type, 1);
-        }
-    }
-}
-
-/* Whether ``encoding`` is one of the format's encodings (PLAIN .. BYTE_STREAM_SPLIT). */
-static int known_encoding(int64_t encoding) { return encoding >= 0 && encoding <= 9; }
+#include "_parquet_page_header.h"
+#include "_parquet_rle_decode.h"
 
 static PyObject *page_header(PyObject *self, PyObject *args) {
     (void)self;
@@ -240,86 +83,6 @@ static PyObject *page_header(PyObject *self, PyObject *args) {
                          (long long)h.encoding, (long long)h.level_encoding,
                          (long long)h.num_nulls, (long long)h.levels_length,
                          (long long)h.repetition_length, (long long)h.is_compressed);
-}
-
-/* ---------------------------------------------------------------------------------------
- * The RLE / bit-packing hybrid. */
-
-typedef struct {
-    const uint8_t *at, *end;
-    int width;          /* bits a value */
-    uint64_t mask;
-    /* the current run: ``left`` values, either ``repeated`` (RLE) or bit-packed from bit
-     * ``bit`` of ``packed`` */
-    int64_t left;
-    int is_packed;
-    uint32_t repeated;
-    const uint8_t *packed;
-    int64_t bit;
-    int64_t packed_bits; /* bits of the run present in the buffer */
-} Hybrid;
-
-static int next_run(Hybrid *h) {
-    Reader r = {h->at, h->end, 1};
-    uint64_t head = read_varint(&r);
-    /* Arrow reads a run's header as a 32-bit varint and refuses empty runs: so does this */
-    if (!r.ok || head > UINT32_MAX || (head >> 1) == 0) return 0;
-    h->at = r.at;
-    if (head & 1) {
-        uint64_t groups = head >> 1;
-        if (groups > (uint64_t)INT32_MAX) return 0;
-        h->is_packed = 1;
-        h->left = (int64_t)groups * 8;
-        h->packed = h->at;
-        h->bit = 0;
-        int64_t bytes = (int64_t)groups * h->width;
-        if (bytes > h->end - h->at) return 0; /* a run past the buffer: Arrow rejects it too */
-        h->packed_bits = bytes * 8;
-        h->at += bytes;
-    } else {
-        int bytes = (h->width + 7) / 8;
-        if (h->end - h->at < bytes) return 0;
-        uint32_t value = 0;
-        for (int i = 0; i < bytes; i++) value |= (uint32_t)h->at[i] << (8 * i);
-        h->at += bytes;
-        if ((uint64_t)value > h->mask) return 0;
-        h->is_packed = 0;
-        h->left = (int64_t)(head >> 1);
-        h->repeated = value;
-    }
-    return 1;
-}
-
-static inline uint32_t packed_value(const Hybrid *h, int64_t bit) {
-    const uint8_t *p = h->packed + (bit >> 3);
-    uint64_t word;
-    if (p + 8 <= h->end) {
-        memcpy(&word, p, 8);
-    } else {
-        word = 0;
-        memcpy(&word, p, (size_t)(h->end - p));
-    }
-    return (uint32_t)((word >> (bit & 7)) & h->mask);
-}
-
-/* Decodes ``count`` values into ``out`` (or, with ``out`` NULL, calls nothing and only
- * checks). Returns 0 where the runs end early. */
-static int hybrid_decode(Hybrid *h, uint32_t *out, int64_t count) {
-    int64_t done = 0;
-    while (done < count) {
-        if (h->left == 0 && !next_run(h)) return 0;
-        int64_t n = h->left < count - done ? h->left : count - done;
-        if (h->is_packed) {
-            if (h->bit + n * h->width > h->packed_bits) return 0;
-            for (int64_t i = 0; i < n; i++) out[done + i] = packed_value(h, h->bit + i * h->width);
-            h->bit += n * h->width;
-        } else {
-            for (int64_t i = 0; i < n; i++) out[done + i] = h->repeated;
-        }
-        h->left -= n;
-        done += n;
-    }
-    return 1;
 }
 
 /* ---------------------------------------------------------------------------------------
