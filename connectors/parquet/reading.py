@@ -293,12 +293,16 @@ def _plain_tables(
     reader = fragment.parquet_file(expanded) if expanded else parquet_file
     to_expand = [name for name in expanded if name not in encoded_columns]
     schema = parquet_file.schema_arrow
-    decodable = _decodable_columns(fragment, selected, use_threads)
-    dictionaries = _decodable_dictionaries(fragment, expanded, use_threads)
+    plain, dictionaries = {}, {}
+    # The page decoder reads files Arrow reads by itself, one column after another: not
+    # where Arrow may decode the columns in parallel.
+    if not use_threads and isinstance(fragment.opened, pa.NativeFile) and page_decoding.enabled():
+        plain = page_decoding.decodable_columns(parquet_file, selected)
+        dictionaries = page_decoding.decodable_dictionaries(parquet_file, expanded)
     names = schema.names if selected is None else selected
     for index in indices:
         decoded = {}
-        for name, leaf in [*decodable.items(), *dictionaries.items()]:
+        for name, leaf in [*plain.items(), *dictionaries.items()]:
             array = page_decoding.decode_column_chunk(
                 fragment.opened,
                 parquet_file.metadata,
@@ -319,34 +323,6 @@ def _plain_tables(
                     field = reader.schema_arrow.field(name)  # a dictionary for those read so
                     table = table.add_column(i, field, decoded[name])
         yield index, _expand_dictionaries(table, to_expand, schema)
-
-
-def _decodable_columns(
-    fragment: ParquetFragment, selected: Sequence[str] | None, use_threads: bool
-) -> dict[str, int]:
-    """The columns :mod:`shardflow.connectors.parquet.page_decoding` decodes, by name, with
-    their leaf indices: none when Arrow may decode the columns in parallel (``use_threads``)
-    or the file is not one Arrow reads by itself."""
-    if not _decodable_columns_allowed(fragment, use_threads):
-        return {}
-    return page_decoding.decodable_columns(fragment.parquet_file(), selected)
-
-
-def _decodable_columns_allowed(fragment: ParquetFragment, use_threads: bool) -> bool:
-    fragment.parquet_file()  # opens the file
-    return (
-        not use_threads and page_decoding.enabled() and isinstance(fragment.opened, pa.NativeFile)
-    )
-
-
-def _decodable_dictionaries(
-    fragment: ParquetFragment, names: list[str], use_threads: bool
-) -> dict[str, int]:
-    """Of the string columns read as Arrow dictionaries (``names``), those
-    :mod:`shardflow.connectors.parquet.page_decoding` decodes into dictionary arrays."""
-    if not names or not _decodable_columns_allowed(fragment, use_threads):
-        return {}
-    return page_decoding.decodable_dictionaries(fragment.parquet_file(), names)
 
 
 def _dictionary_string_columns(
