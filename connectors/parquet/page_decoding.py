@@ -1,16 +1,19 @@
-"""Flat fixed-width Parquet columns decoded page by page, faster than Arrow's reader.
+"""Flat Parquet columns decoded page by page, faster than Arrow's reader.
 
 Reading a float64 column that a writer compressed with Snappy, Arrow spends about 12 ns a
 value, of which its Snappy build takes 8; ``cramjam``'s Snappy takes 6, and shardflow's
 compiled ``_parquet_decode`` module (page headers, definition levels, PLAIN values and
 dictionary indices) about 1, for the same array. :mod:`shardflow.connectors.parquet.reading`
-decodes this way the columns :func:`decodable_columns` accepts, and reads the others with
-Arrow.
+decodes this way the columns :func:`decodable_columns` and :func:`decodable_dictionaries`
+accept, and reads the others with Arrow.
 
 What is accepted: top-level columns, required or optional, of Arrow type int32, int64,
-float32, float64 or date32 stored without conversion (INT32, INT64, FLOAT, DOUBLE), in
-chunks compressed with Snappy or not at all, with PLAIN or dictionary-encoded data pages
-(v1 or v2). Anything else, and anything in a chunk that does not add up (a page header
+float32, float64 or date32 stored without conversion (INT32, INT64, FLOAT, DOUBLE), and
+string or binary columns the reader takes as Arrow dictionaries (every data page
+dictionary-encoded: int32 indices and the dictionary page's values, as Arrow's
+``read_dictionary`` gives them), in chunks compressed with Snappy or not at all, with PLAIN
+or dictionary-encoded data pages (v1 or v2). The chunk is read in one request into a buffer
+each thread keeps (up to 8 MiB). Anything else, and anything in a chunk that does not add up (a page header
 that does not parse, a page that does not decompress to its stated size, fewer values than
 the row group's rows, an index past the dictionary), *declines*: :func:`decode_column_chunk`
 returns None and Arrow reads the column, raising its own error for a corrupt file. A
