@@ -67,6 +67,8 @@ SLOW_TESTS = (
     "compat/test_a2a_vs_ray.py::test_sort_multi_key_nulls_and_nan_like_ray",
     "compat/test_lerobot_vs_ray.py::test_plans_match_rays_planner",
     "compat/test_documented_differences.py::test_to_torch_shares_rows_among_dataloader_workers",
+    "compat/test_a2a_vs_ray.py::test_sort_then_take_of_parquet_files_like_ray",
+    "engine/execution/test_engine_memory.py::test_a_slow_first_task_does_not_push_the_budget[ray]",
 )
 
 #: Tests that share one costly server or cluster run on one worker, so that it starts once
