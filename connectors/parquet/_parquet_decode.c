@@ -178,12 +178,15 @@ static void scatter_plain(const uint8_t *values, int width, int64_t count, int64
     }
 }
 
-#define GATHER(T)                                                                             \
-    static int gather_##T(Hybrid *h, const T *dictionary, int64_t dictionary_count,          \
-                          int64_t count, int64_t present, T *out, const uint8_t *bitmap,      \
-                          int64_t row) {                                                      \
+/* Decodes ``present`` dictionary indices into slots ``row`` .. ``row + count`` of ``out``
+ * (null slots zeroed), writing VALUE for each (``index[i]`` in scope), every index checked
+ * against the dictionary's size. */
+#define GATHER(NAME, T, VALUE)                                                                \
+    static int NAME(Hybrid *h, const T *dictionary, int64_t dictionary_count, int64_t count,  \
+                    int64_t present, T *out, const uint8_t *bitmap, int64_t row) {            \
         uint32_t index[CHUNK];                                                                \
         int64_t slot = row, end = row + count, taken = 0;                                     \
+        (void)dictionary;                                                                     \
         while (taken < present) {                                                             \
             int64_t n = present - taken < CHUNK ? present - taken : CHUNK;                    \
             if (!hybrid_decode(h, index, n)) return 0;                                        \
@@ -192,7 +195,7 @@ static void scatter_plain(const uint8_t *values, int width, int64_t count, int64
                 if (present != count) {                                                       \
                     while (!valid_at(bitmap, slot)) out[slot++] = 0;                          \
                 }                                                                             \
-                out[slot++] = dictionary[index[i]];                                           \
+                out[slot++] = VALUE;                                                          \
             }                                                                                 \
             taken += n;                                                                       \
         }                                                                                     \
@@ -200,29 +203,10 @@ static void scatter_plain(const uint8_t *values, int width, int64_t count, int64
         return 1;                                                                             \
     }
 
-GATHER(uint32_t)
-GATHER(uint64_t)
-
-/* The dictionary indices themselves (int32), each checked against the dictionary's size. */
-static int indices_only(Hybrid *h, int64_t dictionary_count, int64_t count, int64_t present,
-                        uint32_t *out, const uint8_t *bitmap, int64_t row) {
-    uint32_t index[CHUNK];
-    int64_t slot = row, end = row + count, taken = 0;
-    while (taken < present) {
-        int64_t n = present - taken < CHUNK ? present - taken : CHUNK;
-        if (!hybrid_decode(h, index, n)) return 0;
-        for (int64_t i = 0; i < n; i++) {
-            if ((int64_t)index[i] >= dictionary_count) return 0;
-            if (present != count) {
-                while (!valid_at(bitmap, slot)) out[slot++] = 0;
-            }
-            out[slot++] = index[i];
-        }
-        taken += n;
-    }
-    while (slot < end) out[slot++] = 0;
-    return 1;
-}
+GATHER(gather_uint32_t, uint32_t, dictionary[index[i]])
+GATHER(gather_uint64_t, uint64_t, dictionary[index[i]])
+/* The dictionary indices themselves (int32), for an Arrow dictionary array. */
+GATHER(indices_only, uint32_t, index[i])
 
 /* byte_arrays(page, count, offsets, data) -> bytes, or -1: ``count`` PLAIN byte arrays
  * (a 4-byte little-endian length, then the bytes) as Arrow int32 offsets and data. */
@@ -340,8 +324,8 @@ static PyObject *decode_page(PyObject *self, PyObject *args) {
             int bits = *values;
             Hybrid h = {values + 1, values_end, bits,
                         bits == 32 ? 0xFFFFFFFFull : ((1ull << bits) - 1), 0, 0, 0, NULL, 0, 0};
-            int ok = want_indices ? indices_only(&h, dictionary_count, num_values, present,
-                                                 (uint32_t *)target, bitmap, row)
+            int ok = want_indices ? indices_only(&h, NULL, dictionary_count, num_values,
+                                                 present, (uint32_t *)target, bitmap, row)
                      : width == 4 ? gather_uint32_t(&h, (const uint32_t *)dictionary.buf,
                                                   dictionary_count, num_values, present,
                                                   (uint32_t *)target, bitmap, row)

@@ -37,9 +37,10 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -86,7 +87,9 @@ def enabled() -> bool:
     return available() and os.environ.get(ENV_SWITCH, "1") != "0"
 
 
+@functools.cache
 def _snappy() -> Any:
+    """cramjam's Snappy module, or None (looked up once: it is called for every page)."""
     try:
         import cramjam
     except ImportError:
@@ -98,29 +101,13 @@ def decodable_columns(parquet_file: Any, names: Sequence[str] | None) -> dict[st
     """The columns among ``names`` (all when None) this module may decode, by name, with
     their leaf column indices: see the module docstring. Row groups may still decline
     (another codec, another encoding)."""
-    if not available():
-        return {}
-    schema = parquet_file.schema_arrow
-    leaves = parquet_file.metadata.schema
-    if len(leaves) != len(schema):  # nested columns shift leaf indices: not worth mapping
-        return {}
     wanted = None if names is None else set(names)
     found = {}
-    for i, field in enumerate(schema):
-        if wanted is not None and field.name not in wanted:
-            continue
+    for i, field, leaf in _flat_leaves(parquet_file):
         kind = _TYPES.get(field.type)
-        if kind is None or schema.names.count(field.name) != 1:
+        if kind is None or (wanted is not None and field.name not in wanted):
             continue
-        leaf = leaves.column(i)
-        if (
-            leaf.path != field.name
-            or leaf.max_repetition_level != 0
-            or leaf.max_definition_level > 1
-            or leaf.physical_type != kind[0]
-            or leaf.logical_type.type not in kind[1]
-            or (leaf.max_definition_level == 1) != field.nullable
-        ):
+        if leaf.physical_type != kind[0] or leaf.logical_type.type not in kind[1]:
             continue
         if leaf.logical_type.type == "INT" and not _is_int(leaf.logical_type, kind[2]):
             continue
@@ -131,27 +118,37 @@ def decodable_columns(parquet_file: Any, names: Sequence[str] | None) -> dict[st
 def decodable_dictionaries(parquet_file: Any, names: Sequence[str]) -> dict[str, int]:
     """The string and binary columns among ``names`` (read as Arrow dictionaries) this
     module may decode into dictionary arrays, by name, with their leaf column indices."""
-    if not available() or not names:
+    if not names:
         return {}
+    return {
+        field.name: i
+        for i, field, leaf in _flat_leaves(parquet_file)
+        if field.name in names
+        and field.type in (pa.string(), pa.binary())
+        and leaf.physical_type == "BYTE_ARRAY"
+    }
+
+
+def _flat_leaves(parquet_file: Any) -> Iterator[tuple[int, pa.Field, Any]]:
+    """``(leaf index, Arrow field, Parquet column)`` of the file's top-level columns that are
+    neither nested nor repeated, named once, required or optional as their field says; none
+    without the compiled module (or when any column is nested: leaf indices then shift)."""
+    if not available():
+        return
     schema = parquet_file.schema_arrow
     leaves = parquet_file.metadata.schema
     if len(leaves) != len(schema):
-        return {}
-    found = {}
+        return
     for i, field in enumerate(schema):
-        if field.name not in names or field.type not in (pa.string(), pa.binary()):
-            continue
         leaf = leaves.column(i)
         if (
             leaf.path == field.name
             and schema.names.count(field.name) == 1
             and leaf.max_repetition_level == 0
             and leaf.max_definition_level <= 1
-            and leaf.physical_type == "BYTE_ARRAY"
             and (leaf.max_definition_level == 1) == field.nullable
         ):
-            found[field.name] = i
-    return found
+            yield i, field, leaf
 
 
 def _is_int(logical: Any, width: int) -> bool:
@@ -329,12 +326,7 @@ def _decompressed(
         out[:] = body
         return out
     out = _scratch_buffer("dictionary" if own else "page", uncompressed)
-    try:
-        written = _snappy().decompress_raw_into(body, out)
-    except Exception:  # corrupt or not Snappy: Arrow reports it
-        raise Decline from None
-    if written != uncompressed:
-        raise Decline
+    _snappy_into(body, out[:uncompressed])
     return out[:uncompressed]
 
 
@@ -350,14 +342,18 @@ def _v2_page(
         return raw[at : at + size]
     out = _scratch_buffer("page", uncompressed)
     out[:levels] = raw[at : at + levels]
-    body = raw[at + levels : at + size]
-    try:
-        written = _snappy().decompress_raw_into(body, out[levels:uncompressed])
-    except Exception:
-        raise Decline from None
-    if written != uncompressed - levels:
-        raise Decline
+    _snappy_into(raw[at + levels : at + size], out[levels:uncompressed])
     return out[:uncompressed]
+
+
+def _snappy_into(body: Any, out: np.ndarray) -> None:
+    """Decompress ``body`` into ``out``, which it must fill exactly."""
+    try:
+        written = _snappy().decompress_raw_into(body, out)
+    except Exception:  # corrupt or not Snappy: Arrow reports it
+        raise Decline from None
+    if written != len(out):
+        raise Decline
 
 
 def _scratch_buffer(name: str, size: int) -> np.ndarray:
